@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: MIT
+#
+# commx_add_variants(<name> SOURCES <src>... TRANSPORTS <t>... [COLLECTIVES <c>...]
+#                    [STATS none|counting] [LIBRARIES <lib>...] [OUT_TARGETS <var>])
+#
+# Builds one executable per (transport, collectives) pair from the same sources. Each is named
+# <name>_<transport> when one collectives policy is given, <name>_<transport>_<coll> otherwise,
+# and sees the macros that <commx/variant.hpp> turns into `commx::variant::communicator`, so the
+# application source never needs an #ifdef to pick its stack.
+include_guard(GLOBAL)
+
+function(commx_add_variants name)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "STATS;OUT_TARGETS" "SOURCES;TRANSPORTS;COLLECTIVES;LIBRARIES")
+  if(NOT arg_SOURCES OR NOT arg_TRANSPORTS)
+    message(FATAL_ERROR "commx_add_variants(${name}): SOURCES and TRANSPORTS are required")
+  endif()
+  if(NOT arg_COLLECTIVES)
+    set(arg_COLLECTIVES flat)
+  endif()
+  if(NOT arg_STATS)
+    set(arg_STATS none)
+  endif()
+  list(LENGTH arg_COLLECTIVES n_coll)
+  set(made "")
+  foreach(transport IN LISTS arg_TRANSPORTS)
+    if(NOT TARGET commx::${transport})
+      message(FATAL_ERROR "commx_add_variants(${name}): no stack target commx::${transport}")
+    endif()
+    foreach(coll IN LISTS arg_COLLECTIVES)
+      if(n_coll EQUAL 1)
+        set(target ${name}_${transport})
+      else()
+        set(target ${name}_${transport}_${coll})
+      endif()
+      add_executable(${target} ${arg_SOURCES})
+      target_link_libraries(${target} PRIVATE commx::${transport} ${arg_LIBRARIES})
+      target_compile_definitions(${target} PRIVATE
+        COMMX_VARIANT_TRANSPORT=${transport}
+        COMMX_VARIANT_TRANSPORT_HEADER="commx/transport/${transport}.hpp"
+        COMMX_VARIANT_COLLECTIVES_HEADER="commx/coll/${coll}.hpp"
+        COMMX_VARIANT_COLLECTIVES=${coll}
+        COMMX_VARIANT_STATS=${arg_STATS}
+        COMMX_VARIANT_NAME="${target}")
+      list(APPEND made ${target})
+    endforeach()
+  endforeach()
+  if(arg_OUT_TARGETS)
+    set(${arg_OUT_TARGETS} ${made} PARENT_SCOPE)
+  endif()
+endfunction()

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The collectives-policy concept, and the port through which a policy talks.
+///
+/// A collectives policy is a type with static member function templates, one per collective,
+/// each written once over a *port*: the point-to-point view a communicator lends its policy for
+/// one collective call. The port speaks in the communicator's ranks, on a context of its own
+/// (so collective traffic never matches a user's receive), with the call's one deadline, and
+/// counts messages under the collective's name.
+///
+/// Port requirements, for `p` a `P&`, `peer` a rank, `out` a `std::span<const E>` and `in` a
+/// `std::span<E>` (E trivially copyable):
+///
+/// | expression | type | semantics |
+/// |---|---|---|
+/// | `p.rank()`, `p.size()` | `int` | this rank and the communicator's size |
+/// | `p.node_of(peer)` | `int` | node id of `peer`: equal ids share a node |
+/// | `p.send(peer, out)` | `void` | blocking send |
+/// | `p.recv(peer, in)` | `void` | blocking receive of exactly `in.size()` elements; any other size is errc::collective_mismatch |
+/// | `p.isend(peer, out)`, `p.irecv(peer, in)` | `P::pending` | nonblocking; buffers stay valid until completion |
+/// | `p.wait_all(span<P::pending>)` | `void` | completes them all |
+///
+/// Policy requirements, for `C` the policy, `T` the transport, `data` a `std::span<E>`, `in` a
+/// `std::span<const E>`, `op` a binary operation on E, `root` a rank:
+///
+/// | expression | semantics |
+/// |---|---|
+/// | `C::name`, `C::description` | a `std::string_view` each, printed by benches and examples |
+/// | `C::supports<T>` | whether the policy works over transport T (native MPI collectives only over MPI) |
+/// | `C::barrier(p)` | returns once every rank has entered |
+/// | `C::bcast(p, data, root)` | root's `data` is copied into every rank's `data` |
+/// | `C::reduce(p, data, op, root)` | in place: root's `data` becomes the element-wise reduction of every rank's `data`, folded in rank order (`((x0 op x1) op x2) ...`) unless the policy documents another fixed order; other ranks' `data` is unchanged |
+/// | `C::allreduce(p, data, op)` | every rank's `data` becomes the reduction |
+/// | `C::gather(p, in, data, root)` | root's `data` (size p * n) receives every rank's `in` (size n) in rank order |
+/// | `C::scatter(p, in, data, root)` | rank r's `data` (size n) receives root's `in[r*n, (r+1)*n)` |
+/// | `C::allgather(p, in, data)` | every rank's `data` (p * n) receives every `in` (n) in rank order |
+/// | `C::alltoall(p, in, data)` | rank r's `data[s*n, (s+1)*n)` receives rank s's `in[r*n, (r+1)*n)` |
+///
+/// The communicator checks ranks and sizes before it calls a policy; for one policy and one
+/// rank count, results must not depend on the transport.
+
+#include <concepts>
+#include <functional>
+#include <span>
+#include <string_view>
+
+namespace commx::coll {
+
+/// What a policy may do with the port it is given.
+template <class P>
+concept port = requires(P& p, const P& cp, int peer, std::span<const double> out,
+                        std::span<double> in, std::span<typename P::pending> pending) {
+  { cp.rank() } -> std::same_as<int>;
+  { cp.size() } -> std::same_as<int>;
+  { cp.node_of(peer) } -> std::same_as<int>;
+  p.send(peer, out);
+  p.recv(peer, in);
+  { p.isend(peer, out) } -> std::same_as<typename P::pending>;
+  { p.irecv(peer, in) } -> std::same_as<typename P::pending>;
+  p.wait_all(pending);
+};
+
+/// A port with nothing behind it: the concept below checks policies against it, so a policy is
+/// checked without instantiating any communicator. Declared only, never called.
+struct port_archetype {
+  struct pending {};
+  [[nodiscard]] int rank() const;
+  [[nodiscard]] int size() const;
+  [[nodiscard]] int node_of(int peer) const;
+  template <class E> void send(int peer, std::span<const E> out);
+  template <class E> void recv(int peer, std::span<E> in);
+  template <class E> pending isend(int peer, std::span<const E> out);
+  template <class E> pending irecv(int peer, std::span<E> in);
+  void wait_all(std::span<pending> requests);
+};
+
+static_assert(port<port_archetype>);
+
+/// A collectives policy usable over transport T; see the requirements table above.
+template <class C, class T>
+concept collectives =
+    requires {
+      { C::name } -> std::convertible_to<std::string_view>;
+      { C::description } -> std::convertible_to<std::string_view>;
+    } && C::template supports<T> &&
+    requires(port_archetype& p, std::span<double> data, std::span<const double> in,
+             std::plus<> op, int root) {
+      C::barrier(p);
+      C::bcast(p, data, root);
+      C::reduce(p, data, op, root);
+      C::allreduce(p, data, op);
+      C::gather(p, in, data, root);
+      C::scatter(p, in, data, root);
+      C::allgather(p, in, data);
+      C::alltoall(p, in, data);
+    };
+
+}  // namespace commx::coll

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `coll::flat`: the root talks to every other rank in turn. O(p) messages at the root for
+/// every rooted collective; the baseline the papers' trees beat (PVM's sender-bound multicast
+/// loop in seed 001), kept because it is simple, obviously correct, and the fastest choice on
+/// two or three ranks.
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "commx/coll/concept.hpp"
+#include "commx/coll/detail/combine.hpp"
+
+namespace commx::coll {
+
+struct flat {
+  static constexpr std::string_view name = "flat";
+  static constexpr std::string_view description =
+      "root-linear: the root sends to or receives from each rank in turn";
+
+  template <class Transport>
+  static constexpr bool supports = true;
+
+  /// Fan-in to rank 0, then fan-out from it.
+  template <class Port>
+  static void barrier(Port& p) {
+    const std::span<const std::byte> nothing;
+    const std::span<std::byte> none;
+    if (p.rank() == 0) {
+      for (int r = 1; r < p.size(); ++r) p.recv(r, none);
+      for (int r = 1; r < p.size(); ++r) p.send(r, nothing);
+    } else {
+      p.send(0, nothing);
+      p.recv(0, none);
+    }
+  }
+
+  template <class Port, class E>
+  static void bcast(Port& p, std::span<E> data, int root) {
+    if (p.rank() != root) {
+      p.recv(root, data);
+      return;
+    }
+    for (int r = 0; r < p.size(); ++r) {
+      if (r != root) p.send(r, std::span<const E>(data));
+    }
+  }
+
+  /// Folds in rank order, so the result is the same bits whatever the root and transport.
+  template <class Port, class E, class Op>
+  static void reduce(Port& p, std::span<E> data, Op op, int root) {
+    if (p.rank() != root) {
+      p.send(root, std::span<const E>(data));
+      return;
+    }
+    if (p.size() == 1) return;
+    std::vector<E> incoming(data.begin(), data.end());
+    if (root == 0) {
+      for (int r = 1; r < p.size(); ++r) {
+        p.recv(r, std::span<E>(incoming));
+        detail::combine_into(data, std::span<const E>(incoming), op);
+      }
+      return;
+    }
+    std::vector<E> acc(data.begin(), data.end());
+    p.recv(0, std::span<E>(acc));
+    for (int r = 1; r < p.size(); ++r) {
+      if (r == root) {
+        detail::combine_into(std::span<E>(acc), std::span<const E>(data), op);
+      } else {
+        p.recv(r, std::span<E>(incoming));
+        detail::combine_into(std::span<E>(acc), std::span<const E>(incoming), op);
+      }
+    }
+    std::ranges::copy(acc, data.begin());
+  }
+
+  template <class Port, class E, class Op>
+  static void allreduce(Port& p, std::span<E> data, Op op) {
+    reduce(p, data, op, 0);
+    bcast(p, data, 0);
+  }
+
+  template <class Port, class E>
+  static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
+    if (p.rank() != root) {
+      p.send(root, in);
+      return;
+    }
+    const std::size_t n = in.size();
+    std::vector<typename Port::pending> pending;
+    pending.reserve(static_cast<std::size_t>(p.size()));
+    for (int r = 0; r < p.size(); ++r) {
+      auto slot = out.subspan(static_cast<std::size_t>(r) * n, n);
+      if (r == root) std::ranges::copy(in, slot.begin());
+      else pending.push_back(p.irecv(r, slot));
+    }
+    p.wait_all(std::span(pending));
+  }
+
+  template <class Port, class E>
+  static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
+    if (p.rank() != root) {
+      p.recv(root, out);
+      return;
+    }
+    const std::size_t n = out.size();
+    std::vector<typename Port::pending> pending;
+    pending.reserve(static_cast<std::size_t>(p.size()));
+    for (int r = 0; r < p.size(); ++r) {
+      auto slot = in.subspan(static_cast<std::size_t>(r) * n, n);
+      if (r == root) std::ranges::copy(slot, out.begin());
+      else pending.push_back(p.isend(r, slot));
+    }
+    p.wait_all(std::span(pending));
+  }
+
+  template <class Port, class E>
+  static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
+    gather(p, in, out, 0);
+    bcast(p, out, 0);
+  }
+
+  /// Every rank posts all its receives, then all its sends: no ordering can deadlock.
+  template <class Port, class E>
+  static void alltoall(Port& p, std::span<const E> in, std::span<E> out) {
+    const std::size_t n = in.size() / static_cast<std::size_t>(p.size());
+    std::vector<typename Port::pending> pending;
+    pending.reserve(2 * static_cast<std::size_t>(p.size()));
+    for (int r = 0; r < p.size(); ++r) {
+      if (r != p.rank()) pending.push_back(p.irecv(r, out.subspan(static_cast<std::size_t>(r) * n, n)));
+    }
+    for (int r = 0; r < p.size(); ++r) {
+      const auto slot = in.subspan(static_cast<std::size_t>(r) * n, n);
+      if (r == p.rank()) std::ranges::copy(slot, out.begin() + static_cast<std::ptrdiff_t>(r * n));
+      else pending.push_back(p.isend(r, slot));
+    }
+    p.wait_all(std::span(pending));
+  }
+};
+
+}  // namespace commx::coll

@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `commx::communicator<Transport, Collectives, Stats>`: a group of ranks that exchange typed
+/// messages over a transport and run collectives through a policy.
+///
+/// Point-to-point: `send`, `recv`, `isend`, `irecv`, `sendrecv`, `probe`, `iprobe`. A message
+/// is any transferable value (serialize.hpp): trivially copyable values and contiguous ranges
+/// of them go as their bytes without a copy; other types go through cereal. Receives match on
+/// (source, tag), either of which may be `any_source`/`any_tag`; messages from one source with
+/// one tag arrive in the order they were sent.
+///
+/// Every blocking call takes a `deadline` last; by default the communicator's timeout applies.
+/// A call that misses it raises errc::timeout and leaves nothing pending.
+///
+/// Sub-communicators: `split(color, key)` and `split_by_node()`; messages of different
+/// communicators never match each other.
+///
+/// Thread safety: a communicator (and every communicator split from it) is used by one thread
+/// at a time. Copies share the same rank: they are handles, not new communicators.
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "commx/coll/concept.hpp"
+#include "commx/coll/flat.hpp"
+#include "commx/deadline.hpp"
+#include "commx/detail/coll_port.hpp"
+#include "commx/detail/rank_state.hpp"
+#include "commx/error.hpp"
+#include "commx/options.hpp"
+#include "commx/request.hpp"
+#include "commx/serialize.hpp"
+#include "commx/stats.hpp"
+#include "commx/transport/concept.hpp"
+
+namespace commx {
+
+/// The color that leaves a rank out of every communicator `split` makes.
+inline constexpr int undefined_color = -1;
+
+namespace detail {
+
+/// A view of the elements of a raw value or range, for collectives.
+template <class M>
+auto elements_of(M& message) {
+  if constexpr (raw_range<M>) {
+    return std::span(std::ranges::data(message), std::ranges::size(message));
+  } else {
+    static_assert(raw_value<M>, "commx: collectives take trivially copyable values or contiguous "
+                                "ranges of them");
+    return std::span<M, 1>(std::addressof(message), 1);
+  }
+}
+
+}  // namespace detail
+
+template <transport::transport T, coll::collectives<T> C = coll::flat, stats::policy S = stats::none>
+class communicator {
+public:
+  using transport_type = T;
+  using collectives_type = C;
+  using stats_type = S;
+  using request = commx::request<T, S>;
+
+  /// A null communicator: what `split` gives a rank with `undefined_color`.
+  communicator() = default;
+
+  /// The world communicator over a transport endpoint.
+  explicit communicator(T endpoint, options opts = {})
+      : state_(std::make_shared<detail::rank_state<T, S>>(std::move(endpoint))),
+        group_(std::make_shared<const detail::group>(state_->endpoint.size())),
+        ctx_(0),
+        rank_(state_->endpoint.rank()),
+        timeout_(opts.timeout) {}
+
+  /// The world communicator of a job started by commxrun, srun or mpirun.
+  static communicator from_env(options opts = {})
+    requires requires { T::from_env(); }
+  {
+    return communicator(T::from_env(), opts);
+  }
+
+  [[nodiscard]] bool is_null() const { return state_ == nullptr; }
+  [[nodiscard]] int rank() const { return rank_; }
+  [[nodiscard]] int size() const { return group_ ? group_->size() : 0; }
+  /// Node id of `peer`: ranks with equal ids share a node.
+  [[nodiscard]] int node_of(int peer) const {
+    check_rank(peer, "node_of");
+    return state_->endpoint.node_of(group_->world_of(peer));
+  }
+  /// `peer`'s rank in the world communicator.
+  [[nodiscard]] int world_rank_of(int peer) const {
+    check_rank(peer, "world_rank_of");
+    return group_->world_of(peer);
+  }
+  [[nodiscard]] clock::duration timeout() const { return timeout_; }
+  void set_timeout(clock::duration timeout) { timeout_ = timeout; }
+
+  [[nodiscard]] T& transport() { return state_->endpoint; }
+  /// This rank's counters, shared by every communicator split from the same world.
+  [[nodiscard]] S& stats() { return state_->stats; }
+  [[nodiscard]] const S& stats() const { return state_->stats; }
+
+  // --- point-to-point ---------------------------------------------------------------------
+
+  /// Sends `message` to `dest` with `tag`, returning once its buffer may be reused.
+  /// @throws commx::error errc::invalid_argument (rank or tag), errc::peer_lost, errc::timeout.
+  template <transferable M>
+  void send(int dest, int tag, const M& message, deadline until = {}) {
+    const detail::stopwatch<S> watch;
+    request req = post_send(dest, tag, message, stats::op::send);
+    req.wait(until);
+    if constexpr (S::enabled) state_->stats.add_send_time(stats::op::send, watch.seconds());
+  }
+
+  /// Receives into `message` (see serialize.hpp for how each type is filled).
+  /// @throws commx::error errc::truncated (nothing written, the message stays queued),
+  ///   errc::type_mismatch, errc::serialization_failed, errc::peer_lost, errc::timeout,
+  ///   errc::invalid_argument.
+  template <class M>
+    requires transferable<std::remove_cvref_t<M>>
+  status recv(int source, int tag, M&& message, deadline until = {}) {
+    request req = post_recv(source, tag, message, stats::op::recv);
+    return req.wait(until);
+  }
+
+  /// Starts a send; `message` must stay alive and unchanged until the request completes
+  /// (serialized messages are encoded at once and need not).
+  template <transferable M>
+  [[nodiscard]] request isend(int dest, int tag, const M& message) {
+    const detail::stopwatch<S> watch;
+    request req = post_send(dest, tag, message, stats::op::isend);
+    if constexpr (S::enabled) state_->stats.add_send_time(stats::op::isend, watch.seconds());
+    return req;
+  }
+
+  /// Starts a receive into `message`, which must outlive the request.
+  template <class M>
+    requires transferable<std::remove_cvref_t<M>>
+  [[nodiscard]] request irecv(int source, int tag, M&& message) {
+    static_assert(std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>>,
+                  "commx: irecv needs a buffer that outlives the request: pass an lvalue or a span");
+    return post_recv(source, tag, message, stats::op::irecv);
+  }
+
+  /// Sends `out` to `dest` and receives `in` from `source` at once, so that a ring of
+  /// sendrecvs cannot deadlock.
+  template <transferable Out, class In>
+    requires transferable<std::remove_cvref_t<In>>
+  status sendrecv(int dest, int send_tag, const Out& out, int source, int recv_tag, In&& in,
+                  deadline until = {}) {
+    const clock::time_point when = until.resolve(timeout_);
+    request incoming = post_recv(source, recv_tag, in, stats::op::sendrecv);
+    request outgoing = post_send(dest, send_tag, out, stats::op::sendrecv);
+    outgoing.wait(when);
+    return incoming.wait(when);
+  }
+
+  /// Blocks until a message matching (source, tag) is queued and returns its status, without
+  /// receiving it.
+  status probe(int source, int tag, deadline until = {}) {
+    const clock::time_point when = until.resolve(timeout_);
+    const detail::stopwatch<S> watch;
+    for (;;) {
+      const std::uint64_t seen = state_->endpoint.event_count();
+      if (auto found = iprobe(source, tag)) {
+        if constexpr (S::enabled) state_->stats.add_wait_time(stats::op::probe, watch.seconds());
+        return *found;
+      }
+      if (clock::now() >= when) {
+        throw_error(errc::timeout, where("probe", source, tag, 0),
+                    "no matching message before the deadline");
+      }
+      state_->endpoint.wait_for_event(seen, when);
+    }
+  }
+
+  /// The status of the first queued message matching (source, tag), if any.
+  std::optional<status> iprobe(int source, int tag) {
+    check_source(source, tag, "iprobe");
+    if constexpr (S::enabled) state_->stats.on_call(stats::op::probe);
+    auto found = state_->endpoint.iprobe(world_source(source), ctx_, tag);
+    if (!found) return std::nullopt;
+    if (found->error) {
+      throw_error(found->error, where("iprobe", source, tag, 0),
+                  fmt::format("peer {} is gone", group_->local_of(found->source)));
+    }
+    return status{group_->local_of(found->source), found->tag, found->bytes};
+  }
+
+  // --- collectives ----------------------------------------------------------------------
+
+  void barrier(deadline until = {}) {
+    run_collective(stats::op::barrier, until, [](auto& port) { C::barrier(port); });
+  }
+
+  /// Copies root's `data` (a value or contiguous range) into every rank's.
+  template <class M>
+  void bcast(M&& data, int root, deadline until = {}) {
+    check_root(root, "bcast");
+    auto elements = detail::elements_of(data);
+    run_collective(stats::op::bcast, until, [&](auto& port) {
+      C::bcast(port, std::span(elements.data(), elements.size()), root);
+    });
+  }
+
+  /// In place: root's `data` becomes the element-wise `op` of every rank's `data`.
+  template <class M, class Op>
+  void reduce(M&& data, Op op, int root, deadline until = {}) {
+    check_root(root, "reduce");
+    auto elements = detail::elements_of(data);
+    check_op<decltype(elements), Op>();
+    run_collective(stats::op::reduce, until, [&](auto& port) {
+      C::reduce(port, std::span(elements.data(), elements.size()), op, root);
+    });
+  }
+
+  /// In place: every rank's `data` becomes the element-wise `op` of every rank's `data`.
+  template <class M, class Op>
+  void allreduce(M&& data, Op op, deadline until = {}) {
+    auto elements = detail::elements_of(data);
+    check_op<decltype(elements), Op>();
+    run_collective(stats::op::allreduce, until, [&](auto& port) {
+      C::allreduce(port, std::span(elements.data(), elements.size()), op);
+    });
+  }
+
+  /// The reduction of one value per rank, returned on every rank.
+  template <raw_value V, class Op>
+    requires(!raw_range<V>)
+  V allreduce_value(V value, Op op, deadline until = {}) {
+    allreduce(value, op, until);
+    return value;
+  }
+
+  /// Root's `out` (p times `in`'s size) receives every rank's `in` in rank order; `out` is
+  /// ignored on other ranks.
+  template <class In, class Out>
+  void gather(const In& in, Out&& out, int root, deadline until = {}) {
+    check_root(root, "gather");
+    auto sent = detail::elements_of(in);
+    auto got = detail::elements_of(out);
+    if (rank_ == root) check_count(got.size(), sent.size() * as_size(size()), "gather", "out");
+    run_collective(stats::op::gather, until, [&](auto& port) {
+      C::gather(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()), root);
+    });
+  }
+
+  /// Rank r's `out` receives root's `in[r*n, (r+1)*n)`, n being `out`'s size; `in` is ignored
+  /// on other ranks.
+  template <class In, class Out>
+  void scatter(const In& in, Out&& out, int root, deadline until = {}) {
+    check_root(root, "scatter");
+    auto sent = detail::elements_of(in);
+    auto got = detail::elements_of(out);
+    if (rank_ == root) check_count(sent.size(), got.size() * as_size(size()), "scatter", "in");
+    run_collective(stats::op::scatter, until, [&](auto& port) {
+      C::scatter(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()), root);
+    });
+  }
+
+  /// Every rank's `out` (p times `in`'s size) receives every rank's `in` in rank order.
+  template <class In, class Out>
+  void allgather(const In& in, Out&& out, deadline until = {}) {
+    auto sent = detail::elements_of(in);
+    auto got = detail::elements_of(out);
+    check_count(got.size(), sent.size() * as_size(size()), "allgather", "out");
+    run_collective(stats::op::allgather, until, [&](auto& port) {
+      C::allgather(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()));
+    });
+  }
+
+  /// Rank r's `out[s*n, (s+1)*n)` receives rank s's `in[r*n, (r+1)*n)`.
+  template <class In, class Out>
+  void alltoall(const In& in, Out&& out, deadline until = {}) {
+    auto sent = detail::elements_of(in);
+    auto got = detail::elements_of(out);
+    check_count(got.size(), sent.size(), "alltoall", "out");
+    if (sent.size() % as_size(size()) != 0) {
+      throw_error(errc::invalid_argument, where("alltoall", unknown, unknown, sent.size_bytes()),
+                  fmt::format("{} elements do not split evenly among {} ranks", sent.size(), size()));
+    }
+    run_collective(stats::op::alltoall, until, [&](auto& port) {
+      C::alltoall(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()));
+    });
+  }
+
+  // --- sub-communicators ----------------------------------------------------------------
+
+  /// Collective: the ranks that pass the same `color` form a new communicator, ordered by
+  /// `key` then by rank here. A rank passing `undefined_color` gets a null communicator.
+  communicator split(int color, int key, deadline until = {}) {
+    if (color < 0 && color != undefined_color) {
+      throw_error(errc::invalid_argument, where("split", unknown, unknown, 0),
+                  fmt::format("color {} is negative", color));
+    }
+    struct entry {
+      int color;
+      int key;
+      context_id next_context;
+    };
+    const entry mine{color, key, state_->next_context};
+    std::vector<entry> all(as_size(size()));
+    run_collective(stats::op::split, until, [&](auto& port) {
+      C::allgather(port, std::span<const entry>(&mine, 1), std::span<entry>(all));
+    });
+
+    context_id fresh = 0;
+    for (const entry& e : all) fresh = std::max(fresh, e.next_context);
+    state_->next_context = fresh + 2;
+    if (color == undefined_color) return {};
+
+    std::vector<int> members;  // parent ranks, then world ranks
+    for (int r = 0; r < size(); ++r) {
+      if (all[as_size(r)].color == color) members.push_back(r);
+    }
+    std::ranges::stable_sort(members, {}, [&](int r) { return all[as_size(r)].key; });
+    const int new_rank = static_cast<int>(std::ranges::find(members, rank_) - members.begin());
+    for (int& r : members) r = group_->world_of(r);
+
+    communicator child;
+    child.state_ = state_;
+    child.group_ = std::make_shared<const detail::group>(std::move(members), state_->endpoint.size());
+    child.ctx_ = fresh;
+    child.rank_ = new_rank;
+    child.timeout_ = timeout_;
+    return child;
+  }
+
+  /// Collective: one communicator per node, holding the ranks that share this rank's node.
+  communicator split_by_node(deadline until = {}) {
+    return split(state_->endpoint.node_of(group_->world_of(rank_)), rank_, until);
+  }
+
+  /// Collective: a communicator with the same ranks whose messages never meet this one's.
+  communicator dup(deadline until = {}) { return split(0, rank_, until); }
+
+private:
+  static std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
+
+  [[nodiscard]] error_context where(const char* operation, int peer, int tag, std::size_t bytes) const {
+    return {rank_, peer, tag, bytes, operation};
+  }
+
+  void check_valid(const char* operation) const {
+    if (state_ == nullptr) {
+      throw error(errc::invalid_argument, fmt::format("{} on a null communicator", operation));
+    }
+  }
+
+  void check_rank(int peer, const char* operation) const {
+    check_valid(operation);
+    if (peer < 0 || peer >= size()) {
+      throw_error(errc::invalid_argument, where(operation, peer, unknown, 0),
+                  fmt::format("rank {} is not in [0, {})", peer, size()));
+    }
+  }
+
+  void check_root(int root, const char* operation) const {
+    check_valid(operation);
+    if (root < 0 || root >= size()) {
+      throw_error(errc::invalid_argument, where(operation, root, unknown, 0),
+                  fmt::format("root {} is not in [0, {})", root, size()));
+    }
+  }
+
+  void check_dest(int dest, int tag, const char* operation) const {
+    check_rank(dest, operation);
+    if (tag < 0 || tag > max_tag) {
+      throw_error(errc::invalid_argument, where(operation, dest, tag, 0),
+                  fmt::format("tag {} is not in [0, {}]", tag, max_tag));
+    }
+  }
+
+  void check_source(int source, int tag, const char* operation) const {
+    if (source != any_source) check_rank(source, operation);
+    else check_valid(operation);
+    if (tag != any_tag && (tag < 0 || tag > max_tag)) {
+      throw_error(errc::invalid_argument, where(operation, source, tag, 0),
+                  fmt::format("tag {} is neither any_tag nor in [0, {}]", tag, max_tag));
+    }
+  }
+
+  void check_count(std::size_t given, std::size_t needed, const char* operation, const char* what) const {
+    if (given != needed) {
+      throw_error(errc::invalid_argument, where(operation, unknown, unknown, given),
+                  fmt::format("'{}' holds {} elements; {} ranks need exactly {}", what, given,
+                              size(), needed));
+    }
+  }
+
+  template <class Elements, class Op>
+  static constexpr void check_op() {
+    using E = std::remove_const_t<typename Elements::element_type>;
+    static_assert(!std::is_const_v<typename Elements::element_type>,
+                  "commx: a reduction's data must be writable");
+    static_assert(std::is_convertible_v<std::invoke_result_t<Op&, const E&, const E&>, E>,
+                  "commx: a reduction op must take two elements and return one");
+  }
+
+  [[nodiscard]] int world_source(int source) const {
+    return source == any_source ? any_source : group_->world_of(source);
+  }
+
+  request make_request(stats::op kind, error_context context, bool is_recv) {
+    request req;
+    req.state_ = state_;
+    req.group_ = group_;
+    req.where_ = context;
+    req.kind_ = kind;
+    req.timeout_ = timeout_;
+    req.is_recv_ = is_recv;
+    req.active_ = true;
+    return req;
+  }
+
+  template <class M>
+  request post_send(int dest, int tag, const M& message, stats::op kind) {
+    check_dest(dest, tag, stats::name(kind).data());
+    if constexpr (S::enabled) state_->stats.on_call(kind);
+    std::span<const std::byte> bytes;
+    std::unique_ptr<std::vector<std::byte>> staging;
+    if constexpr (transfer_mode_of<M> == transfer_mode::raw) {
+      bytes = detail::bytes_of(message);
+    } else {
+      staging = std::make_unique<std::vector<std::byte>>(detail::serialize(message));
+      bytes = *staging;
+    }
+    request req = make_request(kind, where(stats::name(kind).data(), dest, tag, bytes.size()), false);
+    req.staging_ = std::move(staging);
+    req.handle_ = state_->endpoint.isend(group_->world_of(dest), ctx_, tag, bytes);
+    if constexpr (S::enabled) state_->stats.on_sent(kind, bytes.size());
+    return req;
+  }
+
+  template <class M>
+  request post_recv(int source, int tag, M& message, stats::op kind) {
+    using target = std::remove_cvref_t<M>;
+    check_source(source, tag, stats::name(kind).data());
+    if constexpr (S::enabled) state_->stats.on_call(kind);
+    request req = make_request(kind, where(stats::name(kind).data(), source, tag, 0), true);
+    std::optional<transport::recv_buffer> buffer;
+    if constexpr (recv_mode_of<target> == recv_mode::fixed) {
+      const auto bytes = detail::writable_bytes_of(message);
+      req.where_.bytes = bytes.size();
+      // A single value must arrive whole; a fixed range may be partly filled.
+      req.element_size_ = raw_range<target> ? detail::element_size<target>() : bytes.size();
+      buffer.emplace(bytes);
+    } else if constexpr (recv_mode_of<target> == recv_mode::resize) {
+      req.element_size_ = detail::element_size<target>();
+      buffer.emplace(static_cast<void*>(std::addressof(message)), &detail::grow_container<target>);
+    } else {
+      req.staging_ = std::make_unique<std::vector<std::byte>>();
+      req.target_ = std::addressof(message);
+      req.decode_ = [](request& r) { detail::deserialize(*r.staging_, *static_cast<target*>(r.target_), r.where_); };
+      buffer.emplace(static_cast<void*>(req.staging_.get()), &detail::grow_container<std::vector<std::byte>>);
+    }
+    req.handle_ = state_->endpoint.irecv(world_source(source), ctx_, tag, *buffer);
+    return req;
+  }
+
+  template <class Body>
+  void run_collective(stats::op kind, deadline until, Body&& body) {
+    check_valid(stats::name(kind).data());
+    const detail::stopwatch<S> watch;
+    if constexpr (S::enabled) state_->stats.on_call(kind);
+    detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, until.resolve(timeout_), kind);
+    body(port);
+    if constexpr (S::enabled) state_->stats.add_collective_time(kind, watch.seconds());
+  }
+
+  std::shared_ptr<detail::rank_state<T, S>> state_;
+  std::shared_ptr<const detail::group> group_;
+  context_id ctx_ = 0;
+  int rank_ = unknown;
+  clock::duration timeout_{};
+};
+
+}  // namespace commx

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `commx::deadline`: when a blocking call gives up. Every blocking call takes one as its last
+/// argument; the default means "the communicator's timeout", a duration means "this long from
+/// the call", a time point means exactly then. It becomes one absolute time at the entry point,
+/// so a collective made of many messages has one deadline, not one per message.
+
+#include <chrono>
+#include <optional>
+
+namespace commx {
+
+using clock = std::chrono::steady_clock;
+
+class deadline {
+public:
+  /// Use the communicator's default timeout.
+  constexpr deadline() = default;
+
+  template <class Rep, class Period>
+  constexpr deadline(std::chrono::duration<Rep, Period> timeout)  // NOLINT: implicit on purpose
+      : relative_(std::chrono::duration_cast<clock::duration>(timeout)) {}
+
+  constexpr deadline(clock::time_point when) : absolute_(when) {}  // NOLINT: implicit on purpose
+
+  /// The absolute time this deadline means for a call starting now.
+  [[nodiscard]] clock::time_point resolve(clock::duration default_timeout) const {
+    if (absolute_) return *absolute_;
+    return saturating_after(clock::now(), relative_.value_or(default_timeout));
+  }
+
+  [[nodiscard]] constexpr bool is_default() const { return !absolute_ && !relative_; }
+
+private:
+  // "Wait forever" is spelled as a huge timeout; adding it to now() must not overflow.
+  static clock::time_point saturating_after(clock::time_point now, clock::duration timeout) {
+    if (timeout > clock::time_point::max() - now) return clock::time_point::max();
+    return now + timeout;
+  }
+
+  std::optional<clock::duration> relative_;
+  std::optional<clock::time_point> absolute_;
+};
+
+}  // namespace commx

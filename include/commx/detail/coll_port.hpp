@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The port a communicator lends its collectives policy for one call (see coll/concept.hpp).
+
+#include <cstddef>
+#include <span>
+#include <utility>
+
+#include "commx/coll/concept.hpp"
+#include "commx/deadline.hpp"
+#include "commx/detail/rank_state.hpp"
+#include "commx/error.hpp"
+#include "commx/request.hpp"
+#include "commx/serialize.hpp"
+#include "commx/stats.hpp"
+
+namespace commx::detail {
+
+template <transport::transport T, stats::policy S>
+class coll_port {
+public:
+  /// One message a policy has in flight; withdrawn if dropped before it completes.
+  class pending {
+  public:
+    pending() = default;
+    pending(pending&& other) noexcept { *this = std::move(other); }
+    pending& operator=(pending&& other) noexcept {
+      if (this != &other) {
+        withdraw();
+        endpoint_ = std::exchange(other.endpoint_, nullptr);
+        handle_ = std::exchange(other.handle_, {});
+        peer_ = other.peer_;
+        expected_ = other.expected_;
+        is_recv_ = other.is_recv_;
+      }
+      return *this;
+    }
+    pending(const pending&) = delete;
+    pending& operator=(const pending&) = delete;
+    ~pending() { withdraw(); }
+
+  private:
+    friend class coll_port;
+    void withdraw() noexcept {
+      if (endpoint_ != nullptr) (void)endpoint_->cancel(handle_);
+      endpoint_ = nullptr;
+    }
+
+    T* endpoint_ = nullptr;  // null once completed
+    typename T::request handle_{};
+    int peer_ = 0;
+    std::size_t expected_ = 0;
+    bool is_recv_ = false;
+  };
+
+  coll_port(rank_state<T, S>& state, const group& members, context_id ctx, int rank,
+            clock::time_point when, stats::op kind)
+      : state_(state), group_(members), ctx_(ctx), rank_(rank), when_(when), kind_(kind) {}
+
+  [[nodiscard]] int rank() const { return rank_; }
+  [[nodiscard]] int size() const { return group_.size(); }
+  [[nodiscard]] int node_of(int peer) const { return state_.endpoint.node_of(group_.world_of(peer)); }
+
+  template <class E>
+  pending isend(int peer, std::span<const E> out) {
+    const detail::stopwatch<S> watch;
+    const auto bytes = std::as_bytes(out);
+    pending p = make_pending(peer, bytes.size(), false);
+    p.handle_ = state_.endpoint.isend(group_.world_of(peer), ctx_, tag(), bytes);
+    if constexpr (S::enabled) {
+      state_.stats.on_sent(kind_, bytes.size());
+      state_.stats.add_send_time(kind_, watch.seconds());
+    }
+    return p;
+  }
+
+  template <class E>
+  pending irecv(int peer, std::span<E> in) {
+    const auto bytes = std::as_writable_bytes(in);
+    pending p = make_pending(peer, bytes.size(), true);
+    p.handle_ = state_.endpoint.irecv(group_.world_of(peer), ctx_, tag(), transport::recv_buffer(bytes));
+    return p;
+  }
+
+  template <class E>
+  void send(int peer, std::span<const E> out) {
+    pending p = isend(peer, out);
+    complete(p);
+  }
+  template <class E>
+  void send(int peer, std::span<E> out) {
+    send(peer, std::span<const E>(out));
+  }
+
+  template <class E>
+  void recv(int peer, std::span<E> in) {
+    pending p = irecv(peer, in);
+    complete(p);
+  }
+
+  void wait_all(std::span<pending> requests) {
+    for (pending& p : requests) complete(p);
+  }
+
+private:
+  [[nodiscard]] int tag() const { return static_cast<int>(kind_); }
+
+  pending make_pending(int peer, std::size_t bytes, bool is_recv) {
+    pending p;
+    p.endpoint_ = &state_.endpoint;
+    p.peer_ = peer;
+    p.expected_ = bytes;
+    p.is_recv_ = is_recv;
+    return p;
+  }
+
+  [[nodiscard]] error_context where(const pending& p) const {
+    return {group_.world_of(rank_), p.peer_, unknown, p.expected_, stats::name(kind_).data()};
+  }
+
+  void complete(pending& p) {
+    if (p.endpoint_ == nullptr) return;
+    const detail::stopwatch<S> watch;
+    const bool done = detail::wait_until(state_.endpoint, p.handle_, when_);
+    if constexpr (S::enabled) {
+      if (p.is_recv_) state_.stats.add_wait_time(kind_, watch.seconds());
+      else state_.stats.add_send_time(kind_, watch.seconds());
+    }
+    if (!done && state_.endpoint.cancel(p.handle_)) {
+      p.endpoint_ = nullptr;
+      throw_error(errc::timeout, where(p),
+                  p.is_recv_ ? "waiting for this peer's part of the collective"
+                             : "waiting for this peer to take its part of the collective");
+    }
+    p.endpoint_ = nullptr;
+    const transport::op_result result = state_.endpoint.result(p.handle_);
+    p.handle_ = {};
+    if (result.error == errc::truncated || (!result.error && p.is_recv_ && result.bytes != p.expected_)) {
+      throw_error(errc::collective_mismatch, where(p),
+                  fmt::format("peer {} sent {} bytes where {} were expected: ranks passed "
+                              "different counts",
+                              p.peer_, result.bytes, p.expected_));
+    }
+    if (result.error) {
+      throw_error(result.error, where(p), result.error == errc::peer_lost ? "peer is gone" : "");
+    }
+    if constexpr (S::enabled) {
+      if (p.is_recv_) state_.stats.on_received(kind_, result.bytes);
+    }
+  }
+
+  rank_state<T, S>& state_;
+  const group& group_;
+  context_id ctx_;
+  int rank_;
+  clock::time_point when_;
+  stats::op kind_;
+};
+
+}  // namespace commx::detail

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// What every communicator of one rank shares: the transport endpoint, the stats, and the next
+/// free context id; and a communicator's group, mapping its ranks to world ranks and back.
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "commx/transport/concept.hpp"
+#include "commx/stats.hpp"
+
+namespace commx::detail {
+
+template <transport::transport T, stats::policy S>
+struct rank_state {
+  explicit rank_state(T&& transport) : endpoint(std::move(transport)) {}
+
+  T endpoint;
+  [[no_unique_address]] S stats;
+  // Context ids come in pairs (point-to-point, collectives). Every new communicator takes the
+  // largest next_context of its members, so no rank is ever in two communicators with one id.
+  context_id next_context = 2;
+};
+
+/// A communicator's members, as world ranks, and the reverse map.
+class group {
+public:
+  /// The world group of `size` ranks.
+  explicit group(int size) : world_of_(static_cast<std::size_t>(size)), local_of_(world_of_.size()) {
+    for (int r = 0; r < size; ++r) world_of_[index(r)] = local_of_[index(r)] = r;
+  }
+
+  group(std::vector<int> members, int world_size)
+      : world_of_(std::move(members)), local_of_(static_cast<std::size_t>(world_size), -1) {
+    for (std::size_t local = 0; local < world_of_.size(); ++local) {
+      local_of_[index(world_of_[local])] = static_cast<int>(local);
+    }
+  }
+
+  [[nodiscard]] int size() const { return static_cast<int>(world_of_.size()); }
+  [[nodiscard]] int world_of(int local) const { return world_of_[index(local)]; }
+  /// -1 for a world rank outside the group.
+  [[nodiscard]] int local_of(int world) const {
+    return world < 0 ? world : local_of_[index(world)];
+  }
+
+private:
+  static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
+
+  std::vector<int> world_of_;
+  std::vector<int> local_of_;
+};
+
+}  // namespace commx::detail

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// Starting a job: `run_inproc(n, fn)` runs fn on n threads of this process;
+/// `run<Comm>(fn)` runs fn however Comm's stack runs, so one `main` serves every stack.
+
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "commx/communicator.hpp"
+#include "commx/options.hpp"
+#include "commx/transport/inproc.hpp"
+
+namespace commx {
+
+struct inproc_options {
+  /// Node id per rank, to make one process look like several nodes; empty: all on node 0.
+  std::vector<int> nodes;
+  options comm;
+};
+
+/// Runs `fn(world)` on `n` threads, one rank each, and returns when all have returned. If a
+/// rank throws, its peers stop waiting for it (their pending operations on it raise
+/// errc::peer_lost), and once every thread has finished the first exception thrown is rethrown.
+template <class Comm = communicator<transport::inproc>, class Fn>
+  requires std::is_same_v<typename Comm::transport_type, transport::inproc>
+void run_inproc(int n, Fn&& fn, inproc_options opts = {}) {
+  auto hub = std::make_shared<transport::inproc::hub>(
+      n, transport::inproc::hub_options{std::move(opts.nodes)});
+  std::mutex failure_mutex;
+  std::exception_ptr first_failure;
+  {
+    std::vector<std::jthread> ranks;
+    ranks.reserve(static_cast<std::size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      ranks.emplace_back([&, r] {
+        Comm world(transport::inproc(hub, r), opts.comm);
+        try {
+          fn(world);
+        } catch (...) {
+          {
+            // Recorded before the peers are released, so the cause wins over its echoes.
+            std::lock_guard lock(failure_mutex);
+            if (!first_failure) first_failure = std::current_exception();
+          }
+          world.transport().fail();
+        }
+      });
+    }
+  }
+  if (first_failure) std::rethrow_exception(first_failure);
+}
+
+namespace detail {
+inline int inproc_ranks_from_env() {
+  const char* text = std::getenv("COMMX_INPROC_RANKS");
+  if (text == nullptr || *text == '\0') return 1;
+  char* end = nullptr;
+  const long n = std::strtol(text, &end, 10);
+  if (*end != '\0' || n < 1 || n > 4096) {
+    throw error(errc::invalid_argument,
+                fmt::format("COMMX_INPROC_RANKS='{}' is not a rank count in [1, 4096]", text));
+  }
+  return static_cast<int>(n);
+}
+}  // namespace detail
+
+/// Runs `fn(world)` as Comm's stack runs: on COMMX_INPROC_RANKS threads (default 1) for the
+/// in-process transport, or as this process's rank of a job started by commxrun, srun or
+/// mpirun for the others.
+template <class Comm, class Fn>
+void run(Fn&& fn, options opts = {}) {
+  if constexpr (std::is_same_v<typename Comm::transport_type, transport::inproc>) {
+    run_inproc<Comm>(detail::inproc_ranks_from_env(), std::forward<Fn>(fn), {{}, opts});
+  } else {
+    Comm world = Comm::from_env(opts);
+    fn(world);
+  }
+}
+
+}  // namespace commx

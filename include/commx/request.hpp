@@ -1,0 +1,286 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// Nonblocking requests and the status of a completed receive.
+///
+/// A request owns one pending send or receive. `wait` blocks until it completes (or its deadline
+/// passes: errc::timeout, and the request is withdrawn), `test` checks without blocking,
+/// `wait_all` and `wait_any` take several. Destroying a request that has not completed cancels
+/// it, so a buffer never outlives the operation that writes into it.
+///
+/// Thread safety: a request is used by the thread that owns its communicator.
+
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <utility>
+#include <vector>
+
+#include "commx/coll/concept.hpp"
+#include "commx/deadline.hpp"
+#include "commx/detail/rank_state.hpp"
+#include "commx/error.hpp"
+#include "commx/serialize.hpp"
+#include "commx/stats.hpp"
+#include "commx/transport/concept.hpp"
+
+namespace commx {
+
+/// What a receive or probe found: the sender's rank in the communicator, the tag, the size.
+struct status {
+  int source = any_source;
+  int tag = any_tag;
+  std::size_t bytes = 0;
+
+  /// The number of whole elements of type E the message holds.
+  template <class E>
+  [[nodiscard]] std::size_t count() const {
+    return bytes / sizeof(E);
+  }
+};
+
+namespace detail {
+
+/// Waits for `handle` until `when`, sleeping in the transport between events. False on timeout.
+template <transport::transport T>
+bool wait_until(T& endpoint, typename T::request& handle, clock::time_point when) {
+  for (;;) {
+    const std::uint64_t seen = endpoint.event_count();
+    if (endpoint.test(handle)) return true;
+    if (clock::now() >= when) return false;
+    endpoint.wait_for_event(seen, when);
+  }
+}
+
+/// Measures a span of time only when the stats policy wants it; otherwise reads no clock.
+template <stats::policy S>
+class stopwatch {
+public:
+  stopwatch() {
+    if constexpr (S::enabled) start_ = clock::now();
+  }
+  [[nodiscard]] double seconds() const {
+    if constexpr (S::enabled) return std::chrono::duration<double>(clock::now() - start_).count();
+    return 0;
+  }
+
+private:
+  struct nothing {};
+  [[no_unique_address]] std::conditional_t<S::enabled, clock::time_point, nothing> start_{};
+};
+
+/// Grows a resizable container to hold `bytes` bytes, for receives of unknown size.
+template <class Container>
+std::byte* grow_container(void* container, std::size_t bytes, std::error_code& ec) {
+  using element = std::ranges::range_value_t<Container>;
+  if (bytes % sizeof(element) != 0) {
+    ec = make_error_code(errc::type_mismatch);
+    return nullptr;
+  }
+  auto& target = *static_cast<Container*>(container);
+  try {
+    target.resize(bytes / sizeof(element));
+  } catch (const std::bad_alloc&) {
+    ec = make_error_code(errc::truncated);
+    return nullptr;
+  }
+  return reinterpret_cast<std::byte*>(std::ranges::data(target));
+}
+
+}  // namespace detail
+
+template <transport::transport T, stats::policy S>
+class request {
+public:
+  request() = default;
+  request(request&& other) noexcept { *this = std::move(other); }
+  request& operator=(request&& other) noexcept {
+    if (this != &other) {
+      abandon();
+      state_ = std::move(other.state_);
+      group_ = std::move(other.group_);
+      handle_ = std::exchange(other.handle_, {});
+      where_ = other.where_;
+      kind_ = other.kind_;
+      timeout_ = other.timeout_;
+      is_recv_ = other.is_recv_;
+      element_size_ = other.element_size_;
+      staging_ = std::move(other.staging_);
+      target_ = other.target_;
+      decode_ = other.decode_;
+      status_ = other.status_;
+      active_ = std::exchange(other.active_, false);
+    }
+    return *this;
+  }
+  request(const request&) = delete;
+  request& operator=(const request&) = delete;
+  ~request() { abandon(); }
+
+  /// Blocks until the operation completes.
+  /// @throws commx::error errc::timeout when the deadline passes (the request is withdrawn);
+  ///   errc::truncated, errc::peer_lost, errc::type_mismatch, errc::serialization_failed.
+  status wait(deadline until = {}) { return wait_until(until.resolve(timeout_)); }
+
+  /// The status if the operation has completed, without blocking. Throws as `wait` does.
+  std::optional<status> test() {
+    if (!active_) return status_;
+    if (!state_->endpoint.test(handle_)) return std::nullopt;
+    return complete();
+  }
+
+  /// True while the operation is pending.
+  [[nodiscard]] bool active() const { return active_; }
+
+  /// Withdraws the operation if it has not matched yet; true if it was withdrawn.
+  bool cancel() {
+    if (!active_) return false;
+    if (!state_->endpoint.cancel(handle_)) return false;
+    active_ = false;
+    return true;
+  }
+
+  /// The status of the completed operation (after `wait` or a successful `test`).
+  [[nodiscard]] const status& last_status() const { return status_; }
+
+private:
+  template <transport::transport T2, coll::collectives<T2> C2, stats::policy S2>
+  friend class communicator;
+  template <class Range>
+  friend std::size_t wait_any(Range&& requests, deadline until);
+  template <class Range>
+  friend void wait_all(Range&& requests, deadline until);
+
+  using decoder = void (*)(request&);
+
+  status wait_until(clock::time_point when) {
+    if (!active_) return status_;
+    const detail::stopwatch<S> watch;
+    const bool done = detail::wait_until(state_->endpoint, handle_, when);
+    account_wait(watch.seconds());
+    if (!done && cancel()) {
+      throw_error(errc::timeout, where_, "the deadline passed before the operation completed");
+    }
+    return complete();
+  }
+
+  void account_wait(double seconds) {
+    if constexpr (S::enabled) {
+      if (is_recv_) state_->stats.add_wait_time(kind_, seconds);
+      else state_->stats.add_send_time(kind_, seconds);
+    }
+  }
+
+  status complete() {
+    active_ = false;
+    const transport::op_result result = state_->endpoint.result(handle_);
+    handle_ = {};
+    if (result.error) fail(result);
+    if (!is_recv_) return status_;
+    status_ = {group_->local_of(result.source), result.tag, result.bytes};
+    if (result.bytes % element_size_ != 0) {
+      throw_error(errc::type_mismatch, where_,
+                  fmt::format("a message of {} bytes is not a whole number of {}-byte elements",
+                              result.bytes, element_size_));
+    }
+    if constexpr (S::enabled) state_->stats.on_received(kind_, result.bytes);
+    if (decode_ != nullptr) decode_(*this);
+    return status_;
+  }
+
+  [[noreturn]] void fail(const transport::op_result& result) {
+    if (result.error == errc::truncated) {
+      throw_error(result.error, where_,
+                  fmt::format("a message of {} bytes from peer {} tag {} does not fit; it stays "
+                              "queued for a larger receive",
+                              result.bytes, group_->local_of(result.source), result.tag));
+    }
+    if (result.error == errc::peer_lost) {
+      throw_error(result.error, where_,
+                  fmt::format("peer {} is gone", group_->local_of(result.source)));
+    }
+    throw_error(result.error, where_);
+  }
+
+  // A request that dies pending must not leave the transport writing into freed memory.
+  void abandon() noexcept {
+    if (!active_) return;
+    // False means it matched in the meantime: then there is nothing left to withdraw.
+    (void)state_->endpoint.cancel(handle_);
+    active_ = false;
+  }
+
+  std::shared_ptr<detail::rank_state<T, S>> state_;
+  std::shared_ptr<const detail::group> group_;
+  typename T::request handle_{};
+  error_context where_{};
+  stats::op kind_ = stats::op::isend;
+  clock::duration timeout_{};
+  bool is_recv_ = false;
+  std::size_t element_size_ = 1;
+  std::unique_ptr<std::vector<std::byte>> staging_;  // serialized messages only
+  void* target_ = nullptr;
+  decoder decode_ = nullptr;
+  status status_{};
+  bool active_ = false;
+};
+
+/// Waits for every request in `requests` with one deadline for all.
+/// @throws commx::error as request::wait, for the first request that fails.
+template <class Range>
+void wait_all(Range&& requests, deadline until) {
+  std::optional<clock::time_point> when;
+  for (auto& req : requests) {
+    if (!req.active()) continue;
+    if (!when) when = until.resolve(req.timeout_);
+    req.wait(*when);
+  }
+}
+
+template <class Range>
+void wait_all(Range&& requests) {
+  wait_all(std::forward<Range>(requests), deadline{});
+}
+
+/// Waits until one of `requests` completes and returns its index (its status is in
+/// `last_status()`), or `requests.size()` when none is active. All must come from communicators
+/// of one rank.
+template <class Range>
+std::size_t wait_any(Range&& requests, deadline until) {
+  auto first = std::ranges::find_if(requests, [](const auto& r) { return r.active(); });
+  if (first == std::ranges::end(requests)) return std::ranges::size(requests);
+  auto& state = first->state_;
+  const clock::time_point when = until.resolve(first->timeout_);
+  for (;;) {
+    const std::uint64_t seen = state->endpoint.event_count();
+    std::size_t index = 0;
+    for (auto& req : requests) {
+      if (req.active() && req.state_ != state) {
+        throw_error(errc::invalid_argument, req.where_,
+                    "wait_any: the requests belong to different ranks");
+      }
+      if (req.active() && state->endpoint.test(req.handle_)) {
+        req.complete();
+        return index;
+      }
+      ++index;
+    }
+    if (clock::now() >= when) {
+      throw_error(errc::timeout, first->where_,
+                  fmt::format("wait_any: none of {} requests completed before the deadline",
+                              std::ranges::size(requests)));
+    }
+    state->endpoint.wait_for_event(seen, when);
+  }
+}
+
+template <class Range>
+std::size_t wait_any(Range&& requests) {
+  return wait_any(std::forward<Range>(requests), deadline{});
+}
+
+}  // namespace commx

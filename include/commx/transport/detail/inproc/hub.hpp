@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The in-process transport's shared state: one mailbox per rank, all behind one mutex.
+/// Ranks are threads of one process, so a message is copied once, from the sender's buffer
+/// straight into the posted receive; only messages nobody asked for yet are buffered.
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "commx/deadline.hpp"
+#include "commx/error.hpp"
+#include "commx/transport/message.hpp"
+
+namespace commx::detail::inproc {
+
+using transport::op_result;
+using transport::recv_buffer;
+
+/// A send or receive that did not complete when it was posted. Shared between the rank that
+/// posted it and the rank that completes it; every field but `done` is guarded by the hub's
+/// mutex, and `done` is published with release order after `result` is written.
+struct operation {
+  enum class kind { send, recv };
+
+  operation(kind k, int owner_rank, int peer_rank, context_id context, int message_tag)
+      : what(k), owner(owner_rank), peer(peer_rank), ctx(context), tag(message_tag) {}
+
+  kind what;
+  int owner;
+  int peer;  // destination of a send; source (or any_source) of a receive
+  context_id ctx;
+  int tag;
+  recv_buffer buffer{std::span<std::byte>{}};  // receives only
+  std::span<const std::byte> payload;          // rendezvous sends only
+  op_result result;
+  std::atomic<bool> done{false};
+};
+
+/// A message that arrived before a matching receive: either copied (small, "eager") or left in
+/// the sender's buffer (large, "rendezvous": the sender's request completes when it is taken).
+struct queued_message {
+  int source;
+  context_id ctx;
+  int tag;
+  std::vector<std::byte> eager;
+  std::shared_ptr<operation> rendezvous;
+
+  [[nodiscard]] std::span<const std::byte> payload() const {
+    return rendezvous ? rendezvous->payload : std::span<const std::byte>(eager);
+  }
+};
+
+struct hub_options {
+  std::vector<int> nodes;                                ///< node id per rank; empty: one node
+  std::size_t eager_threshold = std::size_t{64} << 10;   ///< larger messages wait for a receive
+  std::size_t eager_limit = std::size_t{64} << 20;       ///< buffered bytes per receiver, at most
+};
+
+class hub {
+public:
+  hub(int size, hub_options options) : options_(std::move(options)), boxes_(static_cast<std::size_t>(size)) {
+    if (size < 1) throw error(errc::invalid_argument, fmt::format("inproc: size {} < 1", size));
+    if (options_.nodes.empty()) options_.nodes.assign(static_cast<std::size_t>(size), 0);
+    if (options_.nodes.size() != static_cast<std::size_t>(size)) {
+      throw error(errc::invalid_argument,
+                  fmt::format("inproc: {} node ids given for {} ranks", options_.nodes.size(), size));
+    }
+  }
+
+  [[nodiscard]] int size() const { return static_cast<int>(boxes_.size()); }
+  [[nodiscard]] int node_of(int rank) const { return options_.nodes[index(rank)]; }
+
+  /// Returns null when the send completed at once (delivered or buffered).
+  std::shared_ptr<operation> send(int from, int to, context_id ctx, int tag,
+                                  std::span<const std::byte> data) {
+    std::lock_guard lock(mutex_);
+    mailbox& box = boxes_[index(to)];
+    if (box.state != presence::present) {
+      return completed(operation::kind::send, from, to, ctx, tag, lost(to, 0));
+    }
+    auto posted = std::find_if(box.posted.begin(), box.posted.end(), [&](const auto& op) {
+      return matches(op->peer, op->ctx, op->tag, from, ctx, tag);
+    });
+    if (posted != box.posted.end()) {
+      std::shared_ptr<operation> receive = std::move(*posted);
+      box.posted.erase(posted);
+      std::error_code ec;
+      std::byte* target = receive->buffer.prepare(data.size(), ec);
+      if (!ec) copy(target, data);  // before finish(): the owner may read as soon as it is done
+      finish(*receive, {from, tag, data.size(), ec});
+      if (!ec) return nullptr;
+      // The receive was too small: it fails, and the message waits for a better one.
+    }
+    box.events.fetch_add(1, std::memory_order_relaxed);
+    box.wakeup.notify_all();
+    if (data.size() <= options_.eager_threshold &&
+        box.eager_bytes + data.size() <= options_.eager_limit) {
+      box.unexpected.push_back({from, ctx, tag, {data.begin(), data.end()}, nullptr});
+      box.eager_bytes += data.size();
+      return nullptr;
+    }
+    auto op = std::make_shared<operation>(operation::kind::send, from, to, ctx, tag);
+    op->payload = data;
+    box.unexpected.push_back({from, ctx, tag, {}, op});
+    return op;
+  }
+
+  std::shared_ptr<operation> recv(int owner, int from, context_id ctx, int tag, recv_buffer buffer) {
+    std::lock_guard lock(mutex_);
+    mailbox& box = boxes_[index(owner)];
+    auto queued = find_queued(box, from, ctx, tag);
+    if (queued != box.unexpected.end()) {
+      const std::span<const std::byte> data = queued->payload();
+      op_result result{queued->source, queued->tag, data.size(), {}};
+      std::byte* target = buffer.prepare(data.size(), result.error);
+      if (!result.error) {
+        copy(target, data);
+        take(box, queued);
+      }
+      return completed(operation::kind::recv, owner, from, ctx, tag, result);
+    }
+    if (auto gone = lost_source(owner, from)) {
+      return completed(operation::kind::recv, owner, from, ctx, tag, *gone);
+    }
+    auto op = std::make_shared<operation>(operation::kind::recv, owner, from, ctx, tag);
+    op->buffer = buffer;
+    box.posted.push_back(op);
+    return op;
+  }
+
+  std::optional<op_result> probe(int owner, int from, context_id ctx, int tag) {
+    std::lock_guard lock(mutex_);
+    mailbox& box = boxes_[index(owner)];
+    auto queued = find_queued(box, from, ctx, tag);
+    if (queued != box.unexpected.end()) {
+      return op_result{queued->source, queued->tag, queued->payload().size(), {}};
+    }
+    return lost_source(owner, from);
+  }
+
+  /// Withdraws an operation that has not completed; false if it already had.
+  bool cancel(operation& op) {
+    std::lock_guard lock(mutex_);
+    if (op.done.load(std::memory_order_relaxed)) return false;
+    if (op.what == operation::kind::recv) {
+      std::erase_if(boxes_[index(op.owner)].posted, [&](const auto& p) { return p.get() == &op; });
+    } else {
+      std::erase_if(boxes_[index(op.peer)].unexpected,
+                    [&](const auto& m) { return m.rendezvous.get() == &op; });
+    }
+    finish(op, {op.peer, op.tag, 0, make_error_code(errc::cancelled)});
+    return true;
+  }
+
+  [[nodiscard]] std::uint64_t event_count(int rank) const {
+    return boxes_[index(rank)].events.load(std::memory_order_acquire);
+  }
+
+  void wait_for_event(int rank, std::uint64_t seen, clock::time_point when) {
+    std::unique_lock lock(mutex_);
+    mailbox& box = boxes_[index(rank)];
+    box.wakeup.wait_until(lock, when, [&] { return box.events.load(std::memory_order_relaxed) != seen; });
+  }
+
+  /// The rank's endpoint is going away: it finished (`failed == false`) or threw. Its peers stop
+  /// waiting for it; what it sent eagerly is still delivered. Idempotent.
+  void leave(int rank, bool failed) {
+    std::lock_guard lock(mutex_);
+    mailbox& leaving = boxes_[index(rank)];
+    if (leaving.state != presence::present) return;
+    leaving.state = failed ? presence::failed : presence::finished;
+    if (failed) any_failed_ = rank;
+
+    for (auto& op : leaving.posted) finish(*op, {op->peer, op->tag, 0, make_error_code(errc::cancelled)});
+    leaving.posted.clear();
+    // Sends still waiting for this rank to receive them will never be taken.
+    for (auto& message : leaving.unexpected) {
+      if (message.rendezvous) finish(*message.rendezvous, lost(rank, message.payload().size()));
+    }
+    leaving.unexpected.clear();
+    leaving.eager_bytes = 0;
+
+    for (int other = 0; other < size(); ++other) {
+      if (other == rank) continue;
+      mailbox& box = boxes_[index(other)];
+      // This rank's rendezvous sends point into memory that is about to go away.
+      std::erase_if(box.unexpected, [&](const queued_message& m) {
+        if (!m.rendezvous || m.source != rank) return false;
+        finish(*m.rendezvous, {rank, m.tag, 0, make_error_code(errc::cancelled)});
+        return true;
+      });
+      std::erase_if(box.posted, [&](const std::shared_ptr<operation>& op) {
+        if (op->peer != rank && !(failed && op->peer == any_source)) return false;
+        finish(*op, lost(rank, 0));
+        return true;
+      });
+      box.events.fetch_add(1, std::memory_order_relaxed);
+      box.wakeup.notify_all();
+    }
+  }
+
+private:
+  enum class presence { present, finished, failed };
+
+  struct mailbox {
+    std::deque<std::shared_ptr<operation>> posted;
+    std::deque<queued_message> unexpected;
+    std::size_t eager_bytes = 0;
+    presence state = presence::present;
+    std::atomic<std::uint64_t> events{0};
+    std::condition_variable wakeup;
+  };
+
+  static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
+
+  static bool matches(int want_source, context_id want_ctx, int want_tag, int source,
+                      context_id ctx, int tag) {
+    return want_ctx == ctx && (want_source == any_source || want_source == source) &&
+           (want_tag == any_tag || want_tag == tag);
+  }
+
+  static void copy(std::byte* target, std::span<const std::byte> data) {
+    if (!data.empty()) std::memcpy(target, data.data(), data.size());
+  }
+
+  static op_result lost(int peer, std::size_t bytes) {
+    return {peer, any_tag, bytes, make_error_code(errc::peer_lost)};
+  }
+
+  std::deque<queued_message>::iterator find_queued(mailbox& box, int from, context_id ctx, int tag) {
+    return std::find_if(box.unexpected.begin(), box.unexpected.end(), [&](const queued_message& m) {
+      return matches(from, ctx, tag, m.source, m.ctx, m.tag);
+    });
+  }
+
+  // A receive from `from` that nothing queued satisfies: can anyone still answer it?
+  std::optional<op_result> lost_source(int owner, int from) const {
+    if (from == any_source) {
+      if (any_failed_ != unknown && any_failed_ != owner) return lost(any_failed_, 0);
+      return std::nullopt;
+    }
+    if (boxes_[index(from)].state != presence::present) return lost(from, 0);
+    return std::nullopt;
+  }
+
+  void take(mailbox& box, std::deque<queued_message>::iterator queued) {
+    if (queued->rendezvous) {
+      finish(*queued->rendezvous, {queued->rendezvous->peer, queued->tag, queued->payload().size(), {}});
+    } else {
+      box.eager_bytes -= queued->eager.size();
+    }
+    box.unexpected.erase(queued);
+  }
+
+  // Completes `op` and wakes its owner. Caller holds the mutex.
+  void finish(operation& op, op_result result) {
+    op.result = result;
+    op.done.store(true, std::memory_order_release);
+    mailbox& owner = boxes_[index(op.owner)];
+    owner.events.fetch_add(1, std::memory_order_relaxed);
+    owner.wakeup.notify_all();
+  }
+
+  static std::shared_ptr<operation> completed(operation::kind k, int owner, int peer, context_id ctx,
+                                              int tag, op_result result) {
+    auto op = std::make_shared<operation>(k, owner, peer, ctx, tag);
+    op->result = result;
+    op->done.store(true, std::memory_order_relaxed);
+    return op;
+  }
+
+  hub_options options_;
+  std::mutex mutex_;
+  std::vector<mailbox> boxes_;
+  int any_failed_ = unknown;
+};
+
+}  // namespace commx::detail::inproc

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The vocabulary every transport speaks: envelopes, receive buffers and operation results.
+/// A transport moves tagged byte messages between world ranks; types, communicators' local
+/// ranks and serialization live above it, in the communicator.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <system_error>
+
+#include "commx/error.hpp"
+
+namespace commx {
+
+/// Matches a message from any source in a receive or probe.
+inline constexpr int any_source = -2;
+/// Matches a message with any tag in a receive or probe.
+inline constexpr int any_tag = -3;
+/// The largest tag a user may use; tags are in [0, max_tag].
+inline constexpr int max_tag = (1 << 30) - 1;
+
+/// Identifies a communicator. Messages only match receives of the same context, which is how
+/// messages of different communicators never match each other.
+using context_id = std::uint64_t;
+
+namespace transport {
+
+/// Where a received message goes: a fixed buffer, or a container that is resized to fit.
+/// A transport calls `prepare(n)` once it knows the message's size, and writes the payload
+/// to the pointer it returns.
+class recv_buffer {
+public:
+  using grow_fn = std::byte* (*)(void* container, std::size_t bytes, std::error_code& ec);
+
+  /// A fixed buffer: a longer message fails with errc::truncated and writes nothing.
+  constexpr recv_buffer(std::span<std::byte> fixed) : data_(fixed.data()), capacity_(fixed.size()) {}
+
+  /// A growable container: `grow(container, n, ec)` resizes it to n bytes and returns its data,
+  /// or sets ec (e.g. errc::type_mismatch when n is not a whole number of its elements).
+  constexpr recv_buffer(void* container, grow_fn grow) : container_(container), grow_(grow) {}
+
+  /// Where to write a message of `bytes` bytes, or nullptr with `ec` set. Writes nothing.
+  std::byte* prepare(std::size_t bytes, std::error_code& ec) const {
+    if (grow_ != nullptr) return grow_(container_, bytes, ec);
+    if (bytes > capacity_) {
+      ec = make_error_code(errc::truncated);
+      return nullptr;
+    }
+    return data_;
+  }
+
+  /// Capacity of a fixed buffer; for a growable one, the largest size it accepts.
+  [[nodiscard]] constexpr std::size_t capacity() const {
+    return grow_ != nullptr ? static_cast<std::size_t>(-1) : capacity_;
+  }
+
+private:
+  std::byte* data_ = nullptr;
+  std::size_t capacity_ = 0;
+  void* container_ = nullptr;
+  grow_fn grow_ = nullptr;
+};
+
+/// How an operation ended, or what a probe found. For a receive or probe, `source` is the world
+/// rank that sent the message, `tag` its tag and `bytes` its size (also on errc::truncated, so
+/// the caller can say how large the message was). `error` is empty on success.
+struct op_result {
+  int source = any_source;
+  int tag = any_tag;
+  std::size_t bytes = 0;
+  std::error_code error;
+};
+
+}  // namespace transport
+}  // namespace commx
