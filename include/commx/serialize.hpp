@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <ranges>
 #include <span>
 #include <streambuf>
@@ -58,9 +60,21 @@ template <class R>
 concept raw_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
                     raw_value<std::ranges::range_value_t<R>>;
 
+namespace detail {
+// cereal's traits accept raw pointers (and then fails deep inside); an address is meaningless
+// in another process, so commx refuses them up front, also as elements of a container.
+template <class T>
+constexpr bool holds_pointer() {
+  if constexpr (std::is_pointer_v<T> || std::is_member_pointer_v<T>) return true;
+  else if constexpr (std::ranges::range<T>) return holds_pointer<std::ranges::range_value_t<T>>();
+  else return false;
+}
+}  // namespace detail
+
 /// A type cereal can write and read with its portable binary archive.
 template <class T>
 concept cereal_serializable =
+    !detail::holds_pointer<std::remove_cvref_t<T>>() &&
     cereal::traits::is_output_serializable<std::remove_cvref_t<T>,
                                            cereal::PortableBinaryOutputArchive>::value &&
     cereal::traits::is_input_serializable<std::remove_cvref_t<T>,
@@ -200,6 +214,11 @@ void deserialize(std::span<const std::byte> bytes, T& value, const error_context
     archive(value);
   } catch (const cereal::Exception& e) {
     throw_error(errc::serialization_failed, where, e.what());
+  } catch (const std::bad_alloc&) {
+    // A foreign message read as a length asks for absurd sizes before cereal notices.
+    throw_error(errc::serialization_failed, where, "the message decodes to an impossible size");
+  } catch (const std::length_error&) {
+    throw_error(errc::serialization_failed, where, "the message decodes to an impossible size");
   }
   if (source.remaining() != 0) {
     throw_error(errc::serialization_failed, where,

@@ -632,12 +632,13 @@ class Launcher {
       begin = nl + 1;
     }
     s.partial.erase(0, begin);
-    if (s.partial.size() >= kMaxLine) {  // an endless line: pass it on in pieces
+    // An endless line: pass it on in pieces of kMaxLine bytes.
+    for (begin = 0; s.partial.size() - begin >= kMaxLine; begin += kMaxLine) {
       out += prefix;
-      out += s.partial;
+      out.append(s.partial, begin, kMaxLine);
       out += '\n';
-      s.partial.clear();
     }
+    s.partial.erase(0, begin);
     if (!out.empty()) s.sink->write(out);
   }
 

@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: MIT
+#include "commx/commx.hpp"
+
+int run_in_b();
+
+int main() {
+  int total = 0;
+  commx::run_inproc(2, [&](auto& world) {
+    int one = 1;
+    world.allreduce(one, std::plus<>{});
+    if (world.rank() == 0) total = one;
+  });
+  return total == 2 && run_in_b() == 3 ? 0 : 1;
+}
