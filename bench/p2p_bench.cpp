@@ -23,7 +23,8 @@ using comm = commx::communicator<commx::transport::inproc, commx::coll::flat, St
 template <class Stats>
 void ping_pong(benchmark::State& state) {
   const auto bytes = static_cast<std::size_t>(state.range(0));
-  auto hub = std::make_shared<commx::transport::inproc::hub>(2, commx::transport::inproc::hub_options{});
+  auto hub =
+      std::make_shared<commx::transport::inproc::hub>(2, commx::transport::inproc::hub_options{});
   std::jthread echo([hub, bytes] {
     comm<Stats> world(commx::transport::inproc(hub, 1));
     std::vector<char> buffer(bytes);
@@ -66,9 +67,25 @@ void allreduce(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(ping_pong<commx::stats::none>)->Name("pingpong/inproc/none")->RangeMultiplier(64)->Range(8, 1 << 20)->UseRealTime();
-BENCHMARK(ping_pong<commx::stats::counting>)->Name("pingpong/inproc/counting")->RangeMultiplier(64)->Range(8, 1 << 20)->UseRealTime();
-BENCHMARK(allreduce<commx::stats::none>)->Name("allreduce/inproc/flat/none")->Args({4, 1})->Args({4, 4096})->UseRealTime();
-BENCHMARK(allreduce<commx::stats::counting>)->Name("allreduce/inproc/flat/counting")->Args({4, 1})->Args({4, 4096})->UseRealTime();
+BENCHMARK(ping_pong<commx::stats::none>)
+    ->Name("pingpong/inproc/none")
+    ->RangeMultiplier(64)
+    ->Range(8, 1 << 20)
+    ->UseRealTime();
+BENCHMARK(ping_pong<commx::stats::counting>)
+    ->Name("pingpong/inproc/counting")
+    ->RangeMultiplier(64)
+    ->Range(8, 1 << 20)
+    ->UseRealTime();
+BENCHMARK(allreduce<commx::stats::none>)
+    ->Name("allreduce/inproc/flat/none")
+    ->Args({4, 1})
+    ->Args({4, 4096})
+    ->UseRealTime();
+BENCHMARK(allreduce<commx::stats::counting>)
+    ->Name("allreduce/inproc/flat/counting")
+    ->Args({4, 1})
+    ->Args({4, 4096})
+    ->UseRealTime();
 
 BENCHMARK_MAIN();

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  g++ cmake ninja-build pkg-config
+  g++ cmake ninja-build pkg-config clang-format
   libasio-dev libfmt-dev catch2 libcereal-dev libbenchmark-dev
 )
 

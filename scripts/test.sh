@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
+echo "=== format (.clang-format)"
+mapfile -t sources < <(find include tools tests examples bench -name '*.hpp' -o -name '*.cpp')
+clang-format --dry-run --Werror "${sources[@]}"
+
 jobs=$(nproc)
 run_preset() {
   local preset=$1
@@ -20,7 +24,7 @@ run_preset() {
 run_preset dev
 
 # Sanitizers: leaks, overflows and undefined behaviour; then data races between ranks.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 run_preset asan
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}

@@ -21,7 +21,8 @@ commx::bootstrap::lookup from(std::map<std::string, std::string> vars) {
 using commx::bootstrap::launcher;
 
 TEST_CASE("each launcher's variables give rank and size", "[bootstrap]") {
-  auto env = commx::bootstrap::from_env(from({{"COMMX_RANK", "2"}, {"COMMX_SIZE", "4"},
+  auto env = commx::bootstrap::from_env(from({{"COMMX_RANK", "2"},
+                                              {"COMMX_SIZE", "4"},
                                               {"COMMX_ROOT", "127.0.0.1:5000"},
                                               {"COMMX_TOKEN", "abcd"}}));
   CHECK(env.rank == 2);
@@ -34,7 +35,8 @@ TEST_CASE("each launcher's variables give rank and size", "[bootstrap]") {
   CHECK((env.rank == 5 && env.size == 8 && env.source == launcher::slurm));
   CHECK(!env.root);
 
-  env = commx::bootstrap::from_env(from({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"}}));
+  env = commx::bootstrap::from_env(
+      from({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"}}));
   CHECK((env.rank == 1 && env.size == 3 && env.source == launcher::open_mpi));
 
   env = commx::bootstrap::from_env(from({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}}));
@@ -45,8 +47,8 @@ TEST_CASE("each launcher's variables give rank and size", "[bootstrap]") {
 }
 
 TEST_CASE("commx's variables win over the launcher's", "[bootstrap]") {
-  const auto env = commx::bootstrap::from_env(
-      from({{"COMMX_RANK", "1"}, {"COMMX_SIZE", "2"}, {"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "9"}}));
+  const auto env = commx::bootstrap::from_env(from(
+      {{"COMMX_RANK", "1"}, {"COMMX_SIZE", "2"}, {"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "9"}}));
   CHECK((env.rank == 1 && env.size == 2 && env.source == launcher::commx));
 }
 
@@ -63,7 +65,8 @@ TEST_CASE("malformed variables raise bootstrap_failed naming the variable", "[bo
     FAIL("no error for " << text);
   };
   fails_with({{"COMMX_RANK", "x"}, {"COMMX_SIZE", "2"}}, "COMMX_RANK='x'");
-  fails_with({{"COMMX_RANK", "2"}, {"COMMX_SIZE", "2"}}, "COMMX_RANK=2 is not a rank of COMMX_SIZE=2");
+  fails_with({{"COMMX_RANK", "2"}, {"COMMX_SIZE", "2"}},
+             "COMMX_RANK=2 is not a rank of COMMX_SIZE=2");
   fails_with({{"COMMX_RANK", "0"}}, "COMMX_RANK is set but COMMX_SIZE is not");
   fails_with({{"SLURM_NTASKS", "4"}}, "SLURM_NTASKS is set but SLURM_PROCID is not");
   fails_with({{"PMI_RANK", "-1"}, {"PMI_SIZE", "2"}}, "PMI_RANK='-1'");

@@ -10,7 +10,8 @@
 #include "support/check.hpp"
 
 using namespace std::chrono_literals;
-using counted = commx::communicator<commx::transport::inproc, commx::coll::flat, commx::stats::counting>;
+using counted =
+    commx::communicator<commx::transport::inproc, commx::coll::flat, commx::stats::counting>;
 using plain = commx::communicator<commx::transport::inproc>;
 using commx::stats::op;
 
@@ -62,12 +63,15 @@ TEST_CASE("split groups ranks by color, orders them by key, and isolates their m
 }
 
 TEST_CASE("split_by_node follows the transport's locality", "[split]") {
-  REQUIRE_NOTHROW(job(5, [](plain& world) {
-    plain node = world.split_by_node();
-    const int my_node = world.node_of(world.rank());
-    for (int r = 0; r < node.size(); ++r) COMMX_CHECK_EQ(world.node_of(node.world_rank_of(r)), my_node);
-    COMMX_CHECK_EQ(node.size(), my_node == 0 ? 2 : (my_node == 1 ? 2 : 1));
-  }, {0, 1, 0, 1, 2}));
+  REQUIRE_NOTHROW(job(5,
+                      [](plain& world) {
+                        plain node = world.split_by_node();
+                        const int my_node = world.node_of(world.rank());
+                        for (int r = 0; r < node.size(); ++r)
+                          COMMX_CHECK_EQ(world.node_of(node.world_rank_of(r)), my_node);
+                        COMMX_CHECK_EQ(node.size(), my_node == 0 ? 2 : (my_node == 1 ? 2 : 1));
+                      },
+                      {0, 1, 0, 1, 2}));
   REQUIRE_NOTHROW(job(3, [](plain& world) {
     COMMX_CHECK_EQ(world.split_by_node().size(), 3);  // one node by default
   }));
@@ -81,7 +85,8 @@ TEST_CASE("counting stats: calls, messages, bytes and times per operation", "[st
     COMMX_CHECK_EQ(bcast.calls, std::uint64_t{1});
     // flat: the root sends p-1 messages, every other rank receives one.
     COMMX_CHECK_EQ(bcast.messages_sent, world.rank() == 2 ? std::uint64_t{3} : std::uint64_t{0});
-    COMMX_CHECK_EQ(bcast.messages_received, world.rank() == 2 ? std::uint64_t{0} : std::uint64_t{1});
+    COMMX_CHECK_EQ(bcast.messages_received,
+                   world.rank() == 2 ? std::uint64_t{0} : std::uint64_t{1});
     COMMX_CHECK_EQ(bcast.bytes_received, world.rank() == 2 ? std::uint64_t{0} : std::uint64_t{800});
     COMMX_CHECK(bcast.collective_seconds > 0);
 
@@ -91,7 +96,8 @@ TEST_CASE("counting stats: calls, messages, bytes and times per operation", "[st
     const auto& recv = world.stats().of(op::recv);
     COMMX_CHECK_EQ(send.bytes_sent, world.rank() == 0 ? std::uint64_t{800} : std::uint64_t{0});
     COMMX_CHECK_EQ(recv.bytes_received, world.rank() == 1 ? std::uint64_t{800} : std::uint64_t{0});
-    COMMX_CHECK_EQ(world.stats().total().calls, world.rank() <= 1 ? std::uint64_t{2} : std::uint64_t{1});
+    COMMX_CHECK_EQ(world.stats().total().calls,
+                   world.rank() <= 1 ? std::uint64_t{2} : std::uint64_t{1});
     COMMX_CHECK(world.stats().report().find("bcast") != std::string::npos);
     world.stats().reset();
     COMMX_CHECK_EQ(world.stats().total().calls, std::uint64_t{0});
@@ -100,9 +106,11 @@ TEST_CASE("counting stats: calls, messages, bytes and times per operation", "[st
 
 TEST_CASE("stats::none adds nothing to what a rank holds", "[stats]") {
   using none_state = commx::detail::rank_state<commx::transport::inproc, commx::stats::none>;
-  using counting_state = commx::detail::rank_state<commx::transport::inproc, commx::stats::counting>;
+  using counting_state =
+      commx::detail::rank_state<commx::transport::inproc, commx::stats::counting>;
   STATIC_REQUIRE(std::is_empty_v<commx::stats::none>);
-  STATIC_REQUIRE(sizeof(none_state) == sizeof(commx::transport::inproc) + sizeof(commx::context_id));
+  STATIC_REQUIRE(sizeof(none_state) ==
+                 sizeof(commx::transport::inproc) + sizeof(commx::context_id));
   STATIC_REQUIRE(sizeof(counting_state) > sizeof(none_state));
   STATIC_REQUIRE(std::is_empty_v<commx::detail::stopwatch<commx::stats::none>>);
 }

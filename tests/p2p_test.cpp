@@ -92,8 +92,8 @@ TEST_CASE("a too-small buffer raises truncated and writes nothing past its end",
       return;
     }
     std::vector<std::uint8_t> storage(64, 0x11);
-    const auto e = COMMX_EXPECT_ERROR(errc::truncated,
-                                      world.recv(0, 0, std::span(storage).first(32)));
+    const auto e =
+        COMMX_EXPECT_ERROR(errc::truncated, world.recv(0, 0, std::span(storage).first(32)));
     COMMX_CHECK(std::string_view(e.what()).find("100 bytes") != std::string_view::npos);
     COMMX_CHECK(std::string_view(e.what()).find("rank 1") != std::string_view::npos);
     COMMX_CHECK(storage == std::vector<std::uint8_t>(64, 0x11));
@@ -107,7 +107,8 @@ TEST_CASE("invalid ranks and tags raise invalid_argument naming them", "[p2p]") 
   REQUIRE_NOTHROW(job(3, [](comm& world) {
     int x = 0;
     auto e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(3, 0, x));
-    COMMX_CHECK(std::string_view(e.what()).find("rank 3 is not in [0, 3)") != std::string_view::npos);
+    COMMX_CHECK(std::string_view(e.what()).find("rank 3 is not in [0, 3)") !=
+                std::string_view::npos);
     COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(-1, 0, x));
     COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(0, -5, x));
     COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(0, commx::max_tag + 1, x));
@@ -152,7 +153,8 @@ TEST_CASE("requests: test, wait_all, wait_any, cancel on destruction", "[p2p]") 
     const int peer = 1 - world.rank();
     std::array<int, 4> got{};
     std::vector<comm::request> recvs;
-    for (int i = 0; i < 4; ++i) recvs.push_back(world.irecv(peer, i, got[static_cast<std::size_t>(i)]));
+    for (int i = 0; i < 4; ++i)
+      recvs.push_back(world.irecv(peer, i, got[static_cast<std::size_t>(i)]));
     COMMX_CHECK(!recvs[0].test().has_value());  // the peer sends only after the barrier
     world.barrier();
     for (int i = 3; i >= 0; --i) world.send(peer, i, 100 + i);

@@ -39,7 +39,9 @@ void serialize(Archive& archive, particle& p) {
 struct pointer_holder {  // trivially copyable, but its bytes mean nothing elsewhere
   const char* text;
   template <class Archive>
-  void save(Archive& archive) const { archive(std::string(text)); }
+  void save(Archive& archive) const {
+    archive(std::string(text));
+  }
   template <class Archive>
   void load(Archive&) {}
 };
@@ -72,7 +74,8 @@ static_assert(recv_mode_of<double> == recv_mode::fixed);
 static_assert(recv_mode_of<std::array<int, 4>> == recv_mode::fixed);
 static_assert(recv_mode_of<std::vector<std::string>> == recv_mode::serialized);
 
-using comm = commx::communicator<commx::transport::inproc, commx::coll::flat, commx::stats::counting>;
+using comm =
+    commx::communicator<commx::transport::inproc, commx::coll::flat, commx::stats::counting>;
 
 TEST_CASE("raw values travel as exactly their bytes", "[serialize]") {
   particle p{1, 2, 3, 4};
@@ -92,7 +95,8 @@ TEST_CASE("non-trivial types round-trip through cereal between ranks", "[seriali
       auto req = world.isend(1, 1, words);  // encoded at once: `words` could change now
       req.wait();
       // The counted bytes are the encoded size, not sizeof.
-      COMMX_CHECK(world.stats().of(commx::stats::op::send).bytes_sent > sizeof(tagged_particles) / 2);
+      COMMX_CHECK(world.stats().of(commx::stats::op::send).bytes_sent >
+                  sizeof(tagged_particles) / 2);
       return;
     }
     tagged_particles got;
@@ -112,11 +116,14 @@ TEST_CASE("a message that is not of the receiver's type raises serialization_fai
     if (world.rank() == 0) {
       world.send(1, 0, std::vector<std::string>{"a", "b"});
       world.send(1, 1, std::vector<char>{1, 2, 3});
+      world.send(1, 2, std::vector<char>(64, 'z'));
       return;
     }
     tagged_particles wrong;
     COMMX_EXPECT_ERROR(commx::errc::serialization_failed, world.recv(0, 0, wrong));
     std::vector<std::string> garbage;
     COMMX_EXPECT_ERROR(commx::errc::serialization_failed, world.recv(0, 1, garbage));
+    const auto e = COMMX_EXPECT_ERROR(commx::errc::serialization_failed, world.recv(0, 2, garbage));
+    COMMX_CHECK(std::string_view(e.what()).find("another type") != std::string_view::npos);
   }));
 }

@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
       fmt::print("{} ({} over {}): {} ranks, {} intervals\n", commx::variant::target_name,
                  world.transport().name, commx::variant::communicator::collectives_type::name,
                  world.size(), intervals);
-      for (std::size_t r = 0; r < shares.size(); ++r) fmt::print("  rank {} share {:.15f}\n", r, shares[r]);
+      for (std::size_t r = 0; r < shares.size(); ++r)
+        fmt::print("  rank {} share {:.15f}\n", r, shares[r]);
       fmt::print("pi ~= {:.15f} (error {:.3e})\n", pi, std::abs(pi - std::numbers::pi));
       fmt::print("rank 0's communication:\n{}", world.stats().report());
       if (std::abs(pi - std::numbers::pi) > 1e-6) throw std::runtime_error("pi is off");

@@ -33,11 +33,16 @@ enum class launcher { commx, slurm, open_mpi, pmi, none };
 
 [[nodiscard]] constexpr std::string_view name(launcher which) {
   switch (which) {
-    case launcher::commx: return "commx";
-    case launcher::slurm: return "slurm";
-    case launcher::open_mpi: return "open-mpi";
-    case launcher::pmi: return "pmi";
-    case launcher::none: return "none";
+    case launcher::commx:
+      return "commx";
+    case launcher::slurm:
+      return "slurm";
+    case launcher::open_mpi:
+      return "open-mpi";
+    case launcher::pmi:
+      return "pmi";
+    case launcher::none:
+      return "none";
   }
   return "?";
 }
@@ -95,8 +100,9 @@ inline environment from_env(const lookup& get = process_env) {
     auto size = get(p.size);
     if (!rank && !size) continue;
     if (!rank || !size) {
-      throw error(errc::bootstrap_failed,
-                  fmt::format("{} is set but {} is not", rank ? p.rank : p.size, rank ? p.size : p.rank));
+      throw error(
+          errc::bootstrap_failed,
+          fmt::format("{} is set but {} is not", rank ? p.rank : p.size, rank ? p.size : p.rank));
     }
     env.rank = detail::parse_count(*rank, p.rank);
     env.size = detail::parse_count(*size, p.size);

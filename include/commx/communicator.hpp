@@ -56,17 +56,19 @@ auto elements_of(M& message) {
   if constexpr (raw_range<M>) {
     return std::span(std::ranges::data(message), std::ranges::size(message));
   } else {
-    static_assert(raw_value<M>, "commx: collectives take trivially copyable values or contiguous "
-                                "ranges of them");
+    static_assert(raw_value<M>,
+                  "commx: collectives take trivially copyable values or contiguous "
+                  "ranges of them");
     return std::span<M, 1>(std::addressof(message), 1);
   }
 }
 
 }  // namespace detail
 
-template <transport::transport T, coll::collectives<T> C = coll::flat, stats::policy S = stats::none>
+template <transport::transport T, coll::collectives<T> C = coll::flat,
+          stats::policy S = stats::none>
 class communicator {
-public:
+ public:
   using transport_type = T;
   using collectives_type = C;
   using stats_type = S;
@@ -84,11 +86,8 @@ public:
         timeout_(opts.timeout) {}
 
   /// The world communicator of a job started by commxrun, srun or mpirun.
-  static communicator from_env(options opts = {})
-    requires requires { T::from_env(); }
-  {
-    return communicator(T::from_env(), opts);
-  }
+  static communicator from_env(options opts = {}) requires requires { T::from_env(); }
+  { return communicator(T::from_env(), opts); }
 
   [[nodiscard]] bool is_null() const { return state_ == nullptr; }
   [[nodiscard]] int rank() const { return rank_; }
@@ -128,8 +127,8 @@ public:
   ///   errc::type_mismatch, errc::serialization_failed, errc::peer_lost, errc::timeout,
   ///   errc::invalid_argument.
   template <class M>
-    requires transferable<std::remove_cvref_t<M>>
-  status recv(int source, int tag, M&& message, deadline until = {}) {
+  requires transferable<std::remove_cvref_t<M>> status recv(int source, int tag, M&& message,
+                                                            deadline until = {}) {
     request req = post_recv(source, tag, message, stats::op::recv);
     return req.wait(until);
   }
@@ -146,19 +145,21 @@ public:
 
   /// Starts a receive into `message`, which must outlive the request.
   template <class M>
-    requires transferable<std::remove_cvref_t<M>>
+  requires transferable<std::remove_cvref_t<M>>
   [[nodiscard]] request irecv(int source, int tag, M&& message) {
-    static_assert(std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>>,
-                  "commx: irecv needs a buffer that outlives the request: pass an lvalue or a span");
+    static_assert(
+        std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>>,
+        "commx: irecv needs a buffer that outlives the request: pass an lvalue or a span");
     return post_recv(source, tag, message, stats::op::irecv);
   }
 
   /// Sends `out` to `dest` and receives `in` from `source` at once, so that a ring of
   /// sendrecvs cannot deadlock.
   template <transferable Out, class In>
-    requires transferable<std::remove_cvref_t<In>>
-  status sendrecv(int dest, int send_tag, const Out& out, int source, int recv_tag, In&& in,
-                  deadline until = {}) {
+  requires transferable<std::remove_cvref_t<In>> status sendrecv(int dest, int send_tag,
+                                                                 const Out& out, int source,
+                                                                 int recv_tag, In&& in,
+                                                                 deadline until = {}) {
     const clock::time_point when = until.resolve(timeout_);
     request incoming = post_recv(source, recv_tag, in, stats::op::sendrecv);
     request outgoing = post_send(dest, send_tag, out, stats::op::sendrecv);
@@ -171,9 +172,11 @@ public:
   status probe(int source, int tag, deadline until = {}) {
     const clock::time_point when = until.resolve(timeout_);
     const detail::stopwatch<S> watch;
+    check_source(source, tag, "probe");
+    if constexpr (S::enabled) state_->stats.on_call(stats::op::probe);
     for (;;) {
       const std::uint64_t seen = state_->endpoint.event_count();
-      if (auto found = iprobe(source, tag)) {
+      if (auto found = find_queued(source, tag, "probe")) {
         if constexpr (S::enabled) state_->stats.add_wait_time(stats::op::probe, watch.seconds());
         return *found;
       }
@@ -189,13 +192,7 @@ public:
   std::optional<status> iprobe(int source, int tag) {
     check_source(source, tag, "iprobe");
     if constexpr (S::enabled) state_->stats.on_call(stats::op::probe);
-    auto found = state_->endpoint.iprobe(world_source(source), ctx_, tag);
-    if (!found) return std::nullopt;
-    if (found->error) {
-      throw_error(found->error, where("iprobe", source, tag, 0),
-                  fmt::format("peer {} is gone", group_->local_of(found->source)));
-    }
-    return status{group_->local_of(found->source), found->tag, found->bytes};
+    return find_queued(source, tag, "iprobe");
   }
 
   // --- collectives ----------------------------------------------------------------------
@@ -237,8 +234,7 @@ public:
 
   /// The reduction of one value per rank, returned on every rank.
   template <raw_value V, class Op>
-    requires(!raw_range<V>)
-  V allreduce_value(V value, Op op, deadline until = {}) {
+  requires(!raw_range<V>) V allreduce_value(V value, Op op, deadline until = {}) {
     allreduce(value, op, until);
     return value;
   }
@@ -265,7 +261,8 @@ public:
     auto got = detail::elements_of(out);
     if (rank_ == root) check_count(sent.size(), got.size() * as_size(size()), "scatter", "in");
     run_collective(stats::op::scatter, until, [&](auto& port) {
-      C::scatter(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()), root);
+      C::scatter(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()),
+                 root);
     });
   }
 
@@ -287,8 +284,9 @@ public:
     auto got = detail::elements_of(out);
     check_count(got.size(), sent.size(), "alltoall", "out");
     if (sent.size() % as_size(size()) != 0) {
-      throw_error(errc::invalid_argument, where("alltoall", unknown, unknown, sent.size_bytes()),
-                  fmt::format("{} elements do not split evenly among {} ranks", sent.size(), size()));
+      throw_error(
+          errc::invalid_argument, where("alltoall", unknown, unknown, sent.size_bytes()),
+          fmt::format("{} elements do not split evenly among {} ranks", sent.size(), size()));
     }
     run_collective(stats::op::alltoall, until, [&](auto& port) {
       C::alltoall(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()));
@@ -330,7 +328,8 @@ public:
 
     communicator child;
     child.state_ = state_;
-    child.group_ = std::make_shared<const detail::group>(std::move(members), state_->endpoint.size());
+    child.group_ =
+        std::make_shared<const detail::group>(std::move(members), state_->endpoint.size());
     child.ctx_ = fresh;
     child.rank_ = new_rank;
     child.timeout_ = timeout_;
@@ -345,10 +344,11 @@ public:
   /// Collective: a communicator with the same ranks whose messages never meet this one's.
   communicator dup(deadline until = {}) { return split(0, rank_, until); }
 
-private:
+ private:
   static std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
 
-  [[nodiscard]] error_context where(const char* operation, int peer, int tag, std::size_t bytes) const {
+  [[nodiscard]] error_context where(const char* operation, int peer, int tag,
+                                    std::size_t bytes) const {
     return {rank_, peer, tag, bytes, operation};
   }
 
@@ -383,15 +383,18 @@ private:
   }
 
   void check_source(int source, int tag, const char* operation) const {
-    if (source != any_source) check_rank(source, operation);
-    else check_valid(operation);
+    if (source != any_source)
+      check_rank(source, operation);
+    else
+      check_valid(operation);
     if (tag != any_tag && (tag < 0 || tag > max_tag)) {
       throw_error(errc::invalid_argument, where(operation, source, tag, 0),
                   fmt::format("tag {} is neither any_tag nor in [0, {}]", tag, max_tag));
     }
   }
 
-  void check_count(std::size_t given, std::size_t needed, const char* operation, const char* what) const {
+  void check_count(std::size_t given, std::size_t needed, const char* operation,
+                   const char* what) const {
     if (given != needed) {
       throw_error(errc::invalid_argument, where(operation, unknown, unknown, given),
                   fmt::format("'{}' holds {} elements; {} ranks need exactly {}", what, given,
@@ -406,6 +409,16 @@ private:
                   "commx: a reduction's data must be writable");
     static_assert(std::is_convertible_v<std::invoke_result_t<Op&, const E&, const E&>, E>,
                   "commx: a reduction op must take two elements and return one");
+  }
+
+  std::optional<status> find_queued(int source, int tag, const char* operation) {
+    auto found = state_->endpoint.iprobe(world_source(source), ctx_, tag);
+    if (!found) return std::nullopt;
+    if (found->error) {
+      throw_error(found->error, where(operation, source, tag, 0),
+                  fmt::format("peer {} is gone", group_->local_of(found->source)));
+    }
+    return status{group_->local_of(found->source), found->tag, found->bytes};
   }
 
   [[nodiscard]] int world_source(int source) const {
@@ -436,7 +449,8 @@ private:
       staging = std::make_unique<std::vector<std::byte>>(detail::serialize(message));
       bytes = *staging;
     }
-    request req = make_request(kind, where(stats::name(kind).data(), dest, tag, bytes.size()), false);
+    request req =
+        make_request(kind, where(stats::name(kind).data(), dest, tag, bytes.size()), false);
     req.staging_ = std::move(staging);
     req.handle_ = state_->endpoint.isend(group_->world_of(dest), ctx_, tag, bytes);
     if constexpr (S::enabled) state_->stats.on_sent(kind, bytes.size());
@@ -462,8 +476,11 @@ private:
     } else {
       req.staging_ = std::make_unique<std::vector<std::byte>>();
       req.target_ = std::addressof(message);
-      req.decode_ = [](request& r) { detail::deserialize(*r.staging_, *static_cast<target*>(r.target_), r.where_); };
-      buffer.emplace(static_cast<void*>(req.staging_.get()), &detail::grow_container<std::vector<std::byte>>);
+      req.decode_ = [](request& r) {
+        detail::deserialize(*r.staging_, *static_cast<target*>(r.target_), r.where_);
+      };
+      buffer.emplace(static_cast<void*>(req.staging_.get()),
+                     &detail::grow_container<std::vector<std::byte>>);
     }
     req.handle_ = state_->endpoint.irecv(world_source(source), ctx_, tag, *buffer);
     return req;

@@ -14,7 +14,7 @@ namespace commx {
 using clock = std::chrono::steady_clock;
 
 class deadline {
-public:
+ public:
   /// Use the communicator's default timeout.
   constexpr deadline() = default;
 
@@ -32,7 +32,7 @@ public:
 
   [[nodiscard]] constexpr bool is_default() const { return !absolute_ && !relative_; }
 
-private:
+ private:
   // "Wait forever" is spelled as a huge timeout; adding it to now() must not overflow.
   static clock::time_point saturating_after(clock::time_point now, clock::duration timeout) {
     if (timeout > clock::time_point::max() - now) return clock::time_point::max();

@@ -33,22 +33,33 @@ enum class errc {
 namespace detail {
 
 class error_category_impl final : public std::error_category {
-public:
+ public:
   [[nodiscard]] const char* name() const noexcept override { return "commx"; }
 
   [[nodiscard]] std::string message(int value) const override {
     switch (static_cast<errc>(value)) {
-      case errc::timeout: return "deadline passed";
-      case errc::peer_lost: return "peer lost";
-      case errc::truncated: return "message truncated";
-      case errc::invalid_argument: return "invalid argument";
-      case errc::protocol_violation: return "protocol violation";
-      case errc::authentication_failed: return "authentication failed";
-      case errc::bootstrap_failed: return "bootstrap failed";
-      case errc::serialization_failed: return "serialization failed";
-      case errc::type_mismatch: return "message size does not match the element type";
-      case errc::collective_mismatch: return "collective called with mismatched arguments";
-      case errc::cancelled: return "operation cancelled";
+      case errc::timeout:
+        return "deadline passed";
+      case errc::peer_lost:
+        return "peer lost";
+      case errc::truncated:
+        return "message truncated";
+      case errc::invalid_argument:
+        return "invalid argument";
+      case errc::protocol_violation:
+        return "protocol violation";
+      case errc::authentication_failed:
+        return "authentication failed";
+      case errc::bootstrap_failed:
+        return "bootstrap failed";
+      case errc::serialization_failed:
+        return "serialization failed";
+      case errc::type_mismatch:
+        return "message size does not match the element type";
+      case errc::collective_mismatch:
+        return "collective called with mismatched arguments";
+      case errc::cancelled:
+        return "operation cancelled";
     }
     return "unknown commx error";
   }
@@ -56,14 +67,22 @@ public:
   // Lets portable code test `ec == std::errc::timed_out` without knowing commx.
   [[nodiscard]] std::error_condition default_error_condition(int value) const noexcept override {
     switch (static_cast<errc>(value)) {
-      case errc::timeout: return std::errc::timed_out;
-      case errc::peer_lost: return std::errc::connection_reset;
-      case errc::truncated: return std::errc::message_size;
-      case errc::invalid_argument: return std::errc::invalid_argument;
-      case errc::protocol_violation: return std::errc::protocol_error;
-      case errc::authentication_failed: return std::errc::permission_denied;
-      case errc::cancelled: return std::errc::operation_canceled;
-      default: return {value, *this};
+      case errc::timeout:
+        return std::errc::timed_out;
+      case errc::peer_lost:
+        return std::errc::connection_reset;
+      case errc::truncated:
+        return std::errc::message_size;
+      case errc::invalid_argument:
+        return std::errc::invalid_argument;
+      case errc::protocol_violation:
+        return std::errc::protocol_error;
+      case errc::authentication_failed:
+        return std::errc::permission_denied;
+      case errc::cancelled:
+        return std::errc::operation_canceled;
+      default:
+        return {value, *this};
     }
   }
 };
@@ -83,7 +102,7 @@ inline std::error_code make_error_code(errc e) noexcept {
 /// The one exception commx throws. `code()` is a `commx::errc`; `what()` names rank, peer, tag
 /// and sizes where they apply.
 class error : public std::system_error {
-public:
+ public:
   error(std::error_code ec, const std::string& what) : std::system_error(ec, what) {}
   error(errc e, const std::string& what) : std::system_error(make_error_code(e), what) {}
 };

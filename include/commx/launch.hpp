@@ -30,7 +30,7 @@ struct inproc_options {
 /// rank throws, its peers stop waiting for it (their pending operations on it raise
 /// errc::peer_lost), and once every thread has finished the first exception thrown is rethrown.
 template <class Comm = communicator<transport::inproc>, class Fn>
-  requires std::is_same_v<typename Comm::transport_type, transport::inproc>
+requires std::is_same_v<typename Comm::transport_type, transport::inproc>
 void run_inproc(int n, Fn&& fn, inproc_options opts = {}) {
   auto hub = std::make_shared<transport::inproc::hub>(
       n, transport::inproc::hub_options{std::move(opts.nodes)});

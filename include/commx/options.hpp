@@ -30,8 +30,8 @@ inline clock::duration timeout_from_env(const char* text, clock::duration fallba
 
 struct options {
   /// How long a blocking call waits when its caller gives no deadline.
-  clock::duration timeout = detail::timeout_from_env(std::getenv("COMMX_TIMEOUT"),
-                                                     std::chrono::seconds(60));
+  clock::duration timeout =
+      detail::timeout_from_env(std::getenv("COMMX_TIMEOUT"), std::chrono::seconds(60));
 };
 
 }  // namespace commx

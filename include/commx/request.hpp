@@ -59,7 +59,7 @@ bool wait_until(T& endpoint, typename T::request& handle, clock::time_point when
 /// Measures a span of time only when the stats policy wants it; otherwise reads no clock.
 template <stats::policy S>
 class stopwatch {
-public:
+ public:
   stopwatch() {
     if constexpr (S::enabled) start_ = clock::now();
   }
@@ -68,7 +68,7 @@ public:
     return 0;
   }
 
-private:
+ private:
   struct nothing {};
   [[no_unique_address]] std::conditional_t<S::enabled, clock::time_point, nothing> start_{};
 };
@@ -95,7 +95,7 @@ std::byte* grow_container(void* container, std::size_t bytes, std::error_code& e
 
 template <transport::transport T, stats::policy S>
 class request {
-public:
+ public:
   request() = default;
   request(request&& other) noexcept { *this = std::move(other); }
   request& operator=(request&& other) noexcept {
@@ -147,7 +147,7 @@ public:
   /// The status of the completed operation (after `wait` or a successful `test`).
   [[nodiscard]] const status& last_status() const { return status_; }
 
-private:
+ private:
   template <transport::transport T2, coll::collectives<T2> C2, stats::policy S2>
   friend class communicator;
   template <class Range>
@@ -170,8 +170,10 @@ private:
 
   void account_wait(double seconds) {
     if constexpr (S::enabled) {
-      if (is_recv_) state_->stats.add_wait_time(kind_, seconds);
-      else state_->stats.add_send_time(kind_, seconds);
+      if (is_recv_)
+        state_->stats.add_wait_time(kind_, seconds);
+      else
+        state_->stats.add_send_time(kind_, seconds);
     }
   }
 

@@ -5,19 +5,23 @@
 ///
 /// | type | `transfer_mode_of<T>` | on the wire |
 /// |---|---|---|
-/// | trivially copyable value (int, double, a POD struct, std::array<double, 3>) | `raw` | its bytes, no copy |
-/// | contiguous range of such values (std::vector<double>, std::span<int>, std::string) | `raw` | its elements' bytes, no copy |
-/// | anything cereal can serialize (std::vector<std::string>, a struct with `serialize`) | `serialized` | cereal's portable binary archive |
-/// | anything else | does not compile, with a message naming the type's requirements |
+/// | trivially copyable value (int, double, a POD struct, std::array<double, 3>) | `raw` | its
+/// bytes, no copy | | contiguous range of such values (std::vector<double>, std::span<int>,
+/// std::string) | `raw` | its elements' bytes, no copy | | anything cereal can serialize
+/// (std::vector<std::string>, a struct with `serialize`) | `serialized` | cereal's portable binary
+/// archive | | anything else | does not compile, with a message naming the type's requirements |
 ///
 /// A trivially copyable type that must nonetheless go through cereal (it holds a pointer, say)
-/// opts out of the raw path with `template <> inline constexpr bool commx::enable_raw_transfer<T> = false;`.
+/// opts out of the raw path with `template <> inline constexpr bool commx::enable_raw_transfer<T> =
+/// false;`.
 ///
 /// On receipt, a resizable contiguous container (std::vector, std::string) is resized to the
 /// message; a span, array or single value is a fixed buffer (`recv_mode_of`).
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <typeinfo>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -48,8 +52,8 @@ namespace commx {
 /// Whether a trivially copyable type may travel as its own bytes. Specialise to false to force
 /// a type through cereal.
 template <class T>
-inline constexpr bool enable_raw_transfer = std::is_trivially_copyable_v<T> &&
-                                            !std::is_pointer_v<T> && !std::is_member_pointer_v<T>;
+inline constexpr bool enable_raw_transfer =
+    std::is_trivially_copyable_v<T> && !std::is_pointer_v<T> && !std::is_member_pointer_v<T>;
 
 /// A value that travels as its own bytes.
 template <class T>
@@ -58,16 +62,19 @@ concept raw_value = enable_raw_transfer<std::remove_cvref_t<T>>;
 /// A contiguous range whose elements travel as their bytes.
 template <class R>
 concept raw_range = std::ranges::contiguous_range<R> && std::ranges::sized_range<R> &&
-                    raw_value<std::ranges::range_value_t<R>>;
+    raw_value<std::ranges::range_value_t<R>>;
 
 namespace detail {
 // cereal's traits accept raw pointers (and then fails deep inside); an address is meaningless
 // in another process, so commx refuses them up front, also as elements of a container.
 template <class T>
 constexpr bool holds_pointer() {
-  if constexpr (std::is_pointer_v<T> || std::is_member_pointer_v<T>) return true;
-  else if constexpr (std::ranges::range<T>) return holds_pointer<std::ranges::range_value_t<T>>();
-  else return false;
+  if constexpr (std::is_pointer_v<T> || std::is_member_pointer_v<T>)
+    return true;
+  else if constexpr (std::ranges::range<T>)
+    return holds_pointer<std::ranges::range_value_t<T>>();
+  else
+    return false;
 }
 }  // namespace detail
 
@@ -99,7 +106,8 @@ consteval transfer_mode transfer_mode_for() {
 
 /// The path a value of type T takes: raw bytes or cereal.
 template <class T>
-inline constexpr transfer_mode transfer_mode_of = detail::transfer_mode_for<std::remove_cvref_t<T>>();
+inline constexpr transfer_mode transfer_mode_of =
+    detail::transfer_mode_for<std::remove_cvref_t<T>>();
 
 /// How a receive fills an object of type T.
 enum class recv_mode {
@@ -119,9 +127,12 @@ consteval recv_mode recv_mode_for() {
   static_assert(transferable<T>,
                 "commx: this type cannot be received: it is neither trivially copyable, nor a "
                 "contiguous range of trivially copyable elements, nor serializable by cereal");
-  if constexpr (resizable_raw_container<T>) return recv_mode::resize;
-  else if constexpr (raw_range<T> || raw_value<T>) return recv_mode::fixed;
-  else return recv_mode::serialized;
+  if constexpr (resizable_raw_container<T>)
+    return recv_mode::resize;
+  else if constexpr (raw_range<T> || raw_value<T>)
+    return recv_mode::fixed;
+  else
+    return recv_mode::serialized;
 }
 }  // namespace detail
 
@@ -144,7 +155,8 @@ std::span<const std::byte> bytes_of(const M& message) {
 template <class M>
 std::span<std::byte> writable_bytes_of(M& message) {
   if constexpr (raw_range<M>) {
-    return std::as_writable_bytes(std::span(std::ranges::data(message), std::ranges::size(message)));
+    return std::as_writable_bytes(
+        std::span(std::ranges::data(message), std::ranges::size(message)));
   } else {
     static_assert(raw_value<M>);
     return {reinterpret_cast<std::byte*>(std::addressof(message)), sizeof(M)};
@@ -154,17 +166,19 @@ std::span<std::byte> writable_bytes_of(M& message) {
 /// Size of one element of what a fixed receive fills: the value itself or a range's element.
 template <class M>
 constexpr std::size_t element_size() {
-  if constexpr (raw_range<M>) return sizeof(std::ranges::range_value_t<M>);
-  else return sizeof(M);
+  if constexpr (raw_range<M>)
+    return sizeof(std::ranges::range_value_t<M>);
+  else
+    return sizeof(M);
 }
 
 // cereal speaks iostreams; these stream buffers let it write into and read from our byte
 // vectors and spans directly, so a message is encoded once and never copied again.
 class vector_sink final : public std::streambuf {
-public:
+ public:
   explicit vector_sink(std::vector<std::byte>& out) : out_(out) {}
 
-protected:
+ protected:
   int_type overflow(int_type ch) override {
     if (traits_type::eq_int_type(ch, traits_type::eof())) return traits_type::not_eof(ch);
     out_.push_back(static_cast<std::byte>(ch));
@@ -176,12 +190,12 @@ protected:
     return n;
   }
 
-private:
+ private:
   std::vector<std::byte>& out_;
 };
 
 class span_source final : public std::streambuf {
-public:
+ public:
   explicit span_source(std::span<const std::byte> in) {
     // streambuf's get area is char*; nothing is ever written through it.
     char* first = const_cast<char*>(reinterpret_cast<const char*>(in.data()));
@@ -190,10 +204,32 @@ public:
   [[nodiscard]] std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
 };
 
-/// Encodes `value` with cereal's portable binary archive.
+/// A fingerprint of T's name, sent ahead of every serialized message. Decoding the bytes of
+/// one type as another could make cereal read a length out of a string and allocate without
+/// bound; the fingerprint turns that mistake into a clear error before any byte is decoded.
+/// (FNV-1a over the Itanium-ABI mangled name: the same for every build on a Linux site.)
+template <class T>
+std::uint64_t type_fingerprint() {
+  static const std::uint64_t fingerprint = [] {
+    std::uint64_t hash = 0xcbf29ce484222325ULL;
+    for (const char* c = typeid(T).name(); *c != '\0'; ++c) {
+      hash = (hash ^ static_cast<unsigned char>(*c)) * 0x100000001b3ULL;
+    }
+    return hash;
+  }();
+  return fingerprint;
+}
+
+inline constexpr std::size_t fingerprint_bytes = sizeof(std::uint64_t);
+
+/// Encodes `value`: its type's fingerprint (little-endian), then cereal's portable binary.
 template <class T>
 std::vector<std::byte> serialize(const T& value) {
-  std::vector<std::byte> bytes;
+  std::vector<std::byte> bytes(fingerprint_bytes);
+  const std::uint64_t fingerprint = type_fingerprint<T>();
+  for (std::size_t i = 0; i < fingerprint_bytes; ++i) {
+    bytes[i] = static_cast<std::byte>(fingerprint >> (8 * i));
+  }
   vector_sink sink(bytes);
   std::ostream stream(&sink);
   {
@@ -203,11 +239,20 @@ std::vector<std::byte> serialize(const T& value) {
   return bytes;
 }
 
-/// Decodes `value` from `bytes`; a message that does not decode, or leaves bytes over, raises
-/// errc::serialization_failed (it was not a T).
+/// Decodes `value` from `bytes`. A message of another type, one that does not decode, or one
+/// that leaves bytes over raises errc::serialization_failed.
 template <class T>
 void deserialize(std::span<const std::byte> bytes, T& value, const error_context& where) {
-  span_source source(bytes);
+  std::uint64_t fingerprint = 0;
+  for (std::size_t i = 0; i < fingerprint_bytes && i < bytes.size(); ++i) {
+    fingerprint |= static_cast<std::uint64_t>(bytes[i]) << (8 * i);
+  }
+  if (bytes.size() < fingerprint_bytes || fingerprint != type_fingerprint<T>()) {
+    throw_error(
+        errc::serialization_failed, where,
+        fmt::format("the message holds another type than {} (or raw bytes)", typeid(T).name()));
+  }
+  span_source source(bytes.subspan(fingerprint_bytes));
   std::istream stream(&source);
   try {
     cereal::PortableBinaryInputArchive archive(stream);
@@ -215,7 +260,6 @@ void deserialize(std::span<const std::byte> bytes, T& value, const error_context
   } catch (const cereal::Exception& e) {
     throw_error(errc::serialization_failed, where, e.what());
   } catch (const std::bad_alloc&) {
-    // A foreign message read as a length asks for absurd sizes before cereal notices.
     throw_error(errc::serialization_failed, where, "the message decodes to an impossible size");
   } catch (const std::length_error&) {
     throw_error(errc::serialization_failed, where, "the message decodes to an impossible size");

@@ -26,17 +26,28 @@ namespace commx::stats {
 
 /// The kinds of operation a stats policy tells apart.
 enum class op : std::uint8_t {
-  send, recv, isend, irecv, sendrecv, probe,
-  barrier, bcast, reduce, allreduce, gather, scatter, allgather, alltoall,
+  send,
+  recv,
+  isend,
+  irecv,
+  sendrecv,
+  probe,
+  barrier,
+  bcast,
+  reduce,
+  allreduce,
+  gather,
+  scatter,
+  allgather,
+  alltoall,
   split,
 };
 inline constexpr std::size_t op_count = static_cast<std::size_t>(op::split) + 1;
 
 [[nodiscard]] constexpr std::string_view name(op kind) {
   constexpr std::array<std::string_view, op_count> names{
-      "send", "recv", "isend", "irecv", "sendrecv", "probe",
-      "barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall",
-      "split"};
+      "send",   "recv",      "isend",  "irecv",   "sendrecv",  "probe",    "barrier", "bcast",
+      "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall", "split"};
   return names[static_cast<std::size_t>(kind)];
 }
 
@@ -94,7 +105,7 @@ struct counters {
 
 /// Counts calls, messages, bytes and time per operation kind.
 class counting {
-public:
+ public:
   static constexpr bool enabled = true;
 
   void on_call(op kind) noexcept { at(kind).calls += 1; }
@@ -127,21 +138,21 @@ public:
 
   /// A table of the non-zero rows, one per operation kind, for people to read.
   [[nodiscard]] std::string report() const {
-    std::string text = fmt::format("{:<10} {:>8} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>10}\n",
-                                   "op", "calls", "msgs out", "bytes out", "msgs in",
-                                   "bytes in", "send s", "wait s", "coll s");
+    std::string text = fmt::format(
+        "{:<10} {:>8} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>10}\n", "op", "calls",
+        "msgs out", "bytes out", "msgs in", "bytes in", "send s", "wait s", "coll s");
     for (std::size_t i = 0; i < op_count; ++i) {
       const counters& c = per_op_[i];
       if (c.calls == 0 && c.messages_sent == 0 && c.messages_received == 0) continue;
-      text += fmt::format("{:<10} {:>8} {:>10} {:>12} {:>10} {:>12} {:>10.6f} {:>10.6f} {:>10.6f}\n",
-                          name(static_cast<op>(i)), c.calls, c.messages_sent, c.bytes_sent,
-                          c.messages_received, c.bytes_received, c.send_seconds,
-                          c.wait_seconds, c.collective_seconds);
+      text += fmt::format(
+          "{:<10} {:>8} {:>10} {:>12} {:>10} {:>12} {:>10.6f} {:>10.6f} {:>10.6f}\n",
+          name(static_cast<op>(i)), c.calls, c.messages_sent, c.bytes_sent, c.messages_received,
+          c.bytes_received, c.send_seconds, c.wait_seconds, c.collective_seconds);
     }
     return text;
   }
 
-private:
+ private:
   counters& at(op kind) noexcept { return per_op_[static_cast<std::size_t>(kind)]; }
 
   std::array<counters, op_count> per_op_{};

@@ -6,7 +6,7 @@
 
 #include <string_view>
 
-#if !defined(COMMX_VARIANT_TRANSPORT) || !defined(COMMX_VARIANT_COLLECTIVES) || \
+#if !defined(COMMX_VARIANT_TRANSPORT) || !defined(COMMX_VARIANT_COLLECTIVES) ||  \
     !defined(COMMX_VARIANT_STATS) || !defined(COMMX_VARIANT_TRANSPORT_HEADER) || \
     !defined(COMMX_VARIANT_COLLECTIVES_HEADER)
 #error "commx/variant.hpp is for targets made by commx_add_variants() (cmake/CommxVariants.cmake)"
@@ -20,9 +20,9 @@
 
 namespace commx::variant {
 
-using communicator = commx::communicator<commx::transport::COMMX_VARIANT_TRANSPORT,
-                                         commx::coll::COMMX_VARIANT_COLLECTIVES,
-                                         commx::stats::COMMX_VARIANT_STATS>;
+using communicator =
+    commx::communicator<commx::transport::COMMX_VARIANT_TRANSPORT,
+                        commx::coll::COMMX_VARIANT_COLLECTIVES, commx::stats::COMMX_VARIANT_STATS>;
 
 /// The build target's name, e.g. "md_replicated_shm".
 inline constexpr std::string_view target_name = COMMX_VARIANT_NAME;

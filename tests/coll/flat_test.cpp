@@ -23,7 +23,9 @@ constexpr int rank_counts[] = {1, 2, 3, 4, 7};
 constexpr std::size_t sizes[] = {0, 1, 7, 4096, mib_of_doubles};
 
 // Integers, so that sums are exact whatever the order.
-double contribution(int rank, std::size_t i) { return static_cast<double>(rank * 1000 + static_cast<int>(i % 997)); }
+double contribution(int rank, std::size_t i) {
+  return static_cast<double>(rank * 1000 + static_cast<int>(i % 997));
+}
 
 std::vector<int> roots_for(int n, std::size_t size) {
   if (size >= mib_of_doubles) return {n - 1};  // the large case once, at a root other than 0
@@ -44,7 +46,8 @@ struct mat2 {
 };
 struct mat_product {
   mat2 operator()(const mat2& l, const mat2& r) const {
-    return {l.a * r.a + l.b * r.c, l.a * r.b + l.b * r.d, l.c * r.a + l.d * r.c, l.c * r.b + l.d * r.d};
+    return {l.a * r.a + l.b * r.c, l.a * r.b + l.b * r.d, l.c * r.a + l.d * r.c,
+            l.c * r.b + l.d * r.d};
   }
 };
 mat2 matrix_of(int rank) { return {1, rank + 1, 0, 1}; }
@@ -91,7 +94,8 @@ TEST_CASE("flat: bcast, reduce, allreduce", "[coll][flat]") {
 
             data = mine;
             world.allreduce(data, commx::op::max{});
-            for (std::size_t i = 0; i < size; ++i) COMMX_CHECK(data[i] == contribution(world.size() - 1, i));
+            for (std::size_t i = 0; i < size; ++i)
+              COMMX_CHECK(data[i] == contribution(world.size() - 1, i));
           }));
         }
       }
@@ -122,7 +126,8 @@ TEST_CASE("flat: gather, scatter, allgather, alltoall", "[coll][flat]") {
             for (std::size_t i = 0; i < pieces.size(); ++i) pieces[i] = static_cast<double>(i);
             std::vector<double> piece(size, -1);
             world.scatter(pieces, piece, root);
-            for (std::size_t i = 0; i < size; ++i) COMMX_CHECK(piece[i] == static_cast<double>(me * size + i));
+            for (std::size_t i = 0; i < size; ++i)
+              COMMX_CHECK(piece[i] == static_cast<double>(me * size + i));
 
             std::vector<double> everyone(size * p);
             world.allgather(in, everyone);
@@ -130,7 +135,8 @@ TEST_CASE("flat: gather, scatter, allgather, alltoall", "[coll][flat]") {
               for (std::size_t i = 0; i < size; ++i)
                 COMMX_CHECK(everyone[r * size + i] == contribution(static_cast<int>(r), i));
 
-            if (size >= mib_of_doubles && p > 4) return;  // alltoall of p MiB blocks: enough at p <= 4
+            if (size >= mib_of_doubles && p > 4)
+              return;  // alltoall of p MiB blocks: enough at p <= 4
             // Block s of rank r's input is meant for rank s: encode (from, to, i).
             std::vector<double> blocks(size * p);
             for (std::size_t s = 0; s < p; ++s)
@@ -140,7 +146,8 @@ TEST_CASE("flat: gather, scatter, allgather, alltoall", "[coll][flat]") {
             world.alltoall(blocks, received);
             for (std::size_t s = 0; s < p; ++s)
               for (std::size_t i = 0; i < size; ++i)
-                COMMX_CHECK(received[s * size + i] == static_cast<double>((s * 16 + me) * 10000 + i % 9973));
+                COMMX_CHECK(received[s * size + i] ==
+                            static_cast<double>((s * 16 + me) * 10000 + i % 9973));
           }));
         }
       }
@@ -165,7 +172,9 @@ TEST_CASE("flat: user types and user ops; reduction folds in rank order", "[coll
         COMMX_CHECK(all == expected);
 
         std::vector<vec3> v(3, vec3{1.0 * world.rank(), 2.0, -1.0});
-        world.allreduce(v, [](const vec3& a, const vec3& b) { return vec3{a.x + b.x, a.y + b.y, a.z + b.z}; });
+        world.allreduce(v, [](const vec3& a, const vec3& b) {
+          return vec3{a.x + b.x, a.y + b.y, a.z + b.z};
+        });
         const double ranks = world.size() * (world.size() - 1) / 2.0;
         for (const vec3& e : v) {
           COMMX_CHECK(e.x == ranks);

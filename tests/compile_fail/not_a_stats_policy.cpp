@@ -8,7 +8,8 @@ struct no_hooks {
 };
 
 #ifdef COMMX_COMPILE_FAIL_CONTROL
-using stack = commx::communicator<commx::transport::inproc, commx::coll::flat, commx::stats::counting>;
+using stack =
+    commx::communicator<commx::transport::inproc, commx::coll::flat, commx::stats::counting>;
 #else
 using stack = commx::communicator<commx::transport::inproc, commx::coll::flat, no_hooks>;
 #endif

@@ -9,7 +9,9 @@ struct opaque {
   std::string secret;  // not trivially copyable, and no serialize()
 #ifdef COMMX_COMPILE_FAIL_CONTROL
   template <class Archive>
-  void serialize(Archive& archive) { archive(secret); }
+  void serialize(Archive& archive) {
+    archive(secret);
+  }
 #endif
 };
 

@@ -152,14 +152,12 @@ class Proc {
   bool pump(Clock::time_point deadline) {
     const auto now = Clock::now();
     if (now >= deadline) return false;
-    int ms = static_cast<int>(
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count());
+    int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count());
     const bool pipes_open = out_fd_ >= 0 || err_fd_ >= 0;
     // Without a pidfd, wait for the exit after EOF by looking again every 10 ms.
     if (!pipes_open && pidfd_ < 0) ms = std::min(ms, 10);
-    pollfd fds[3] = {{out_fd_, POLLIN, 0},
-                     {err_fd_, POLLIN, 0},
-                     {pipes_open ? -1 : pidfd_, POLLIN, 0}};
+    pollfd fds[3] = {
+        {out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}, {pipes_open ? -1 : pidfd_, POLLIN, 0}};
     const int rc = ::poll(fds, 3, ms);
     if (rc < 0 && errno != EINTR) FAIL("poll failed: " << std::strerror(errno));
     if (rc <= 0) return true;
@@ -269,12 +267,9 @@ TEST_CASE("commxrun starts N ranks with the commx environment and prefixes their
   // Every stdout line is whole: prefixed by the rank whose content it carries.
   const std::regex line_re(R"(\[(\d+)\] (.*))");
   const std::vector<std::regex> content_res = {
-      std::regex(R"(hello from (\d+) of 3)"),
-      std::regex(R"(env (\d+) root=(\S*) token=(\S*))"),
-      std::regex(R"(stdin (\d+) eof)"),
-      std::regex(R"(line (\d+) (\d+) (x+))"),
-      std::regex(R"(partial (\d+) done)"),
-      std::regex(R"(tail (\d+))"),
+      std::regex(R"(hello from (\d+) of 3)"), std::regex(R"(env (\d+) root=(\S*) token=(\S*))"),
+      std::regex(R"(stdin (\d+) eof)"),       std::regex(R"(line (\d+) (\d+) (x+))"),
+      std::regex(R"(partial (\d+) done)"),    std::regex(R"(tail (\d+))"),
   };
   std::map<int, int> lines_per_rank;
   std::set<std::string> roots;
@@ -287,10 +282,9 @@ TEST_CASE("commxrun starts N ranks with the commx environment and prefixes their
     const int prefix_rank = std::stoi(m[1].str());
     const std::string content = m[2].str();
     std::smatch c;
-    const auto matched = std::find_if(content_res.begin(), content_res.end(),
-                                      [&](const std::regex& re) {
-                                        return std::regex_match(content, c, re);
-                                      });
+    const auto matched =
+        std::find_if(content_res.begin(), content_res.end(),
+                     [&](const std::regex& re) { return std::regex_match(content, c, re); });
     REQUIRE(matched != content_res.end());
     CHECK(std::stoi(c[1].str()) == prefix_rank);
     if (matched == content_res.begin() + 1) {
@@ -318,7 +312,8 @@ TEST_CASE("commxrun starts N ranks with the commx environment and prefixes their
   // stderr carries exactly the ranks' stderr lines, and stdout none of them.
   std::vector<std::string> err_lines = lines_of(r.err);
   std::sort(err_lines.begin(), err_lines.end());
-  CHECK(err_lines == std::vector<std::string>{"[0] err from 0", "[1] err from 1", "[2] err from 2"});
+  CHECK(err_lines ==
+        std::vector<std::string>{"[0] err from 0", "[1] err from 1", "[2] err from 2"});
   CHECK_FALSE(contains(r.out, "err from"));
 
   SECTION("each run gets a fresh token") {
@@ -383,7 +378,8 @@ TEST_CASE("a failing rank stops the others and sets the exit status", "[launcher
   const Result r = run({kRun, "-n", "4", kProbe, "fail", "2", "3"});
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.code() == 3);
-  const auto msg = r.err.find("commxrun: rank 2 exited with status 3; stopping the other 3 ranks\n");
+  const auto msg =
+      r.err.find("commxrun: rank 2 exited with status 3; stopping the other 3 ranks\n");
   CHECK(msg != std::string::npos);
   // The rank's own last words come before commxrun's report about it.
   const auto last_words = r.err.find("[2] rank 2 failing with code 3\n");
@@ -407,7 +403,8 @@ TEST_CASE("ranks that ignore SIGTERM are killed after the grace period", "[launc
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.code() == 1);
   CHECK(contains(r.err, "commxrun: rank 0 exited with status 1; stopping the other 2 ranks\n"));
-  CHECK(contains(r.err, "commxrun: ranks 1-2 did not stop within 2 s of SIGTERM; sending SIGKILL\n"));
+  CHECK(
+      contains(r.err, "commxrun: ranks 1-2 did not stop within 2 s of SIGTERM; sending SIGKILL\n"));
   CHECK(r.seconds >= 2.0);
 }
 
@@ -451,21 +448,19 @@ TEST_CASE("bad usage exits 2 with a message and the usage", "[launcher]") {
     std::vector<std::string> args;
     std::string message;
   };
-  const Case c = GENERATE(
-      Case{{}, "missing the number of ranks"},
-      Case{{kProbe, "exit", "0"}, "missing the number of ranks"},
-      Case{{"-n"}, "option '-n' needs a value"},
-      Case{{"-n", "0", kProbe}, "at least 1"},
-      Case{{"-n", "-3", kProbe}, "invalid number of ranks '-3'"},
-      Case{{"-n", "abc", kProbe}, "invalid number of ranks 'abc'"},
-      Case{{"-n", "2x", kProbe}, "invalid number of ranks '2x'"},
-      Case{{"-n", "99999999999999999999", kProbe}, "too many ranks"},
-      Case{{"-n", "2"}, "no program given"},
-      Case{{"-n", "2", "--"}, "no program given"},
-      Case{{"-n", "2", "--timeout", "-1", kProbe}, "invalid timeout '-1'"},
-      Case{{"-n", "2", "--timeout", "0", kProbe}, "invalid timeout '0'"},
-      Case{{"-n", "2", "--timeout", "nan", kProbe}, "invalid timeout 'nan'"},
-      Case{{"-n", "2", "--bogus", kProbe}, "unknown option '--bogus'"});
+  const Case c =
+      GENERATE(Case{{}, "missing the number of ranks"},
+               Case{{kProbe, "exit", "0"}, "missing the number of ranks"},
+               Case{{"-n"}, "option '-n' needs a value"}, Case{{"-n", "0", kProbe}, "at least 1"},
+               Case{{"-n", "-3", kProbe}, "invalid number of ranks '-3'"},
+               Case{{"-n", "abc", kProbe}, "invalid number of ranks 'abc'"},
+               Case{{"-n", "2x", kProbe}, "invalid number of ranks '2x'"},
+               Case{{"-n", "99999999999999999999", kProbe}, "too many ranks"},
+               Case{{"-n", "2"}, "no program given"}, Case{{"-n", "2", "--"}, "no program given"},
+               Case{{"-n", "2", "--timeout", "-1", kProbe}, "invalid timeout '-1'"},
+               Case{{"-n", "2", "--timeout", "0", kProbe}, "invalid timeout '0'"},
+               Case{{"-n", "2", "--timeout", "nan", kProbe}, "invalid timeout 'nan'"},
+               Case{{"-n", "2", "--bogus", kProbe}, "unknown option '--bogus'"});
   std::vector<std::string> cmd = {kRun};
   cmd.insert(cmd.end(), c.args.begin(), c.args.end());
   const Result r = run(cmd);

@@ -64,14 +64,15 @@ int open_fifo(const char* path, int flags) {
     const int fd = ::open(path, flags);
     if (fd >= 0) return fd;
     if (errno != EINTR) {
-      put(2, std::string("launcher_probe: cannot open ") + path + ": " + std::strerror(errno) + "\n");
+      put(2,
+          std::string("launcher_probe: cannot open ") + path + ": " + std::strerror(errno) + "\n");
       std::exit(81);
     }
   }
 }
 
 void ignore_sigterm() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = SIG_IGN;
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGTERM, &sa, nullptr);
@@ -80,8 +81,7 @@ void ignore_sigterm() {
 int hello(int rank, int size) {
   const std::string r = std::to_string(rank);
   put(1, "hello from " + r + " of " + std::to_string(size) + "\n");
-  put(1, "env " + r + " root=" + env_str("COMMX_ROOT") + " token=" + env_str("COMMX_TOKEN") +
-             "\n");
+  put(1, "env " + r + " root=" + env_str("COMMX_ROOT") + " token=" + env_str("COMMX_TOKEN") + "\n");
   char c = 0;
   ssize_t n;
   while ((n = ::read(0, &c, 1)) < 0 && errno == EINTR) {

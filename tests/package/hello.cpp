@@ -11,7 +11,8 @@ int main() {
     const int total = world.allreduce_value(world.rank(), std::plus<>{});
     if (world.rank() == 0) sum = total;
   });
-  std::printf("%.*s: sum of ranks 0..3 = %d\n", static_cast<int>(commx::variant::target_name.size()),
+  std::printf("%.*s: sum of ranks 0..3 = %d\n",
+              static_cast<int>(commx::variant::target_name.size()),
               commx::variant::target_name.data(), sum);
   return sum == 6 ? EXIT_SUCCESS : EXIT_FAILURE;
 }

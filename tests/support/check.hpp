@@ -38,25 +38,27 @@ commx::error expect_error(commx::errc expected, Body&& body, const char* file, i
     }
     return e;
   }
-  fail_check(file, line, fmt::format("expected errc '{}' but nothing was thrown",
-                                     make_error_code(expected).message()));
+  fail_check(file, line,
+             fmt::format("expected errc '{}' but nothing was thrown",
+                         make_error_code(expected).message()));
 }
 
 }  // namespace commx::test
 
-#define COMMX_CHECK(cond)                                                   \
-  do {                                                                      \
-    if (!(cond)) ::commx::test::fail_check(__FILE__, __LINE__, #cond);      \
+#define COMMX_CHECK(cond)                                              \
+  do {                                                                 \
+    if (!(cond)) ::commx::test::fail_check(__FILE__, __LINE__, #cond); \
   } while (false)
 
-#define COMMX_CHECK_EQ(a, b)                                                                    \
-  do {                                                                                          \
-    const auto& commx_a_ = (a);                                                                 \
-    const auto& commx_b_ = (b);                                                                 \
-    if (!(commx_a_ == commx_b_))                                                                \
-      ::commx::test::fail_check(__FILE__, __LINE__,                                             \
+#define COMMX_CHECK_EQ(a, b)                                                                     \
+  do {                                                                                           \
+    const auto& commx_a_ = (a);                                                                  \
+    const auto& commx_b_ = (b);                                                                  \
+    if (!(commx_a_ == commx_b_))                                                                 \
+      ::commx::test::fail_check(__FILE__, __LINE__,                                              \
                                 fmt::format("{} == {} ({} vs {})", #a, #b, commx_a_, commx_b_)); \
   } while (false)
 
 #define COMMX_EXPECT_ERROR(errc_value, ...) \
-  ::commx::test::expect_error(errc_value, [&] { __VA_ARGS__; }, __FILE__, __LINE__)
+  ::commx::test::expect_error(              \
+      errc_value, [&] { __VA_ARGS__; }, __FILE__, __LINE__)

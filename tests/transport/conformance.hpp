@@ -158,7 +158,8 @@ void nonblocking_any_order(Comm& world) {
   const int prev = (world.rank() + world.size() - 1) % world.size();
   std::vector<std::uint64_t> got(count, 0);
   std::vector<typename Comm::request> recvs;
-  for (int i = 0; i < count; ++i) recvs.push_back(world.irecv(prev, i, got[static_cast<std::size_t>(i)]));
+  for (int i = 0; i < count; ++i)
+    recvs.push_back(world.irecv(prev, i, got[static_cast<std::size_t>(i)]));
   std::vector<std::uint64_t> out(count);
   std::vector<typename Comm::request> sends;
   for (int i = count - 1; i >= 0; --i) {
@@ -209,7 +210,8 @@ void truncation_keeps_message(Comm& world) {
   std::vector<int> out(10, 42);
   auto send = world.isend(next, 6, out);
   std::vector<int> storage(8, -1);  // a 4-element buffer with guards on either side
-  const auto e = COMMX_EXPECT_ERROR(errc::truncated, world.recv(prev, 6, std::span<int>(storage).subspan(2, 4)));
+  const auto e = COMMX_EXPECT_ERROR(errc::truncated,
+                                    world.recv(prev, 6, std::span<int>(storage).subspan(2, 4)));
   COMMX_CHECK(std::string_view(e.what()).find("40 bytes") != std::string_view::npos);
   COMMX_CHECK(storage == std::vector<int>(8, -1));
   std::vector<int> got(10);

@@ -34,14 +34,13 @@ TEST_CASE("inproc passes the transport conformance suite", "[conformance][inproc
 TEST_CASE("inproc: a peer that left is reported, not waited for", "[conformance][inproc]") {
   for (int n : {2, 3, 4}) {
     DYNAMIC_SECTION(n << " ranks") {
-      REQUIRE_NOTHROW(commx::run_inproc<comm>(n, &commx::test::conformance::peer_gone<comm>,
-                                              test_options()));
+      REQUIRE_NOTHROW(
+          commx::run_inproc<comm>(n, &commx::test::conformance::peer_gone<comm>, test_options()));
     }
   }
 }
 
-TEST_CASE("inproc: run_inproc rethrows the first failure after releasing the others",
-          "[inproc]") {
+TEST_CASE("inproc: run_inproc rethrows the first failure after releasing the others", "[inproc]") {
   std::atomic<int> released{0};
   auto job = [&](comm& world) {
     if (world.rank() == 2) throw std::runtime_error("rank 2 gives up");
@@ -63,38 +62,47 @@ TEST_CASE("inproc: run_inproc rethrows the first failure after releasing the oth
 }
 
 TEST_CASE("inproc: sends are buffered up to a bound, then wait for their receive", "[inproc]") {
-  commx::run_inproc<comm>(2, [](comm& world) {
-    if (world.rank() == 0) {
-      std::vector<char> small(1024, 'a');
-      std::vector<char> large(std::size_t{1} << 20, 'b');
-      auto s = world.isend(1, 0, small);
-      COMMX_CHECK(s.test().has_value());  // buffered at once: the caller may reuse `small`
-      auto l = world.isend(1, 1, large);
-      COMMX_CHECK(!l.test().has_value());  // too large to buffer: completes when rank 1 takes it
-      world.barrier();
-      l.wait();
-    } else {
-      world.barrier();
-      std::vector<char> got;
-      world.recv(0, 1, got);
-      COMMX_CHECK(got.size() == std::size_t{1} << 20);
-      world.recv(0, 0, got);
-      COMMX_CHECK(got == std::vector<char>(1024, 'a'));
-    }
-  }, test_options());
+  commx::run_inproc<comm>(
+      2,
+      [](comm& world) {
+        if (world.rank() == 0) {
+          std::vector<char> small(1024, 'a');
+          std::vector<char> large(std::size_t{1} << 20, 'b');
+          auto s = world.isend(1, 0, small);
+          COMMX_CHECK(s.test().has_value());  // buffered at once: the caller may reuse `small`
+          auto l = world.isend(1, 1, large);
+          COMMX_CHECK(
+              !l.test().has_value());  // too large to buffer: completes when rank 1 takes it
+          world.barrier();
+          l.wait();
+        } else {
+          world.barrier();
+          std::vector<char> got;
+          world.recv(0, 1, got);
+          COMMX_CHECK(got.size() == std::size_t{1} << 20);
+          world.recv(0, 0, got);
+          COMMX_CHECK(got == std::vector<char>(1024, 'a'));
+        }
+      },
+      test_options());
 }
 
 TEST_CASE("inproc: node ids come from the options", "[inproc]") {
   commx::inproc_options opts = test_options();
   opts.nodes = {0, 0, 1, 1};
-  commx::run_inproc<comm>(4, [](comm& world) {
-    COMMX_CHECK_EQ(world.node_of(1), 0);
-    COMMX_CHECK_EQ(world.node_of(2), 1);
-    comm node = world.split_by_node();
-    COMMX_CHECK_EQ(node.size(), 2);
-    COMMX_CHECK_EQ(node.rank(), world.rank() % 2);
-    COMMX_CHECK_EQ(node.world_rank_of(0), world.rank() < 2 ? 0 : 2);
-  }, opts);
+  commx::run_inproc<comm>(
+      4,
+      [](comm& world) {
+        COMMX_CHECK_EQ(world.node_of(1), 0);
+        COMMX_CHECK_EQ(world.node_of(2), 1);
+        comm node = world.split_by_node();
+        COMMX_CHECK_EQ(node.size(), 2);
+        COMMX_CHECK_EQ(node.rank(), world.rank() % 2);
+        COMMX_CHECK_EQ(node.world_rank_of(0), world.rank() < 2 ? 0 : 2);
+      },
+      opts);
   opts.nodes = {0, 1};
-  REQUIRE_THROWS_AS(commx::run_inproc<comm>(3, [](comm&) {}, opts), commx::error);
+  REQUIRE_THROWS_AS(commx::run_inproc<comm>(
+                        3, [](comm&) {}, opts),
+                    commx::error);
 }

@@ -130,7 +130,9 @@ void note(std::string_view msg) { g_stderr.write(fmt::format("commxrun: {}\n", m
 std::string errno_text(int e) { return std::strerror(e); }
 
 // "1 rank" / "3 ranks"
-std::string count_ranks(std::size_t n) { return fmt::format("{} {}", n, n == 1 ? "rank" : "ranks"); }
+std::string count_ranks(std::size_t n) {
+  return fmt::format("{} {}", n, n == 1 ? "rank" : "ranks");
+}
 
 // Sorted rank numbers as "0-2, 5, 7-8".
 std::string rank_ranges(const std::vector<int>& ids) {
@@ -152,10 +154,14 @@ std::string name_ranks(const std::vector<int>& ids) {
 
 std::string signal_name(int sig) {
   switch (sig) {
-    case SIGINT: return "SIGINT";
-    case SIGTERM: return "SIGTERM";
-    case SIGHUP: return "SIGHUP";
-    default: return fmt::format("signal {}", sig);
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return fmt::format("signal {}", sig);
   }
 }
 
@@ -304,8 +310,8 @@ std::string make_token() {
 
 // The parent's environment without any COMMX_RANK/SIZE/ROOT/TOKEN it may carry.
 std::vector<std::string> inherited_environment() {
-  static constexpr std::string_view kOurs[] = {"COMMX_RANK=", "COMMX_SIZE=", "COMMX_ROOT=",
-                                               "COMMX_TOKEN="};
+  static constexpr std::string_view kOurs[] = {
+      "COMMX_RANK=", "COMMX_SIZE=", "COMMX_ROOT=", "COMMX_TOKEN="};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view v = *e;
@@ -411,9 +417,8 @@ class Launcher {
   void setup() {
     start_ = Clock::now();
     if (opt_.timeout) {
-      timeout_deadline_ =
-          start_ + std::chrono::duration_cast<Clock::duration>(
-                       std::chrono::duration<double>(*opt_.timeout));
+      timeout_deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(
+                                       std::chrono::duration<double>(*opt_.timeout));
     }
 
     // Enough descriptors for two pipes per rank; the ranks get the original limit back.
@@ -427,11 +432,11 @@ class Launcher {
 
     // Signals: writes to a closed stdout must not kill us; SIGCHLD must not be ignored
     // (that would auto-reap); SIGCHLD, SIGINT, SIGTERM, SIGHUP are read from a signalfd.
-    struct sigaction ign{};
+    struct sigaction ign {};
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
     ::sigaction(SIGPIPE, &ign, &cx_.orig_sigpipe);
-    struct sigaction dfl{};
+    struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     ::sigaction(SIGCHLD, &dfl, nullptr);
@@ -441,7 +446,7 @@ class Launcher {
     sigaddset(&mask, SIGCHLD);
     for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
       // A signal we were started with ignored (e.g. SIGINT for a background job) stays so.
-      struct sigaction cur{};
+      struct sigaction cur {};
       if (::sigaction(sig, nullptr, &cur) == 0 && cur.sa_handler == SIG_IGN) continue;
       sigaddset(&mask, sig);
     }
@@ -501,7 +506,8 @@ class Launcher {
         close_fd(out_r);
         close_fd(err_r);
         note(fmt::format("cannot start rank {}: fork failed: {}", i, errno_text(errno)));
-        if (running_ > 0) note(fmt::format("stopping the {} already started", count_ranks(running_)));
+        if (running_ > 0)
+          note(fmt::format("stopping the {} already started", count_ranks(running_)));
         begin_stop(1);
         continue;
       }
@@ -584,9 +590,10 @@ class Launcher {
     if (!stopping_ && running_ == 0 && open_streams_ > 0) {
       if (!linger_deadline_) linger_deadline_ = now + kGrace;
       if (now >= *linger_deadline_) {
-        note(fmt::format("all ranks have exited, but processes they started still hold the "
-                         "output of {} open; stopping them",
-                         name_ranks(targets())));
+        note(
+            fmt::format("all ranks have exited, but processes they started still hold the "
+                        "output of {} open; stopping them",
+                        name_ranks(targets())));
         begin_stop(exit_code_);
       }
     }

@@ -17,9 +17,10 @@
 /// | `p.rank()`, `p.size()` | `int` | this rank and the communicator's size |
 /// | `p.node_of(peer)` | `int` | node id of `peer`: equal ids share a node |
 /// | `p.send(peer, out)` | `void` | blocking send |
-/// | `p.recv(peer, in)` | `void` | blocking receive of exactly `in.size()` elements; any other size is errc::collective_mismatch |
-/// | `p.isend(peer, out)`, `p.irecv(peer, in)` | `P::pending` | nonblocking; buffers stay valid until completion |
-/// | `p.wait_all(span<P::pending>)` | `void` | completes them all |
+/// | `p.recv(peer, in)` | `void` | blocking receive of exactly `in.size()` elements; any other size
+/// is errc::collective_mismatch | | `p.isend(peer, out)`, `p.irecv(peer, in)` | `P::pending` |
+/// nonblocking; buffers stay valid until completion | | `p.wait_all(span<P::pending>)` | `void` |
+/// completes them all |
 ///
 /// Policy requirements, for `C` the policy, `T` the transport, `data` a `std::span<E>`, `in` a
 /// `std::span<const E>`, `op` a binary operation on E, `root` a rank:
@@ -27,15 +28,17 @@
 /// | expression | semantics |
 /// |---|---|
 /// | `C::name`, `C::description` | a `std::string_view` each, printed by benches and examples |
-/// | `C::supports<T>` | whether the policy works over transport T (native MPI collectives only over MPI) |
-/// | `C::barrier(p)` | returns once every rank has entered |
-/// | `C::bcast(p, data, root)` | root's `data` is copied into every rank's `data` |
-/// | `C::reduce(p, data, op, root)` | in place: root's `data` becomes the element-wise reduction of every rank's `data`, folded in rank order (`((x0 op x1) op x2) ...`) unless the policy documents another fixed order; other ranks' `data` is unchanged |
-/// | `C::allreduce(p, data, op)` | every rank's `data` becomes the reduction |
-/// | `C::gather(p, in, data, root)` | root's `data` (size p * n) receives every rank's `in` (size n) in rank order |
-/// | `C::scatter(p, in, data, root)` | rank r's `data` (size n) receives root's `in[r*n, (r+1)*n)` |
-/// | `C::allgather(p, in, data)` | every rank's `data` (p * n) receives every `in` (n) in rank order |
-/// | `C::alltoall(p, in, data)` | rank r's `data[s*n, (s+1)*n)` receives rank s's `in[r*n, (r+1)*n)` |
+/// | `C::supports<T>` | whether the policy works over transport T (native MPI collectives only over
+/// MPI) | | `C::barrier(p)` | returns once every rank has entered | | `C::bcast(p, data, root)` |
+/// root's `data` is copied into every rank's `data` | | `C::reduce(p, data, op, root)` | in place:
+/// root's `data` becomes the element-wise reduction of every rank's `data`, folded in rank order
+/// (`((x0 op x1) op x2) ...`) unless the policy documents another fixed order; other ranks' `data`
+/// is unchanged | | `C::allreduce(p, data, op)` | every rank's `data` becomes the reduction | |
+/// `C::gather(p, in, data, root)` | root's `data` (size p * n) receives every rank's `in` (size n)
+/// in rank order | | `C::scatter(p, in, data, root)` | rank r's `data` (size n) receives root's
+/// `in[r*n, (r+1)*n)` | | `C::allgather(p, in, data)` | every rank's `data` (p * n) receives every
+/// `in` (n) in rank order | | `C::alltoall(p, in, data)` | rank r's `data[s*n, (s+1)*n)` receives
+/// rank s's `in[r*n, (r+1)*n)` |
 ///
 /// The communicator checks ranks and sizes before it calls a policy; for one policy and one
 /// rank count, results must not depend on the transport.
@@ -68,10 +71,14 @@ struct port_archetype {
   [[nodiscard]] int rank() const;
   [[nodiscard]] int size() const;
   [[nodiscard]] int node_of(int peer) const;
-  template <class E> void send(int peer, std::span<const E> out);
-  template <class E> void recv(int peer, std::span<E> in);
-  template <class E> pending isend(int peer, std::span<const E> out);
-  template <class E> pending irecv(int peer, std::span<E> in);
+  template <class E>
+  void send(int peer, std::span<const E> out);
+  template <class E>
+  void recv(int peer, std::span<E> in);
+  template <class E>
+  pending isend(int peer, std::span<const E> out);
+  template <class E>
+  pending irecv(int peer, std::span<E> in);
   void wait_all(std::span<pending> requests);
 };
 
@@ -79,21 +86,20 @@ static_assert(port<port_archetype>);
 
 /// A collectives policy usable over transport T; see the requirements table above.
 template <class C, class T>
-concept collectives =
-    requires {
-      { C::name } -> std::convertible_to<std::string_view>;
-      { C::description } -> std::convertible_to<std::string_view>;
-    } && C::template supports<T> &&
-    requires(port_archetype& p, std::span<double> data, std::span<const double> in,
-             std::plus<> op, int root) {
-      C::barrier(p);
-      C::bcast(p, data, root);
-      C::reduce(p, data, op, root);
-      C::allreduce(p, data, op);
-      C::gather(p, in, data, root);
-      C::scatter(p, in, data, root);
-      C::allgather(p, in, data);
-      C::alltoall(p, in, data);
-    };
+concept collectives = requires {
+  { C::name } -> std::convertible_to<std::string_view>;
+  { C::description } -> std::convertible_to<std::string_view>;
+}
+&&C::template supports<T>&& requires(port_archetype& p, std::span<double> data,
+                                     std::span<const double> in, std::plus<> op, int root) {
+  C::barrier(p);
+  C::bcast(p, data, root);
+  C::reduce(p, data, op, root);
+  C::allreduce(p, data, op);
+  C::gather(p, in, data, root);
+  C::scatter(p, in, data, root);
+  C::allgather(p, in, data);
+  C::alltoall(p, in, data);
+};
 
 }  // namespace commx::coll

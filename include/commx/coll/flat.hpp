@@ -96,8 +96,10 @@ struct flat {
     pending.reserve(static_cast<std::size_t>(p.size()));
     for (int r = 0; r < p.size(); ++r) {
       auto slot = out.subspan(static_cast<std::size_t>(r) * n, n);
-      if (r == root) std::ranges::copy(in, slot.begin());
-      else pending.push_back(p.irecv(r, slot));
+      if (r == root)
+        std::ranges::copy(in, slot.begin());
+      else
+        pending.push_back(p.irecv(r, slot));
     }
     p.wait_all(std::span(pending));
   }
@@ -113,8 +115,10 @@ struct flat {
     pending.reserve(static_cast<std::size_t>(p.size()));
     for (int r = 0; r < p.size(); ++r) {
       auto slot = in.subspan(static_cast<std::size_t>(r) * n, n);
-      if (r == root) std::ranges::copy(slot, out.begin());
-      else pending.push_back(p.isend(r, slot));
+      if (r == root)
+        std::ranges::copy(slot, out.begin());
+      else
+        pending.push_back(p.isend(r, slot));
     }
     p.wait_all(std::span(pending));
   }
@@ -132,12 +136,15 @@ struct flat {
     std::vector<typename Port::pending> pending;
     pending.reserve(2 * static_cast<std::size_t>(p.size()));
     for (int r = 0; r < p.size(); ++r) {
-      if (r != p.rank()) pending.push_back(p.irecv(r, out.subspan(static_cast<std::size_t>(r) * n, n)));
+      if (r != p.rank())
+        pending.push_back(p.irecv(r, out.subspan(static_cast<std::size_t>(r) * n, n)));
     }
     for (int r = 0; r < p.size(); ++r) {
       const auto slot = in.subspan(static_cast<std::size_t>(r) * n, n);
-      if (r == p.rank()) std::ranges::copy(slot, out.begin() + static_cast<std::ptrdiff_t>(r * n));
-      else pending.push_back(p.isend(r, slot));
+      if (r == p.rank())
+        std::ranges::copy(slot, out.begin() + static_cast<std::ptrdiff_t>(r * n));
+      else
+        pending.push_back(p.isend(r, slot));
     }
     p.wait_all(std::span(pending));
   }

@@ -19,10 +19,10 @@ namespace commx::detail {
 
 template <transport::transport T, stats::policy S>
 class coll_port {
-public:
+ public:
   /// One message a policy has in flight; withdrawn if dropped before it completes.
   class pending {
-  public:
+   public:
     pending() = default;
     pending(pending&& other) noexcept { *this = std::move(other); }
     pending& operator=(pending&& other) noexcept {
@@ -40,7 +40,7 @@ public:
     pending& operator=(const pending&) = delete;
     ~pending() { withdraw(); }
 
-  private:
+   private:
     friend class coll_port;
     void withdraw() noexcept {
       if (endpoint_ != nullptr) (void)endpoint_->cancel(handle_);
@@ -60,7 +60,9 @@ public:
 
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return group_.size(); }
-  [[nodiscard]] int node_of(int peer) const { return state_.endpoint.node_of(group_.world_of(peer)); }
+  [[nodiscard]] int node_of(int peer) const {
+    return state_.endpoint.node_of(group_.world_of(peer));
+  }
 
   template <class E>
   pending isend(int peer, std::span<const E> out) {
@@ -79,7 +81,8 @@ public:
   pending irecv(int peer, std::span<E> in) {
     const auto bytes = std::as_writable_bytes(in);
     pending p = make_pending(peer, bytes.size(), true);
-    p.handle_ = state_.endpoint.irecv(group_.world_of(peer), ctx_, tag(), transport::recv_buffer(bytes));
+    p.handle_ =
+        state_.endpoint.irecv(group_.world_of(peer), ctx_, tag(), transport::recv_buffer(bytes));
     return p;
   }
 
@@ -103,7 +106,7 @@ public:
     for (pending& p : requests) complete(p);
   }
 
-private:
+ private:
   [[nodiscard]] int tag() const { return static_cast<int>(kind_); }
 
   pending make_pending(int peer, std::size_t bytes, bool is_recv) {
@@ -124,8 +127,10 @@ private:
     const detail::stopwatch<S> watch;
     const bool done = detail::wait_until(state_.endpoint, p.handle_, when_);
     if constexpr (S::enabled) {
-      if (p.is_recv_) state_.stats.add_wait_time(kind_, watch.seconds());
-      else state_.stats.add_send_time(kind_, watch.seconds());
+      if (p.is_recv_)
+        state_.stats.add_wait_time(kind_, watch.seconds());
+      else
+        state_.stats.add_send_time(kind_, watch.seconds());
     }
     if (!done && state_.endpoint.cancel(p.handle_)) {
       p.endpoint_ = nullptr;
@@ -136,7 +141,8 @@ private:
     p.endpoint_ = nullptr;
     const transport::op_result result = state_.endpoint.result(p.handle_);
     p.handle_ = {};
-    if (result.error == errc::truncated || (!result.error && p.is_recv_ && result.bytes != p.expected_)) {
+    if (result.error == errc::truncated ||
+        (!result.error && p.is_recv_ && result.bytes != p.expected_)) {
       throw_error(errc::collective_mismatch, where(p),
                   fmt::format("peer {} sent {} bytes where {} were expected: ranks passed "
                               "different counts",

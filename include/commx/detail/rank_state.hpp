@@ -26,9 +26,10 @@ struct rank_state {
 
 /// A communicator's members, as world ranks, and the reverse map.
 class group {
-public:
+ public:
   /// The world group of `size` ranks.
-  explicit group(int size) : world_of_(static_cast<std::size_t>(size)), local_of_(world_of_.size()) {
+  explicit group(int size)
+      : world_of_(static_cast<std::size_t>(size)), local_of_(world_of_.size()) {
     for (int r = 0; r < size; ++r) world_of_[index(r)] = local_of_[index(r)] = r;
   }
 
@@ -46,7 +47,7 @@ public:
     return world < 0 ? world : local_of_[index(world)];
   }
 
-private:
+ private:
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
 
   std::vector<int> world_of_;

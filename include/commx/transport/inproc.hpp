@@ -26,7 +26,7 @@
 namespace commx::transport {
 
 class inproc {
-public:
+ public:
   static constexpr std::string_view name = "inproc";
   using hub = detail::inproc::hub;
   using hub_options = detail::inproc::hub_options;
@@ -82,7 +82,7 @@ public:
     if (hub_) hub_->leave(rank_, /*failed=*/true);
   }
 
-private:
+ private:
   void close() {
     if (hub_) hub_->leave(rank_, /*failed=*/false);
   }

@@ -31,11 +31,12 @@ namespace transport {
 /// A transport calls `prepare(n)` once it knows the message's size, and writes the payload
 /// to the pointer it returns.
 class recv_buffer {
-public:
+ public:
   using grow_fn = std::byte* (*)(void* container, std::size_t bytes, std::error_code& ec);
 
   /// A fixed buffer: a longer message fails with errc::truncated and writes nothing.
-  constexpr recv_buffer(std::span<std::byte> fixed) : data_(fixed.data()), capacity_(fixed.size()) {}
+  constexpr recv_buffer(std::span<std::byte> fixed)
+      : data_(fixed.data()), capacity_(fixed.size()) {}
 
   /// A growable container: `grow(container, n, ec)` resizes it to n bytes and returns its data,
   /// or sets ec (e.g. errc::type_mismatch when n is not a whole number of its elements).
@@ -56,7 +57,7 @@ public:
     return grow_ != nullptr ? static_cast<std::size_t>(-1) : capacity_;
   }
 
-private:
+ private:
   std::byte* data_ = nullptr;
   std::size_t capacity_ = 0;
   void* container_ = nullptr;

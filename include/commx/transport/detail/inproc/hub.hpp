@@ -62,19 +62,20 @@ struct queued_message {
 };
 
 struct hub_options {
-  std::vector<int> nodes;                                ///< node id per rank; empty: one node
-  std::size_t eager_threshold = std::size_t{64} << 10;   ///< larger messages wait for a receive
-  std::size_t eager_limit = std::size_t{64} << 20;       ///< buffered bytes per receiver, at most
+  std::vector<int> nodes;                               ///< node id per rank; empty: one node
+  std::size_t eager_threshold = std::size_t{64} << 10;  ///< larger messages wait for a receive
+  std::size_t eager_limit = std::size_t{64} << 20;      ///< buffered bytes per receiver, at most
 };
 
 class hub {
-public:
-  hub(int size, hub_options options) : options_(std::move(options)), boxes_(static_cast<std::size_t>(size)) {
+ public:
+  hub(int size, hub_options options)
+      : options_(std::move(options)), boxes_(static_cast<std::size_t>(size)) {
     if (size < 1) throw error(errc::invalid_argument, fmt::format("inproc: size {} < 1", size));
     if (options_.nodes.empty()) options_.nodes.assign(static_cast<std::size_t>(size), 0);
     if (options_.nodes.size() != static_cast<std::size_t>(size)) {
-      throw error(errc::invalid_argument,
-                  fmt::format("inproc: {} node ids given for {} ranks", options_.nodes.size(), size));
+      throw error(errc::invalid_argument, fmt::format("inproc: {} node ids given for {} ranks",
+                                                      options_.nodes.size(), size));
     }
   }
 
@@ -116,7 +117,8 @@ public:
     return op;
   }
 
-  std::shared_ptr<operation> recv(int owner, int from, context_id ctx, int tag, recv_buffer buffer) {
+  std::shared_ptr<operation> recv(int owner, int from, context_id ctx, int tag,
+                                  recv_buffer buffer) {
     std::lock_guard lock(mutex_);
     mailbox& box = boxes_[index(owner)];
     auto queued = find_queued(box, from, ctx, tag);
@@ -170,7 +172,8 @@ public:
   void wait_for_event(int rank, std::uint64_t seen, clock::time_point when) {
     std::unique_lock lock(mutex_);
     mailbox& box = boxes_[index(rank)];
-    box.wakeup.wait_until(lock, when, [&] { return box.events.load(std::memory_order_relaxed) != seen; });
+    box.wakeup.wait_until(lock, when,
+                          [&] { return box.events.load(std::memory_order_relaxed) != seen; });
   }
 
   /// The rank's endpoint is going away: it finished (`failed == false`) or threw. Its peers stop
@@ -182,7 +185,8 @@ public:
     leaving.state = failed ? presence::failed : presence::finished;
     if (failed) any_failed_ = rank;
 
-    for (auto& op : leaving.posted) finish(*op, {op->peer, op->tag, 0, make_error_code(errc::cancelled)});
+    for (auto& op : leaving.posted)
+      finish(*op, {op->peer, op->tag, 0, make_error_code(errc::cancelled)});
     leaving.posted.clear();
     // Sends still waiting for this rank to receive them will never be taken.
     for (auto& message : leaving.unexpected) {
@@ -210,7 +214,7 @@ public:
     }
   }
 
-private:
+ private:
   enum class presence { present, finished, failed };
 
   struct mailbox {
@@ -238,7 +242,8 @@ private:
     return {peer, any_tag, bytes, make_error_code(errc::peer_lost)};
   }
 
-  std::deque<queued_message>::iterator find_queued(mailbox& box, int from, context_id ctx, int tag) {
+  std::deque<queued_message>::iterator find_queued(mailbox& box, int from, context_id ctx,
+                                                   int tag) {
     return std::find_if(box.unexpected.begin(), box.unexpected.end(), [&](const queued_message& m) {
       return matches(from, ctx, tag, m.source, m.ctx, m.tag);
     });
@@ -256,7 +261,8 @@ private:
 
   void take(mailbox& box, std::deque<queued_message>::iterator queued) {
     if (queued->rendezvous) {
-      finish(*queued->rendezvous, {queued->rendezvous->peer, queued->tag, queued->payload().size(), {}});
+      finish(*queued->rendezvous,
+             {queued->rendezvous->peer, queued->tag, queued->payload().size(), {}});
     } else {
       box.eager_bytes -= queued->eager.size();
     }
@@ -272,8 +278,8 @@ private:
     owner.wakeup.notify_all();
   }
 
-  static std::shared_ptr<operation> completed(operation::kind k, int owner, int peer, context_id ctx,
-                                              int tag, op_result result) {
+  static std::shared_ptr<operation> completed(operation::kind k, int owner, int peer,
+                                              context_id ctx, int tag, op_result result) {
     auto op = std::make_shared<operation>(k, owner, peer, ctx, tag);
     op->result = result;
     op->done.store(true, std::memory_order_relaxed);
