@@ -116,19 +116,15 @@ class communicator {
   /// @throws commx::error errc::invalid_argument (rank or tag), errc::peer_lost, errc::timeout.
   template <transferable M>
   void send(int dest, int tag, const M& message, deadline until = {}) {
-    const detail::stopwatch<S> watch;
-    request req = post_send(dest, tag, message, stats::op::send);
-    req.wait(until);
-    if constexpr (S::enabled) state_->stats.add_send_time(stats::op::send, watch.seconds());
+    post_send(dest, tag, message, stats::op::send).wait(until);
   }
 
   /// Receives into `message` (see serialize.hpp for how each type is filled).
   /// @throws commx::error errc::truncated (nothing written, the message stays queued),
   ///   errc::type_mismatch, errc::serialization_failed, errc::peer_lost, errc::timeout,
   ///   errc::invalid_argument.
-  template <class M>
-  requires transferable<std::remove_cvref_t<M>> status recv(int source, int tag, M&& message,
-                                                            deadline until = {}) {
+  template <transferable M>
+  status recv(int source, int tag, M&& message, deadline until = {}) {
     request req = post_recv(source, tag, message, stats::op::recv);
     return req.wait(until);
   }
@@ -137,15 +133,11 @@ class communicator {
   /// (serialized messages are encoded at once and need not).
   template <transferable M>
   [[nodiscard]] request isend(int dest, int tag, const M& message) {
-    const detail::stopwatch<S> watch;
-    request req = post_send(dest, tag, message, stats::op::isend);
-    if constexpr (S::enabled) state_->stats.add_send_time(stats::op::isend, watch.seconds());
-    return req;
+    return post_send(dest, tag, message, stats::op::isend);
   }
 
   /// Starts a receive into `message`, which must outlive the request.
-  template <class M>
-  requires transferable<std::remove_cvref_t<M>>
+  template <transferable M>
   [[nodiscard]] request irecv(int source, int tag, M&& message) {
     static_assert(
         std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>>,
@@ -155,11 +147,9 @@ class communicator {
 
   /// Sends `out` to `dest` and receives `in` from `source` at once, so that a ring of
   /// sendrecvs cannot deadlock.
-  template <transferable Out, class In>
-  requires transferable<std::remove_cvref_t<In>> status sendrecv(int dest, int send_tag,
-                                                                 const Out& out, int source,
-                                                                 int recv_tag, In&& in,
-                                                                 deadline until = {}) {
+  template <transferable Out, transferable In>
+  status sendrecv(int dest, int send_tag, const Out& out, int source, int recv_tag, In&& in,
+                  deadline until = {}) {
     const clock::time_point when = until.resolve(timeout_);
     request incoming = post_recv(source, recv_tag, in, stats::op::sendrecv);
     request outgoing = post_send(dest, send_tag, out, stats::op::sendrecv);
@@ -233,8 +223,8 @@ class communicator {
   }
 
   /// The reduction of one value per rank, returned on every rank.
-  template <raw_value V, class Op>
-  requires(!raw_range<V>) V allreduce_value(V value, Op op, deadline until = {}) {
+  template <raw_scalar V, class Op>
+  V allreduce_value(V value, Op op, deadline until = {}) {
     allreduce(value, op, until);
     return value;
   }
@@ -439,6 +429,7 @@ class communicator {
 
   template <class M>
   request post_send(int dest, int tag, const M& message, stats::op kind) {
+    const detail::stopwatch<S> watch;
     check_dest(dest, tag, stats::name(kind).data());
     if constexpr (S::enabled) state_->stats.on_call(kind);
     std::span<const std::byte> bytes;
@@ -453,7 +444,10 @@ class communicator {
         make_request(kind, where(stats::name(kind).data(), dest, tag, bytes.size()), false);
     req.staging_ = std::move(staging);
     req.handle_ = state_->endpoint.isend(group_->world_of(dest), ctx_, tag, bytes);
-    if constexpr (S::enabled) state_->stats.on_sent(kind, bytes.size());
+    if constexpr (S::enabled) {
+      state_->stats.on_sent(kind, bytes.size());
+      state_->stats.add_send_time(kind, watch.seconds());  // posting; waiting is the request's
+    }
     return req;
   }
 

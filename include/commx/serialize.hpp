@@ -78,6 +78,10 @@ constexpr bool holds_pointer() {
 }
 }  // namespace detail
 
+/// A single raw value that is not also a range (an int, a struct; not a std::array).
+template <class T>
+concept raw_scalar = raw_value<T> && !raw_range<T>;
+
 /// A type cereal can write and read with its portable binary archive.
 template <class T>
 concept cereal_serializable =
