@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "commx/launch.hpp"
 #include "support/check.hpp"
+#include "support/inproc_job.hpp"
 
 using namespace std::chrono_literals;
 using counted =
@@ -18,10 +18,7 @@ using commx::stats::op;
 namespace {
 template <class Comm = plain, class Fn>
 void job(int n, Fn&& fn, std::vector<int> nodes = {}) {
-  commx::inproc_options opts;
-  opts.comm.timeout = 30s;
-  opts.nodes = std::move(nodes);
-  commx::run_inproc<Comm>(n, std::forward<Fn>(fn), opts);
+  commx::test::inproc_job<Comm>(n, std::forward<Fn>(fn), std::move(nodes));
 }
 }  // namespace
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "commx/launch.hpp"
 #include "support/check.hpp"
+#include "support/inproc_job.hpp"
 
 using comm = commx::communicator<commx::transport::inproc>;
 using commx::any_source;
@@ -20,9 +20,7 @@ using namespace std::chrono_literals;
 namespace {
 template <class Fn>
 void job(int n, Fn&& fn) {
-  commx::inproc_options opts;
-  opts.comm.timeout = 30s;
-  commx::run_inproc<comm>(n, std::forward<Fn>(fn), opts);
+  commx::test::inproc_job<comm>(n, std::forward<Fn>(fn));
 }
 }  // namespace
 

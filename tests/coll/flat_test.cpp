@@ -9,9 +9,9 @@
 #include <numeric>
 #include <vector>
 
-#include "commx/launch.hpp"
 #include "commx/ops.hpp"
 #include "support/check.hpp"
+#include "support/inproc_job.hpp"
 
 using namespace std::chrono_literals;
 using comm = commx::communicator<commx::transport::inproc, commx::coll::flat>;
@@ -54,9 +54,7 @@ mat2 matrix_of(int rank) { return {1, rank + 1, 0, 1}; }
 
 template <class Fn>
 void job(int n, Fn&& fn) {
-  commx::inproc_options opts;
-  opts.comm.timeout = 60s;
-  commx::run_inproc<comm>(n, std::forward<Fn>(fn), opts);
+  commx::test::inproc_job<comm>(n, std::forward<Fn>(fn));
 }
 
 }  // namespace

@@ -8,17 +8,14 @@
 
 #include "commx/launch.hpp"
 #include "commx/transport/inproc.hpp"
+#include "support/inproc_job.hpp"
 #include "transport/conformance.hpp"
 
 using comm = commx::communicator<commx::transport::inproc>;
 using namespace std::chrono_literals;
 
 namespace {
-commx::inproc_options test_options() {
-  commx::inproc_options opts;
-  opts.comm.timeout = 30s;  // a broken check fails with errc::timeout before CTest kills it
-  return opts;
-}
+commx::inproc_options test_options() { return commx::test::job_options(); }
 }  // namespace
 
 TEST_CASE("inproc passes the transport conformance suite", "[conformance][inproc]") {
