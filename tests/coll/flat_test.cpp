@@ -19,7 +19,6 @@ using comm = commx::communicator<commx::transport::inproc, commx::coll::flat>;
 namespace {
 
 constexpr std::size_t mib_of_doubles = (std::size_t{1} << 20) / sizeof(double);
-constexpr int rank_counts[] = {1, 2, 3, 4, 7};
 constexpr std::size_t sizes[] = {0, 1, 7, 4096, mib_of_doubles};
 
 // Integers, so that sums are exact whatever the order.
@@ -60,7 +59,7 @@ void job(int n, Fn&& fn) {
 }  // namespace
 
 TEST_CASE("flat: barrier", "[coll][flat]") {
-  for (int n : rank_counts) {
+  for (int n : commx::test::test_rank_counts()) {
     DYNAMIC_SECTION(n << " ranks") {
       REQUIRE_NOTHROW(job(n, [](comm& world) {
         for (int i = 0; i < 5; ++i) world.barrier();
@@ -70,7 +69,7 @@ TEST_CASE("flat: barrier", "[coll][flat]") {
 }
 
 TEST_CASE("flat: bcast, reduce, allreduce", "[coll][flat]") {
-  for (int n : rank_counts) {
+  for (int n : commx::test::test_rank_counts()) {
     for (std::size_t size : sizes) {
       for (int root : roots_for(n, size)) {
         DYNAMIC_SECTION(n << " ranks, " << size << " elements, root " << root) {
@@ -102,7 +101,7 @@ TEST_CASE("flat: bcast, reduce, allreduce", "[coll][flat]") {
 }
 
 TEST_CASE("flat: gather, scatter, allgather, alltoall", "[coll][flat]") {
-  for (int n : rank_counts) {
+  for (int n : commx::test::test_rank_counts()) {
     for (std::size_t size : sizes) {
       for (int root : roots_for(n, size)) {
         DYNAMIC_SECTION(n << " ranks, " << size << " elements, root " << root) {
@@ -154,7 +153,7 @@ TEST_CASE("flat: gather, scatter, allgather, alltoall", "[coll][flat]") {
 }
 
 TEST_CASE("flat: user types and user ops; reduction folds in rank order", "[coll][flat]") {
-  for (int n : rank_counts) {
+  for (int n : commx::test::test_rank_counts()) {
     DYNAMIC_SECTION(n << " ranks") {
       REQUIRE_NOTHROW(job(n, [](comm& world) {
         // A non-commutative op: the product must be M0 * M1 * ... * M(p-1) on every root.
@@ -186,7 +185,7 @@ TEST_CASE("flat: user types and user ops; reduction folds in rank order", "[coll
   }
 }
 
-TEST_CASE("flat: mismatched counts are caught, not hung on", "[coll][flat]") {
+TEST_CASE("flat: mismatched counts are caught, not hung on", "[fixed]") {
   REQUIRE_NOTHROW(job(3, [](comm& world) {
     std::vector<int> out(3 * 2);
     std::vector<int> in(2);
