@@ -283,6 +283,141 @@ class communicator {
     });
   }
 
+  /// In place: rank r's `data` becomes the element-wise `op` of ranks 0..r's `data`.
+  template <class M, class Op>
+  void scan(M&& data, Op op, deadline until = {}) {
+    auto elements = detail::elements_of(data);
+    check_op<decltype(elements), Op>();
+    run_collective(stats::op::scan, until, [&](auto& port) {
+      C::scan(port, std::span(elements.data(), elements.size()), op);
+    });
+  }
+
+  /// In place: rank r > 0's `data` becomes the `op` of ranks 0..r-1's; rank 0's is unchanged.
+  template <class M, class Op>
+  void exscan(M&& data, Op op, deadline until = {}) {
+    auto elements = detail::elements_of(data);
+    check_op<decltype(elements), Op>();
+    run_collective(stats::op::exscan, until, [&](auto& port) {
+      C::exscan(port, std::span(elements.data(), elements.size()), op);
+    });
+  }
+
+  /// Root's `out[displs[r], +counts[r])` receives rank r's `in`; `counts` and `displs` (one
+  /// per rank) are read at the root only. Without `displs` the blocks lie back to back.
+  template <class In, class Out>
+  void gatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
+               std::span<const std::size_t> displs, int root, deadline until = {}) {
+    check_root(root, "gatherv");
+    auto sent = detail::elements_of(in);
+    auto got = detail::elements_of(out);
+    if (rank_ == root) {
+      check_layout(counts, displs, got.size(), "gatherv", "out");
+      check_count(sent.size(), counts[as_size(rank_)], "gatherv", "in");
+    }
+    run_collective(stats::op::gatherv, until, [&](auto& port) {
+      C::gatherv(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()),
+                 counts, displs, root);
+    });
+  }
+  template <class In, class Out>
+  void gatherv(const In& in, Out&& out, std::span<const std::size_t> counts, int root,
+               deadline until = {}) {
+    const auto displs = rank_ == root ? packed(counts) : std::vector<std::size_t>{};
+    gatherv(in, std::forward<Out>(out), counts, displs, root, until);
+  }
+
+  /// Rank r's `out` (counts[r] elements) receives root's `in[displs[r], +counts[r])`.
+  template <class In, class Out>
+  void scatterv(const In& in, std::span<const std::size_t> counts,
+                std::span<const std::size_t> displs, Out&& out, int root, deadline until = {}) {
+    check_root(root, "scatterv");
+    auto sent = detail::elements_of(in);
+    auto got = detail::elements_of(out);
+    if (rank_ == root) {
+      check_layout(counts, displs, sent.size(), "scatterv", "in");
+      check_count(got.size(), counts[as_size(rank_)], "scatterv", "out");
+    }
+    run_collective(stats::op::scatterv, until, [&](auto& port) {
+      C::scatterv(port, std::span(sent.data(), sent.size()), counts, displs,
+                  std::span(got.data(), got.size()), root);
+    });
+  }
+  template <class In, class Out>
+  void scatterv(const In& in, std::span<const std::size_t> counts, Out&& out, int root,
+                deadline until = {}) {
+    const auto displs = rank_ == root ? packed(counts) : std::vector<std::size_t>{};
+    scatterv(in, counts, displs, std::forward<Out>(out), root, until);
+  }
+
+  /// Every rank's `out[displs[r], +counts[r])` receives rank r's `in`; every rank passes the
+  /// same `counts` and `displs`.
+  template <class In, class Out>
+  void allgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
+                  std::span<const std::size_t> displs, deadline until = {}) {
+    auto sent = detail::elements_of(in);
+    auto got = detail::elements_of(out);
+    check_layout(counts, displs, got.size(), "allgatherv", "out");
+    check_count(sent.size(), counts[as_size(rank_)], "allgatherv", "in");
+    run_collective(stats::op::allgatherv, until, [&](auto& port) {
+      C::allgatherv(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()),
+                    counts, displs);
+    });
+  }
+  template <class In, class Out>
+  void allgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
+                  deadline until = {}) {
+    allgatherv(in, std::forward<Out>(out), counts, packed(counts), until);
+  }
+
+  /// Rank r's `in[send_displs[s], +send_counts[s])` goes to rank s's
+  /// `out[recv_displs[r], +recv_counts[r])`.
+  template <class In, class Out>
+  void alltoallv(const In& in, std::span<const std::size_t> send_counts,
+                 std::span<const std::size_t> send_displs, Out&& out,
+                 std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
+                 deadline until = {}) {
+    auto sent = detail::elements_of(in);
+    auto got = detail::elements_of(out);
+    check_layout(send_counts, send_displs, sent.size(), "alltoallv", "in");
+    check_layout(recv_counts, recv_displs, got.size(), "alltoallv", "out");
+    run_collective(stats::op::alltoallv, until, [&](auto& port) {
+      C::alltoallv(port, std::span(sent.data(), sent.size()), send_counts, send_displs,
+                   std::span(got.data(), got.size()), recv_counts, recv_displs);
+    });
+  }
+  template <class In, class Out>
+  void alltoallv(const In& in, std::span<const std::size_t> send_counts, Out&& out,
+                 std::span<const std::size_t> recv_counts, deadline until = {}) {
+    alltoallv(in, send_counts, packed(send_counts), std::forward<Out>(out), recv_counts,
+              packed(recv_counts), until);
+  }
+
+  /// `in` (sum(counts) elements, on every rank) is reduced element-wise with `op`; rank r's
+  /// `out` (counts[r] elements) receives block r of the result.
+  template <class In, class Out, class Op>
+  void reduce_scatter(const In& in, Out&& out, std::span<const std::size_t> counts, Op op,
+                      deadline until = {}) {
+    auto sent = detail::elements_of(in);
+    auto got = detail::elements_of(out);
+    using E = std::remove_const_t<typename decltype(sent)::element_type>;
+    check_op<std::span<E>, Op>();
+    check_layout(counts, packed(counts), sent.size(), "reduce_scatter", "in");
+    check_count(sent.size(), total(counts), "reduce_scatter", "in");
+    check_count(got.size(), counts[as_size(rank_)], "reduce_scatter", "out");
+    std::vector<E> work(sent.begin(), sent.end());  // policies reduce in place
+    run_collective(stats::op::reduce_scatter, until,
+                   [&](auto& port) { C::reduce_scatter(port, std::span<E>(work), counts, op); });
+    std::copy_n(work.begin(), got.size(), got.begin());
+  }
+
+  /// reduce_scatter with every block the size of `out`.
+  template <class In, class Out, class Op>
+  void reduce_scatter_block(const In& in, Out&& out, Op op, deadline until = {}) {
+    const std::vector<std::size_t> counts(as_size(size()), detail::elements_of(out).size());
+    reduce_scatter(in, std::forward<Out>(out), counts, op, until);
+  }
+
   // --- sub-communicators ----------------------------------------------------------------
 
   /// Collective: the ranks that pass the same `color` form a new communicator, ordered by
@@ -390,6 +525,40 @@ class communicator {
                   fmt::format("'{}' holds {} elements; {} ranks need exactly {}", what, given,
                               size(), needed));
     }
+  }
+
+  // Blocks given by counts and displacements (one each per rank) must lie inside the buffer.
+  void check_layout(std::span<const std::size_t> counts, std::span<const std::size_t> displs,
+                    std::size_t buffer, const char* operation, const char* what) const {
+    if (counts.size() != as_size(size()) || displs.size() != as_size(size())) {
+      throw_error(errc::invalid_argument, where(operation, unknown, unknown, buffer),
+                  fmt::format("{} counts and {} displacements given for {} ranks", counts.size(),
+                              displs.size(), size()));
+    }
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      if (displs[r] > buffer || counts[r] > buffer - displs[r]) {
+        throw_error(errc::invalid_argument, where(operation, static_cast<int>(r), unknown, buffer),
+                    fmt::format("block {} ([{}, +{})) does not fit '{}' of {} elements", r,
+                                displs[r], counts[r], what, buffer));
+      }
+    }
+  }
+
+  static std::size_t total(std::span<const std::size_t> counts) {
+    std::size_t sum = 0;
+    for (std::size_t c : counts) sum += c;
+    return sum;
+  }
+
+  /// Displacements that lay the blocks back to back.
+  static std::vector<std::size_t> packed(std::span<const std::size_t> counts) {
+    std::vector<std::size_t> displs(counts.size());
+    std::size_t offset = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      displs[r] = offset;
+      offset += counts[r];
+    }
+    return displs;
   }
 
   template <class Elements, class Op>

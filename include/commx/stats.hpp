@@ -37,17 +37,26 @@ enum class op : std::uint8_t {
   reduce,
   allreduce,
   gather,
+  gatherv,
   scatter,
+  scatterv,
   allgather,
+  allgatherv,
   alltoall,
+  alltoallv,
+  reduce_scatter,
+  scan,
+  exscan,
   split,
 };
 inline constexpr std::size_t op_count = static_cast<std::size_t>(op::split) + 1;
 
 [[nodiscard]] constexpr std::string_view name(op kind) {
   constexpr std::array<std::string_view, op_count> names{
-      "send",   "recv",      "isend",  "irecv",   "sendrecv",  "probe",    "barrier", "bcast",
-      "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall", "split"};
+      "send",           "recv",     "isend",     "irecv",      "sendrecv", "probe",
+      "barrier",        "bcast",    "reduce",    "allreduce",  "gather",   "gatherv",
+      "scatter",        "scatterv", "allgather", "allgatherv", "alltoall", "alltoallv",
+      "reduce_scatter", "scan",     "exscan",    "split"};
   return names[static_cast<std::size_t>(kind)];
 }
 
@@ -139,13 +148,13 @@ class counting {
   /// A table of the non-zero rows, one per operation kind, for people to read.
   [[nodiscard]] std::string report() const {
     std::string text = fmt::format(
-        "{:<10} {:>8} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>10}\n", "op", "calls",
+        "{:<14} {:>8} {:>10} {:>12} {:>10} {:>12} {:>10} {:>10} {:>10}\n", "op", "calls",
         "msgs out", "bytes out", "msgs in", "bytes in", "send s", "wait s", "coll s");
     for (std::size_t i = 0; i < op_count; ++i) {
       const counters& c = per_op_[i];
       if (c.calls == 0 && c.messages_sent == 0 && c.messages_received == 0) continue;
       text += fmt::format(
-          "{:<10} {:>8} {:>10} {:>12} {:>10} {:>12} {:>10.6f} {:>10.6f} {:>10.6f}\n",
+          "{:<14} {:>8} {:>10} {:>12} {:>10} {:>12} {:>10.6f} {:>10.6f} {:>10.6f}\n",
           name(static_cast<op>(i)), c.calls, c.messages_sent, c.bytes_sent, c.messages_received,
           c.bytes_received, c.send_seconds, c.wait_seconds, c.collective_seconds);
     }

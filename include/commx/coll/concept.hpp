@@ -44,6 +44,7 @@
 /// rank count, results must not depend on the transport.
 
 #include <concepts>
+#include <cstddef>
 #include <functional>
 #include <span>
 #include <string_view>
@@ -84,14 +85,21 @@ struct port_archetype {
 
 static_assert(port<port_archetype>);
 
-/// A collectives policy usable over transport T; see the requirements table above.
-template <class C, class T>
-concept collectives = requires {
+/// A policy that says what it is, for benches and examples to print.
+template <class C>
+concept named_policy = requires {
   { C::name } -> std::convertible_to<std::string_view>;
   { C::description } -> std::convertible_to<std::string_view>;
-}
-&&C::template supports<T>&& requires(port_archetype& p, std::span<double> data,
-                                     std::span<const double> in, std::plus<> op, int root) {
+};
+
+/// A policy that works over transport T (native MPI collectives only work over MPI).
+template <class C, class T>
+concept usable_over = C::template supports<T>;
+
+/// The collectives where every rank contributes and receives the same number of elements.
+template <class C>
+concept regular_collectives = requires(port_archetype& p, std::span<double> data,
+                                       std::span<const double> in, std::plus<> op, int root) {
   C::barrier(p);
   C::bcast(p, data, root);
   C::reduce(p, data, op, root);
@@ -100,6 +108,27 @@ concept collectives = requires {
   C::scatter(p, in, data, root);
   C::allgather(p, in, data);
   C::alltoall(p, in, data);
+  C::scan(p, data, op);
+  C::exscan(p, data, op);
 };
+
+/// The collectives whose counts differ per rank ("v" variants, reduce_scatter).
+template <class C>
+concept varying_collectives = requires(port_archetype& p, std::span<double> data,
+                                       std::span<const double> in,
+                                       std::span<const std::size_t> counts,
+                                       std::span<const std::size_t> displs, std::plus<> op,
+                                       int root) {
+  C::gatherv(p, in, data, counts, displs, root);
+  C::scatterv(p, in, counts, displs, data, root);
+  C::allgatherv(p, in, data, counts, displs);
+  C::alltoallv(p, in, counts, displs, data, counts, displs);
+  C::reduce_scatter(p, data, counts, op);
+};
+
+/// A collectives policy usable over transport T; see the requirements table above.
+template <class C, class T>
+concept collectives =
+    named_policy<C> && usable_over<C, T> && regular_collectives<C> && varying_collectives<C>;
 
 }  // namespace commx::coll

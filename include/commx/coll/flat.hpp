@@ -148,6 +148,130 @@ struct flat {
     }
     p.wait_all(std::span(pending));
   }
+
+  /// A chain: rank r takes the prefix from r-1, folds its own data on the right, passes it on.
+  template <class Port, class E, class Op>
+  static void scan(Port& p, std::span<E> data, Op op) {
+    if (p.rank() > 0) {
+      std::vector<E> prefix(data.begin(), data.end());
+      p.recv(p.rank() - 1, std::span<E>(prefix));
+      detail::combine_into(std::span<E>(prefix), std::span<const E>(data), op);
+      std::ranges::copy(prefix, data.begin());
+    }
+    if (p.rank() + 1 < p.size()) p.send(p.rank() + 1, std::span<const E>(data));
+  }
+
+  template <class Port, class E, class Op>
+  static void exscan(Port& p, std::span<E> data, Op op) {
+    if (p.rank() == 0) {
+      if (p.size() > 1) p.send(1, std::span<const E>(data));
+      return;
+    }
+    std::vector<E> prefix(data.begin(), data.end());
+    p.recv(p.rank() - 1, std::span<E>(prefix));
+    if (p.rank() + 1 < p.size()) {
+      std::vector<E> next = prefix;
+      detail::combine_into(std::span<E>(next), std::span<const E>(data), op);
+      p.send(p.rank() + 1, std::span<const E>(next));
+    }
+    std::ranges::copy(prefix, data.begin());
+  }
+
+  template <class Port, class E>
+  static void gatherv(Port& p, std::span<const E> in, std::span<E> out,
+                      std::span<const std::size_t> counts, std::span<const std::size_t> displs,
+                      int root) {
+    if (p.rank() != root) {
+      p.send(root, in);
+      return;
+    }
+    std::vector<typename Port::pending> pending;
+    for (int r = 0; r < p.size(); ++r) {
+      auto slot = out.subspan(displs[index(r)], counts[index(r)]);
+      if (r == root)
+        std::ranges::copy(in, slot.begin());
+      else
+        pending.push_back(p.irecv(r, slot));
+    }
+    p.wait_all(std::span(pending));
+  }
+
+  template <class Port, class E>
+  static void scatterv(Port& p, std::span<const E> in, std::span<const std::size_t> counts,
+                       std::span<const std::size_t> displs, std::span<E> out, int root) {
+    if (p.rank() != root) {
+      p.recv(root, out);
+      return;
+    }
+    std::vector<typename Port::pending> pending;
+    for (int r = 0; r < p.size(); ++r) {
+      auto slot = in.subspan(displs[index(r)], counts[index(r)]);
+      if (r == root)
+        std::ranges::copy(slot, out.begin());
+      else
+        pending.push_back(p.isend(r, slot));
+    }
+    p.wait_all(std::span(pending));
+  }
+
+  /// Every rank sends its block to every other rank directly.
+  template <class Port, class E>
+  static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
+                         std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
+    std::vector<typename Port::pending> pending;
+    for (int r = 0; r < p.size(); ++r) {
+      if (r != p.rank())
+        pending.push_back(p.irecv(r, out.subspan(displs[index(r)], counts[index(r)])));
+    }
+    std::ranges::copy(in, out.begin() + static_cast<std::ptrdiff_t>(displs[index(p.rank())]));
+    for (int r = 0; r < p.size(); ++r) {
+      if (r != p.rank()) pending.push_back(p.isend(r, in));
+    }
+    p.wait_all(std::span(pending));
+  }
+
+  template <class Port, class E>
+  static void alltoallv(Port& p, std::span<const E> in, std::span<const std::size_t> send_counts,
+                        std::span<const std::size_t> send_displs, std::span<E> out,
+                        std::span<const std::size_t> recv_counts,
+                        std::span<const std::size_t> recv_displs) {
+    std::vector<typename Port::pending> pending;
+    for (int r = 0; r < p.size(); ++r) {
+      if (r != p.rank()) {
+        pending.push_back(p.irecv(r, out.subspan(recv_displs[index(r)], recv_counts[index(r)])));
+      }
+    }
+    for (int r = 0; r < p.size(); ++r) {
+      const auto block = in.subspan(send_displs[index(r)], send_counts[index(r)]);
+      if (r == p.rank()) {
+        std::ranges::copy(block, out.begin() + static_cast<std::ptrdiff_t>(recv_displs[index(r)]));
+      } else {
+        pending.push_back(p.isend(r, block));
+      }
+    }
+    p.wait_all(std::span(pending));
+  }
+
+  /// Reduce everything to rank 0 (rank-order fold), then hand each rank its block.
+  template <class Port, class E, class Op>
+  static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
+                             Op op) {
+    reduce(p, data, op, 0);
+    if (p.rank() != 0) {
+      p.recv(0, data.first(counts[index(p.rank())]));
+      return;
+    }
+    std::vector<typename Port::pending> pending;
+    std::size_t offset = counts[0];
+    for (int r = 1; r < p.size(); ++r) {
+      pending.push_back(p.isend(r, std::span<const E>(data.subspan(offset, counts[index(r)]))));
+      offset += counts[index(r)];
+    }
+    p.wait_all(std::span(pending));
+  }
+
+ private:
+  static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
 };
 
 }  // namespace commx::coll

@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: MIT
+// Every collective of every policy over rank counts {1, 2, 3, 4, 7} (one CTest each), sizes
+// {0, 1, 7, 4096, 1 MiB}, several roots, user types and user reduction ops. Expected values
+// are computed from each rank's known contribution, independently of the policy.
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "commx/ops.hpp"
+#include "support/check.hpp"
+#include "support/inproc_job.hpp"
+
+using namespace std::chrono_literals;
+template <class Policy>
+using comm_for = commx::communicator<commx::transport::inproc, Policy>;
+using policies = std::tuple<commx::coll::flat>;
+
+namespace {
+
+constexpr std::size_t mib_of_doubles = (std::size_t{1} << 20) / sizeof(double);
+constexpr std::size_t sizes[] = {0, 1, 7, 4096, mib_of_doubles};
+
+// Integers, so that sums are exact whatever the order.
+double contribution(int rank, std::size_t i) {
+  return static_cast<double>(rank * 1000 + static_cast<int>(i % 997));
+}
+
+std::vector<int> roots_for(int n, std::size_t size) {
+  if (size >= mib_of_doubles) return {n - 1};  // the large case once, at a root other than 0
+  std::vector<int> roots{0, n - 1, n / 2};
+  std::sort(roots.begin(), roots.end());
+  roots.erase(std::unique(roots.begin(), roots.end()), roots.end());
+  return roots;
+}
+
+struct vec3 {  // a user type
+  double x, y, z;
+};
+
+// A user op that is associative but not commutative, so rank order shows: 2x2 matrix product.
+struct mat2 {
+  std::int64_t a, b, c, d;
+  bool operator==(const mat2&) const = default;
+};
+struct mat_product {
+  mat2 operator()(const mat2& l, const mat2& r) const {
+    return {l.a * r.a + l.b * r.c, l.a * r.b + l.b * r.d, l.c * r.a + l.d * r.c,
+            l.c * r.b + l.d * r.d};
+  }
+};
+mat2 matrix_of(int rank) { return {1, rank + 1, 0, 1}; }
+
+template <class Comm, class Fn>
+void job(int n, Fn&& fn) {
+  commx::test::inproc_job<Comm>(n, std::forward<Fn>(fn));
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("barrier", "[coll]", policies) {
+  using comm = comm_for<TestType>;
+  for (int n : commx::test::test_rank_counts()) {
+    DYNAMIC_SECTION(n << " ranks") {
+      REQUIRE_NOTHROW(job<comm>(n, [](comm& world) {
+        for (int i = 0; i < 5; ++i) world.barrier();
+      }));
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("bcast, reduce, allreduce", "[coll]", policies) {
+  using comm = comm_for<TestType>;
+  for (int n : commx::test::test_rank_counts()) {
+    for (std::size_t size : sizes) {
+      for (int root : roots_for(n, size)) {
+        DYNAMIC_SECTION(n << " ranks, " << size << " elements, root " << root) {
+          REQUIRE_NOTHROW(job<comm>(n, [=](comm& world) {
+            std::vector<double> data(size);
+            for (std::size_t i = 0; i < size; ++i) data[i] = contribution(world.rank(), i);
+            std::vector<double> mine = data;
+
+            world.bcast(data, root);
+            for (std::size_t i = 0; i < size; ++i) COMMX_CHECK(data[i] == contribution(root, i));
+
+            data = mine;
+            world.reduce(data, std::plus<>{}, root);
+            for (std::size_t i = 0; i < size; ++i) {
+              double expected = 0;
+              for (int r = 0; r < world.size(); ++r) expected += contribution(r, i);
+              COMMX_CHECK(data[i] == (world.rank() == root ? expected : mine[i]));
+            }
+
+            data = mine;
+            world.allreduce(data, commx::op::max{});
+            for (std::size_t i = 0; i < size; ++i)
+              COMMX_CHECK(data[i] == contribution(world.size() - 1, i));
+          }));
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("gather, scatter, allgather, alltoall", "[coll]", policies) {
+  using comm = comm_for<TestType>;
+  for (int n : commx::test::test_rank_counts()) {
+    for (std::size_t size : sizes) {
+      for (int root : roots_for(n, size)) {
+        DYNAMIC_SECTION(n << " ranks, " << size << " elements, root " << root) {
+          REQUIRE_NOTHROW(job<comm>(n, [=](comm& world) {
+            const auto p = static_cast<std::size_t>(world.size());
+            const auto me = static_cast<std::size_t>(world.rank());
+            std::vector<double> in(size);
+            for (std::size_t i = 0; i < size; ++i) in[i] = contribution(world.rank(), i);
+
+            std::vector<double> all(world.rank() == root ? size * p : 0);
+            world.gather(in, all, root);
+            if (world.rank() == root) {
+              for (std::size_t r = 0; r < p; ++r)
+                for (std::size_t i = 0; i < size; ++i)
+                  COMMX_CHECK(all[r * size + i] == contribution(static_cast<int>(r), i));
+            }
+
+            std::vector<double> pieces(world.rank() == root ? size * p : 0);
+            for (std::size_t i = 0; i < pieces.size(); ++i) pieces[i] = static_cast<double>(i);
+            std::vector<double> piece(size, -1);
+            world.scatter(pieces, piece, root);
+            for (std::size_t i = 0; i < size; ++i)
+              COMMX_CHECK(piece[i] == static_cast<double>(me * size + i));
+
+            std::vector<double> everyone(size * p);
+            world.allgather(in, everyone);
+            for (std::size_t r = 0; r < p; ++r)
+              for (std::size_t i = 0; i < size; ++i)
+                COMMX_CHECK(everyone[r * size + i] == contribution(static_cast<int>(r), i));
+
+            if (size >= mib_of_doubles && p > 4)
+              return;  // alltoall of p MiB blocks: enough at p <= 4
+            // Block s of rank r's input is meant for rank s: encode (from, to, i).
+            std::vector<double> blocks(size * p);
+            for (std::size_t s = 0; s < p; ++s)
+              for (std::size_t i = 0; i < size; ++i)
+                blocks[s * size + i] = static_cast<double>((me * 16 + s) * 10000 + i % 9973);
+            std::vector<double> received(size * p);
+            world.alltoall(blocks, received);
+            for (std::size_t s = 0; s < p; ++s)
+              for (std::size_t i = 0; i < size; ++i)
+                COMMX_CHECK(received[s * size + i] ==
+                            static_cast<double>((s * 16 + me) * 10000 + i % 9973));
+          }));
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("user types and user ops; reduction folds in rank order", "[coll]",
+                        policies) {
+  using comm = comm_for<TestType>;
+  for (int n : commx::test::test_rank_counts()) {
+    DYNAMIC_SECTION(n << " ranks") {
+      REQUIRE_NOTHROW(job<comm>(n, [](comm& world) {
+        // A non-commutative op: the product must be M0 * M1 * ... * M(p-1) on every root.
+        mat2 expected = matrix_of(0);
+        for (int r = 1; r < world.size(); ++r) expected = mat_product{}(expected, matrix_of(r));
+        for (int root = 0; root < world.size(); ++root) {
+          mat2 m = matrix_of(world.rank());
+          world.reduce(m, mat_product{}, root);
+          if (world.rank() == root) COMMX_CHECK(m == expected);
+        }
+        mat2 all = matrix_of(world.rank());
+        world.allreduce(all, mat_product{});
+        COMMX_CHECK(all == expected);
+
+        std::vector<vec3> v(3, vec3{1.0 * world.rank(), 2.0, -1.0});
+        world.allreduce(v, [](const vec3& a, const vec3& b) {
+          return vec3{a.x + b.x, a.y + b.y, a.z + b.z};
+        });
+        const double ranks = world.size() * (world.size() - 1) / 2.0;
+        for (const vec3& e : v) {
+          COMMX_CHECK(e.x == ranks);
+          COMMX_CHECK(e.y == 2.0 * world.size());
+          COMMX_CHECK(e.z == -1.0 * world.size());
+        }
+        const int total = world.allreduce_value(world.rank() + 1, std::plus<>{});
+        COMMX_CHECK_EQ(total, world.size() * (world.size() + 1) / 2);
+      }));
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("mismatched counts are caught, not hung on", "[fixed]", policies) {
+  using comm = comm_for<TestType>;
+  REQUIRE_NOTHROW(job<comm>(3, [](comm& world) {
+    std::vector<int> out(3 * 2);
+    std::vector<int> in(2);
+    // Wrong output size at the root: checked before any message moves.
+    if (world.rank() == 0) {
+      std::vector<int> wrong(5);
+      COMMX_EXPECT_ERROR(commx::errc::invalid_argument, world.gather(in, wrong, 0));
+    }
+    world.barrier();
+    // Ranks disagree on the count: the root sees a message of the wrong size.
+    std::vector<int> data(world.rank() == 1 ? 3 : 2);
+    if (world.rank() == 0) {
+      COMMX_EXPECT_ERROR(commx::errc::collective_mismatch, world.bcast(data, 1, 10s));
+    } else if (world.rank() == 2) {
+      COMMX_EXPECT_ERROR(commx::errc::collective_mismatch, world.bcast(data, 1, 10s));
+    } else {
+      world.bcast(data, 1, 10s);
+    }
+  }));
+}
+
+namespace {
+// Counts that differ per rank, with a zero among them: rank r contributes base + (r % 3) - 1
+// elements (never negative), or none at all on the last rank.
+std::vector<std::size_t> varying_counts(int n, std::size_t base) {
+  std::vector<std::size_t> counts(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const std::size_t extra = static_cast<std::size_t>(r % 3);
+    counts[static_cast<std::size_t>(r)] = r == n - 1 && n > 1 ? 0 : base + extra;
+  }
+  return counts;
+}
+
+std::vector<std::size_t> prefix(const std::vector<std::size_t>& counts, std::size_t gap) {
+  std::vector<std::size_t> displs(counts.size());
+  std::size_t offset = gap;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    displs[r] = offset;
+    offset += counts[r] + gap;
+  }
+  return displs;
+}
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("scan and exscan fold in rank order", "[coll]", policies) {
+  using comm = comm_for<TestType>;
+  for (int n : commx::test::test_rank_counts()) {
+    for (std::size_t size : sizes) {
+      DYNAMIC_SECTION(n << " ranks, " << size << " elements") {
+        REQUIRE_NOTHROW(job<comm>(n, [=](comm& world) {
+          std::vector<double> data(size);
+          for (std::size_t i = 0; i < size; ++i) data[i] = contribution(world.rank(), i);
+          const std::vector<double> mine = data;
+          world.scan(data, std::plus<>{});
+          for (std::size_t i = 0; i < size; ++i) {
+            double expected = 0;
+            for (int r = 0; r <= world.rank(); ++r) expected += contribution(r, i);
+            COMMX_CHECK(data[i] == expected);
+          }
+          data = mine;
+          world.exscan(data, std::plus<>{});
+          for (std::size_t i = 0; i < size; ++i) {
+            double expected = 0;
+            for (int r = 0; r < world.rank(); ++r) expected += contribution(r, i);
+            COMMX_CHECK(data[i] == (world.rank() == 0 ? mine[i] : expected));
+          }
+          // Non-commutative: the prefix product M0 * ... * Mr.
+          mat2 m = matrix_of(world.rank());
+          world.scan(m, mat_product{});
+          mat2 expected = matrix_of(0);
+          for (int r = 1; r <= world.rank(); ++r) expected = mat_product{}(expected, matrix_of(r));
+          COMMX_CHECK(m == expected);
+        }));
+      }
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("gatherv, scatterv, allgatherv, alltoallv with uneven counts", "[coll]",
+                        policies) {
+  using comm = comm_for<TestType>;
+  for (int n : commx::test::test_rank_counts()) {
+    for (std::size_t base :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096}, mib_of_doubles}) {
+      const int root = n - 1;
+      DYNAMIC_SECTION(n << " ranks, " << base << " elements, root " << root) {
+        REQUIRE_NOTHROW(job<comm>(n, [=](comm& world) {
+          const auto p = static_cast<std::size_t>(world.size());
+          const auto me = static_cast<std::size_t>(world.rank());
+          const auto counts = varying_counts(world.size(), base);
+          const auto displs = prefix(counts, 2);  // gaps between blocks stay untouched
+          const std::size_t extent = displs.back() + counts.back() + 2;
+
+          std::vector<double> in(counts[me]);
+          for (std::size_t i = 0; i < in.size(); ++i) in[i] = contribution(world.rank(), i);
+          std::vector<double> out(extent, -1.0);
+          world.gatherv(in, out, counts, displs, root);
+          if (world.rank() == root) {
+            for (std::size_t r = 0; r < p; ++r) {
+              for (std::size_t i = 0; i < counts[r]; ++i)
+                COMMX_CHECK(out[displs[r] + i] == contribution(static_cast<int>(r), i));
+              COMMX_CHECK(out[displs[r] - 1] == -1.0);
+            }
+          }
+
+          std::vector<double> source(world.rank() == root ? extent : 0);
+          for (std::size_t i = 0; i < source.size(); ++i) source[i] = static_cast<double>(i);
+          std::vector<double> piece(counts[me], -1.0);
+          world.scatterv(source, counts, displs, piece, root);
+          for (std::size_t i = 0; i < piece.size(); ++i)
+            COMMX_CHECK(piece[i] == static_cast<double>(displs[me] + i));
+
+          std::vector<double> everyone(extent, -1.0);
+          world.allgatherv(in, everyone, counts, displs);
+          for (std::size_t r = 0; r < p; ++r) {
+            for (std::size_t i = 0; i < counts[r]; ++i)
+              COMMX_CHECK(everyone[displs[r] + i] == contribution(static_cast<int>(r), i));
+            COMMX_CHECK(everyone[displs[r] - 1] == -1.0);
+          }
+
+          if (base >= mib_of_doubles && p > 4) return;
+          // Rank r sends (r + s) % 3 + base/8 elements to rank s.
+          auto amount = [&](std::size_t from, std::size_t to) {
+            return (from + to) % 3 + base / 8;
+          };
+          std::vector<std::size_t> send_counts(p);
+          std::vector<std::size_t> recv_counts(p);
+          for (std::size_t s = 0; s < p; ++s) {
+            send_counts[s] = amount(me, s);
+            recv_counts[s] = amount(s, me);
+          }
+          const auto send_displs = prefix(send_counts, 0);
+          const auto recv_displs = prefix(recv_counts, 1);
+          std::vector<double> outgoing(send_displs.back() + send_counts.back());
+          for (std::size_t s = 0; s < p; ++s)
+            for (std::size_t i = 0; i < send_counts[s]; ++i)
+              outgoing[send_displs[s] + i] = static_cast<double>((me * 16 + s) * 10000 + i);
+          std::vector<double> incoming(recv_displs.back() + recv_counts.back() + 1, -1.0);
+          world.alltoallv(outgoing, send_counts, send_displs, incoming, recv_counts, recv_displs);
+          for (std::size_t s = 0; s < p; ++s)
+            for (std::size_t i = 0; i < recv_counts[s]; ++i)
+              COMMX_CHECK(incoming[recv_displs[s] + i] ==
+                          static_cast<double>((s * 16 + me) * 10000 + i));
+          COMMX_CHECK(incoming[0] == -1.0);
+        }));
+      }
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("reduce_scatter and reduce_scatter_block", "[coll]", policies) {
+  using comm = comm_for<TestType>;
+  for (int n : commx::test::test_rank_counts()) {
+    for (std::size_t base : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096}}) {
+      DYNAMIC_SECTION(n << " ranks, " << base << " elements per block") {
+        REQUIRE_NOTHROW(job<comm>(n, [=](comm& world) {
+          const auto me = static_cast<std::size_t>(world.rank());
+          const auto counts = varying_counts(world.size(), base);
+          const auto displs = prefix(counts, 0);
+          std::vector<double> in(displs.back() + counts.back());
+          for (std::size_t i = 0; i < in.size(); ++i) in[i] = contribution(world.rank(), i);
+          std::vector<double> out(counts[me]);
+          world.reduce_scatter(in, out, counts, std::plus<>{});
+          for (std::size_t i = 0; i < out.size(); ++i) {
+            double expected = 0;
+            for (int r = 0; r < world.size(); ++r) expected += contribution(r, displs[me] + i);
+            COMMX_CHECK(out[i] == expected);
+          }
+          std::vector<int> blocks(base * static_cast<std::size_t>(world.size()), world.rank() + 1);
+          std::vector<int> mine(base);
+          world.reduce_scatter_block(blocks, mine, commx::op::max{});
+          COMMX_CHECK(mine == std::vector<int>(base, world.size()));
+        }));
+      }
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("variable-count collectives check their layouts", "[fixed]", policies) {
+  using comm = comm_for<TestType>;
+  REQUIRE_NOTHROW(job<comm>(3, [](comm& world) {
+    std::vector<double> in(2);
+    std::vector<double> out(5);
+    const std::vector<std::size_t> too_few{2, 2};
+    const std::vector<std::size_t> overflowing{2, 2, 2};  // 6 elements into 5
+    COMMX_EXPECT_ERROR(commx::errc::invalid_argument, world.allgatherv(in, out, too_few));
+    COMMX_EXPECT_ERROR(commx::errc::invalid_argument, world.allgatherv(in, out, overflowing));
+    const std::vector<std::size_t> wrong_own{1, 1, 1};  // this rank gives 2, not 1
+    std::vector<double> three(3);
+    COMMX_EXPECT_ERROR(commx::errc::invalid_argument, world.allgatherv(in, three, wrong_own));
+  }));
+}
