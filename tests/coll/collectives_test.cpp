@@ -9,6 +9,7 @@
 #include <numeric>
 #include <vector>
 
+#include "commx/coll/binomial.hpp"
 #include "commx/ops.hpp"
 #include "support/check.hpp"
 #include "support/inproc_job.hpp"
@@ -16,7 +17,7 @@
 using namespace std::chrono_literals;
 template <class Policy>
 using comm_for = commx::communicator<commx::transport::inproc, Policy>;
-using policies = std::tuple<commx::coll::flat>;
+using policies = std::tuple<commx::coll::flat, commx::coll::binomial>;
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "commx/coll/concept.hpp"
+#include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/combine.hpp"
 
 namespace commx::coll {
@@ -257,17 +258,7 @@ struct flat {
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {
     reduce(p, data, op, 0);
-    if (p.rank() != 0) {
-      p.recv(0, data.first(counts[index(p.rank())]));
-      return;
-    }
-    std::vector<typename Port::pending> pending;
-    std::size_t offset = counts[0];
-    for (int r = 1; r < p.size(); ++r) {
-      pending.push_back(p.isend(r, std::span<const E>(data.subspan(offset, counts[index(r)]))));
-      offset += counts[index(r)];
-    }
-    p.wait_all(std::span(pending));
+    detail::hand_out_blocks_from_zero(p, data, counts);
   }
 
  private:

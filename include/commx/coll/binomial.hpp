@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `coll::binomial`: logarithmic algorithms. Binomial trees for bcast, reduce, gather and
+/// scatter (HPVM's replacement for PVM's sender-bound multicast loop, seed 001); recursive
+/// doubling with the fold for non-powers of two for allreduce, allgather and scan; a
+/// dissemination barrier; pairwise exchange for alltoall. The "v" collectives whose counts only
+/// the root knows (gatherv, scatterv) stay linear, as in MPICH; allgatherv is a direct exchange.
+///
+/// Reduction order: reduce and allreduce combine contiguous ranges of ranks, lower range on the
+/// left, so any associative op (commutative or not) gives the rank-order result; the grouping
+/// is fixed by the rank count, so the bits do not depend on the transport. reduce builds its
+/// tree on rank 0 and, for another root, sends the result on: one more message, in exchange for
+/// rank order.
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "commx/coll/concept.hpp"
+#include "commx/coll/detail/blocks.hpp"
+#include "commx/coll/detail/combine.hpp"
+#include "commx/coll/detail/pattern/binomial_tree.hpp"
+#include "commx/coll/detail/pattern/recursive_doubling.hpp"
+#include "commx/coll/detail/pattern/ring.hpp"
+#include "commx/coll/flat.hpp"
+
+namespace commx::coll {
+
+struct binomial {
+  static constexpr std::string_view name = "binomial";
+  static constexpr std::string_view description =
+      "binomial trees, recursive doubling, dissemination barrier, pairwise alltoall";
+
+  template <class Transport>
+  static constexpr bool supports = true;
+
+  template <class Port>
+  static void barrier(Port& p) {
+    const std::span<const std::byte> signal;
+    const std::span<std::byte> heard;
+    for (int k = 0; k < detail::pattern::dissemination_rounds(p.size()); ++k) {
+      auto sent = p.isend(detail::pattern::dissemination_to(p.rank(), k, p.size()), signal);
+      p.recv(detail::pattern::dissemination_from(p.rank(), k, p.size()), heard);
+      p.wait_all(std::span(&sent, 1));
+    }
+  }
+
+  template <class Port, class E>
+  static void bcast(Port& p, std::span<E> data, int root) {
+    using namespace detail::pattern;
+    const int v = relative_rank(p.rank(), root, p.size());
+    if (v != 0) p.recv(absolute_rank(binomial_parent(v), root, p.size()), data);
+    std::vector<typename Port::pending> pending;
+    const children kids = binomial_children(v, p.size());
+    for (int i = kids.count - 1; i >= 0; --i) {  // the largest subtree first: it has most to do
+      pending.push_back(
+          p.isend(absolute_rank(kids.ranks[static_cast<std::size_t>(i)], root, p.size()),
+                  std::span<const E>(data)));
+    }
+    p.wait_all(std::span(pending));
+  }
+
+  template <class Port, class E, class Op>
+  static void reduce(Port& p, std::span<E> data, Op op, int root) {
+    using namespace detail::pattern;
+    if (p.size() == 1) return;
+    const int r = p.rank();
+    const children kids = binomial_children(r, p.size());  // the tree is rooted at rank 0
+    std::vector<E> scratch;
+    std::span<E> acc = data;  // only rank 0 with root 0 may fold into the caller's data
+    if (!(r == 0 && root == 0) && (kids.count > 0 || r == 0)) {
+      scratch.assign(data.begin(), data.end());
+      acc = scratch;
+    }
+    std::vector<E> incoming(kids.count > 0 ? data.size() : 0);
+    for (int child : kids) {
+      p.recv(child, std::span<E>(incoming));
+      detail::combine_into(acc, std::span<const E>(incoming), op);
+    }
+    if (r != 0) p.send(binomial_parent(r), std::span<const E>(acc));
+    if (root == 0) return;
+    if (r == 0) p.send(root, std::span<const E>(acc));
+    if (r == root) p.recv(0, data);
+  }
+
+  template <class Port, class E, class Op>
+  static void allreduce(Port& p, std::span<E> data, Op op) {
+    const detail::pattern::doubling plan(p.size());
+    const int r = p.rank();
+    if (p.size() == 1) return;
+    std::vector<E> incoming(data.size());
+    if (plan.sits_out(r)) {
+      p.send(plan.fold_partner(r), std::span<const E>(data));
+      p.recv(plan.fold_partner(r), data);
+      return;
+    }
+    if (r < 2 * plan.extra) {  // the odd rank of a folded pair: x(r-1) op x(r)
+      p.recv(plan.fold_partner(r), std::span<E>(incoming));
+      fold_left(incoming, data, op);
+    }
+    const int c = plan.core_rank(r);
+    for (int k = 0; k < plan.rounds(); ++k) {
+      const int partner_core = detail::pattern::doubling::partner(c, k);
+      auto sent = p.isend(plan.rank_of_core(partner_core), std::span<const E>(data));
+      p.recv(plan.rank_of_core(partner_core), std::span<E>(incoming));
+      p.wait_all(std::span(&sent, 1));  // data is about to change under the send
+      if (partner_core < c)
+        fold_left(incoming, data, op);
+      else
+        detail::combine_into(data, std::span<const E>(incoming), op);
+    }
+    if (r < 2 * plan.extra) p.send(plan.fold_partner(r), std::span<const E>(data));
+  }
+
+  template <class Port, class E>
+  static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
+    using namespace detail::pattern;
+    const std::size_t n = in.size();
+    const int v = relative_rank(p.rank(), root, p.size());
+    const int span = subtree_size(v, p.size());
+    const children kids = binomial_children(v, p.size());
+    if (kids.count == 0 && v != 0) {
+      p.send(absolute_rank(binomial_parent(v), root, p.size()), in);
+      return;
+    }
+    // The subtree's blocks, in relative rank order: this rank's first.
+    std::vector<E> block(static_cast<std::size_t>(span) * n);
+    std::ranges::copy(in, block.begin());
+    std::vector<typename Port::pending> pending;
+    for (int child : kids) {
+      const auto offset = static_cast<std::size_t>(child - v) * n;
+      const auto count = static_cast<std::size_t>(subtree_size(child, p.size())) * n;
+      pending.push_back(p.irecv(absolute_rank(child, root, p.size()),
+                                std::span<E>(block).subspan(offset, count)));
+    }
+    p.wait_all(std::span(pending));
+    if (v != 0) {
+      p.send(absolute_rank(binomial_parent(v), root, p.size()), std::span<const E>(block));
+      return;
+    }
+    for (int k = 0; k < p.size(); ++k) {
+      std::copy_n(
+          block.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(k) * n), n,
+          out.begin() + static_cast<std::ptrdiff_t>(
+                            static_cast<std::size_t>(absolute_rank(k, root, p.size())) * n));
+    }
+  }
+
+  template <class Port, class E>
+  static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
+    using namespace detail::pattern;
+    const std::size_t n = out.size();
+    const int v = relative_rank(p.rank(), root, p.size());
+    const int span = subtree_size(v, p.size());
+    const children kids = binomial_children(v, p.size());
+    if (kids.count == 0 && v != 0) {
+      p.recv(absolute_rank(binomial_parent(v), root, p.size()), out);
+      return;
+    }
+    std::vector<E> block(static_cast<std::size_t>(span) * n);
+    if (v == 0) {
+      for (int k = 0; k < p.size(); ++k) {
+        std::copy_n(
+            in.begin() + static_cast<std::ptrdiff_t>(
+                             static_cast<std::size_t>(absolute_rank(k, root, p.size())) * n),
+            n, block.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(k) * n));
+      }
+    } else {
+      p.recv(absolute_rank(binomial_parent(v), root, p.size()), std::span<E>(block));
+    }
+    std::vector<typename Port::pending> pending;
+    for (int i = kids.count - 1; i >= 0; --i) {
+      const int child = kids.ranks[static_cast<std::size_t>(i)];
+      const auto offset = static_cast<std::size_t>(child - v) * n;
+      const auto count = static_cast<std::size_t>(subtree_size(child, p.size())) * n;
+      pending.push_back(p.isend(absolute_rank(child, root, p.size()),
+                                std::span<const E>(block).subspan(offset, count)));
+    }
+    std::copy_n(block.begin(), n, out.begin());
+    p.wait_all(std::span(pending));
+  }
+
+  /// Recursive doubling on the whole output: in round k each core rank swaps the 2^k blocks it
+  /// holds with its partner's, which lie next to them.
+  template <class Port, class E>
+  static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
+    const std::size_t n = in.size();
+    const int r = p.rank();
+    std::ranges::copy(in,
+                      out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * n));
+    if (p.size() == 1) return;
+    const detail::pattern::doubling plan(p.size());
+    auto blocks = [&](int first_core, int cores) {
+      const auto first = static_cast<std::size_t>(plan.first_of(first_core));
+      const auto last = static_cast<std::size_t>(plan.first_of(first_core + cores));
+      return out.subspan(first * n, (last - first) * n);
+    };
+    if (plan.sits_out(r)) {
+      p.send(plan.fold_partner(r), in);
+      p.recv(plan.fold_partner(r), out);
+      return;
+    }
+    if (r < 2 * plan.extra) {
+      p.recv(plan.fold_partner(r), out.subspan(static_cast<std::size_t>(r - 1) * n, n));
+    }
+    const int c = plan.core_rank(r);
+    for (int k = 0; k < plan.rounds(); ++k) {
+      const int width = 1 << k;
+      const int partner_core = detail::pattern::doubling::partner(c, k);
+      auto sent = p.isend(plan.rank_of_core(partner_core),
+                          std::span<const E>(blocks(c & ~(width - 1), width)));
+      p.recv(plan.rank_of_core(partner_core), blocks(partner_core & ~(width - 1), width));
+      p.wait_all(std::span(&sent, 1));
+    }
+    if (r < 2 * plan.extra) p.send(plan.fold_partner(r), std::span<const E>(out));
+  }
+
+  /// Pairwise exchange: in step s, send to rank + s and receive from rank - s.
+  template <class Port, class E>
+  static void alltoall(Port& p, std::span<const E> in, std::span<E> out) {
+    const std::size_t n = in.size() / static_cast<std::size_t>(p.size());
+    const auto block = [n](auto buffer, int r) {
+      return buffer.subspan(static_cast<std::size_t>(r) * n, n);
+    };
+    std::ranges::copy(block(in, p.rank()), block(out, p.rank()).begin());
+    for (int s = 1; s < p.size(); ++s) {
+      const int to = detail::pattern::exchange_to(p.rank(), s, p.size());
+      const int from = detail::pattern::exchange_from(p.rank(), s, p.size());
+      auto sent = p.isend(to, block(in, to));
+      p.recv(from, block(out, from));
+      p.wait_all(std::span(&sent, 1));
+    }
+  }
+
+  /// Hillis-Steele: in the round at distance d, rank r folds in the window that ends at r - d.
+  template <class Port, class E, class Op>
+  static void scan(Port& p, std::span<E> data, Op op) {
+    std::vector<E> incoming(data.size());
+    for (int d = 1; d < p.size(); d <<= 1) {
+      typename Port::pending sent;
+      if (p.rank() + d < p.size()) sent = p.isend(p.rank() + d, std::span<const E>(data));
+      if (p.rank() - d >= 0) p.recv(p.rank() - d, std::span<E>(incoming));
+      p.wait_all(std::span(&sent, 1));
+      if (p.rank() - d >= 0) fold_left(incoming, data, op);
+    }
+  }
+
+  template <class Port, class E, class Op>
+  static void exscan(Port& p, std::span<E> data, Op op) {
+    std::vector<E> window(data.begin(), data.end());  // inclusive, as in scan
+    std::vector<E> incoming(data.size());
+    bool have_prefix = false;
+    for (int d = 1; d < p.size(); d <<= 1) {
+      typename Port::pending sent;
+      if (p.rank() + d < p.size()) sent = p.isend(p.rank() + d, std::span<const E>(window));
+      if (p.rank() - d >= 0) p.recv(p.rank() - d, std::span<E>(incoming));
+      p.wait_all(std::span(&sent, 1));
+      if (p.rank() - d < 0) continue;
+      if (have_prefix)
+        fold_left(incoming, data, op);
+      else
+        std::ranges::copy(incoming, data.begin());
+      have_prefix = true;
+      fold_left(incoming, std::span<E>(window), op);
+    }
+  }
+
+  template <class Port, class E>
+  static void gatherv(Port& p, std::span<const E> in, std::span<E> out,
+                      std::span<const std::size_t> counts, std::span<const std::size_t> displs,
+                      int root) {
+    flat::gatherv(p, in, out, counts, displs, root);
+  }
+
+  template <class Port, class E>
+  static void scatterv(Port& p, std::span<const E> in, std::span<const std::size_t> counts,
+                       std::span<const std::size_t> displs, std::span<E> out, int root) {
+    flat::scatterv(p, in, counts, displs, out, root);
+  }
+
+  template <class Port, class E>
+  static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
+                         std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
+    flat::allgatherv(p, in, out, counts, displs);
+  }
+
+  template <class Port, class E>
+  static void alltoallv(Port& p, std::span<const E> in, std::span<const std::size_t> send_counts,
+                        std::span<const std::size_t> send_displs, std::span<E> out,
+                        std::span<const std::size_t> recv_counts,
+                        std::span<const std::size_t> recv_displs) {
+    const auto index = [](int r) { return static_cast<std::size_t>(r); };
+    const int me = p.rank();
+    std::ranges::copy(in.subspan(send_displs[index(me)], send_counts[index(me)]),
+                      out.begin() + static_cast<std::ptrdiff_t>(recv_displs[index(me)]));
+    for (int s = 1; s < p.size(); ++s) {
+      const int to = detail::pattern::exchange_to(me, s, p.size());
+      const int from = detail::pattern::exchange_from(me, s, p.size());
+      auto sent = p.isend(to, in.subspan(send_displs[index(to)], send_counts[index(to)]));
+      p.recv(from, out.subspan(recv_displs[index(from)], recv_counts[index(from)]));
+      p.wait_all(std::span(&sent, 1));
+    }
+  }
+
+  template <class Port, class E, class Op>
+  static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
+                             Op op) {
+    reduce(p, data, op, 0);
+    detail::hand_out_blocks_from_zero(p, data, counts);
+  }
+
+ private:
+  /// right = left op right, element-wise, keeping `left` on the left.
+  template <class E, class Op>
+  static void fold_left(std::span<E> left, std::span<E> right, Op& op) {
+    for (std::size_t i = 0; i < right.size(); ++i) right[i] = op(left[i], right[i]);
+  }
+  template <class E, class Op>
+  static void fold_left(std::vector<E>& left, std::span<E> right, Op& op) {
+    fold_left(std::span<E>(left), right, op);
+  }
+};
+
+}  // namespace commx::coll

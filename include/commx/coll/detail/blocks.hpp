@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The second half of a reduce_scatter built on a reduce to rank 0: rank 0 holds the whole
+/// result and hands rank r its block, which lands at the front of r's buffer.
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace commx::coll::detail {
+
+template <class Port, class E>
+void hand_out_blocks_from_zero(Port& p, std::span<E> data, std::span<const std::size_t> counts) {
+  const auto index = [](int r) { return static_cast<std::size_t>(r); };
+  if (p.rank() != 0) {
+    p.recv(0, data.first(counts[index(p.rank())]));
+    return;
+  }
+  std::vector<typename Port::pending> pending;
+  std::size_t offset = counts[0];
+  for (int r = 1; r < p.size(); ++r) {
+    pending.push_back(p.isend(r, std::span<const E>(data.subspan(offset, counts[index(r)]))));
+    offset += counts[index(r)];
+  }
+  p.wait_all(std::span(pending));
+}
+
+}  // namespace commx::coll::detail

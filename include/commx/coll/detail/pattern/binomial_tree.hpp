@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// Binomial trees over p ranks, in ranks relative to the root (relative rank 0 is the root).
+/// Node v's parent is v with its lowest set bit cleared; its children are v + 2^k for every
+/// 2^k below v's lowest set bit (every 2^k < p for the root), so the root has ceil(log2 p)
+/// children and the tree is at most ceil(log2 p) deep. The subtree of v holds the relative ranks
+/// [v, v + subtree_size(v, p)): contiguous, which is what gather and scatter rely on.
+
+#include <array>
+#include <bit>
+
+namespace commx::coll::detail::pattern {
+
+/// `rank` relative to `root` in a group of `size`.
+constexpr int relative_rank(int rank, int root, int size) { return (rank - root + size) % size; }
+constexpr int absolute_rank(int relative, int root, int size) { return (relative + root) % size; }
+
+/// The lowest set bit of v, or the first power of two >= size for the root.
+constexpr int subtree_span(int v, int size) {
+  if (v == 0) return static_cast<int>(std::bit_ceil(static_cast<unsigned>(size)));
+  return v & -v;
+}
+
+/// -1 for the root.
+constexpr int binomial_parent(int v) { return v == 0 ? -1 : v - (v & -v); }
+
+/// Number of ranks in v's subtree, v included.
+constexpr int subtree_size(int v, int size) {
+  const int end = v + subtree_span(v, size);
+  return (end < size ? end : size) - v;
+}
+
+/// Children in increasing order of distance (and so of relative rank).
+struct children {
+  std::array<int, 32> ranks{};
+  int count = 0;
+  [[nodiscard]] constexpr const int* begin() const { return ranks.data(); }
+  [[nodiscard]] constexpr const int* end() const { return ranks.data() + count; }
+};
+
+constexpr children binomial_children(int v, int size) {
+  children result;
+  for (int mask = 1; mask < subtree_span(v, size) && v + mask < size; mask <<= 1) {
+    result.ranks[static_cast<unsigned>(result.count++)] = v + mask;
+  }
+  return result;
+}
+
+/// ceil(log2 size): the rounds of a binomial tree, the messages its root sends in a bcast.
+constexpr int ceil_log2(int size) {
+  return size <= 1 ? 0 : static_cast<int>(std::bit_width(static_cast<unsigned>(size - 1)));
+}
+
+}  // namespace commx::coll::detail::pattern
