@@ -46,7 +46,12 @@ TEST_CASE("split groups ranks by color, orders them by key, and isolates their m
         plain some = world.split(world.rank() == 0 ? commx::undefined_color : 0, 0);
         COMMX_CHECK_EQ(some.is_null(), world.rank() == 0);
         if (!some.is_null()) COMMX_CHECK_EQ(some.size(), world.size() - 1);
-        if (some.is_null()) COMMX_EXPECT_ERROR(commx::errc::invalid_argument, some.barrier());
+        if (some.is_null()) {
+          COMMX_EXPECT_ERROR(commx::errc::invalid_argument, some.barrier());
+          COMMX_EXPECT_ERROR(commx::errc::invalid_argument, (void)some.split(0, 0));
+          COMMX_EXPECT_ERROR(commx::errc::invalid_argument, (void)some.dup());
+          COMMX_EXPECT_ERROR(commx::errc::invalid_argument, (void)some.transport());
+        }
 
         // A nested split of a split still gets a context of its own.
         plain quarter = half.split(half.rank() % 2, half.rank());
@@ -110,6 +115,29 @@ TEST_CASE("stats::none adds nothing to what a rank holds", "[fixed]") {
                  sizeof(commx::transport::inproc) + sizeof(commx::context_id));
   STATIC_REQUIRE(sizeof(counting_state) > sizeof(none_state));
   STATIC_REQUIRE(std::is_empty_v<commx::detail::stopwatch<commx::stats::none>>);
+}
+
+TEST_CASE("run_inproc refuses impossible jobs with invalid_argument", "[fixed]") {
+  auto nothing = [](plain&) {};
+  for (int n : {0, -1}) {
+    try {
+      commx::run_inproc<plain>(n, nothing);
+      FAIL("no error for " << n << " ranks");
+    } catch (const commx::error& e) {
+      CHECK(e.code() == commx::errc::invalid_argument);
+    }
+  }
+  commx::inproc_options opts;
+  opts.nodes = {0, -1};
+  REQUIRE_THROWS_AS(commx::run_inproc<plain>(2, nothing, opts), commx::error);
+}
+
+TEST_CASE("deadlines saturate instead of overflowing", "[fixed]") {
+  STATIC_REQUIRE(commx::clamped(std::chrono::years(1000)) == commx::clock::duration::max());
+  STATIC_REQUIRE(commx::clamped(std::chrono::seconds(-5)) == commx::clock::duration::zero());
+  STATIC_REQUIRE(commx::clamped(std::chrono::seconds(2)) == std::chrono::seconds(2));
+  const auto far = commx::deadline(std::chrono::years(1000)).resolve({});
+  CHECK(far > commx::clock::now() + std::chrono::hours(24 * 365));
 }
 
 TEST_CASE("errc is a std::error_code enum with portable conditions", "[fixed]") {

@@ -61,6 +61,7 @@ TEST_CASE("ranges, values and resizable containers", "[p2p]") {
       world.send(1, 3, std::vector<int>{});
       world.send(1, 4, std::vector<char>(13, 'x'));
       world.send(1, 5, std::vector<char>(5, 'y'));
+      world.send(1, 6, std::vector<char>{});
       return;
     }
     std::array<double, 3> a{};
@@ -77,9 +78,14 @@ TEST_CASE("ranges, values and resizable containers", "[p2p]") {
     COMMX_CHECK(v.empty());
     // 13 bytes are not a whole number of ints: the receive refuses them.
     COMMX_EXPECT_ERROR(errc::type_mismatch, world.recv(0, 4, v));
-    // A single value must arrive whole.
-    double d = 0;
+    // A single value must arrive whole, and nothing is written when it does not.
+    double d = 0.5;
     COMMX_EXPECT_ERROR(errc::type_mismatch, world.recv(0, 5, d));
+    COMMX_EXPECT_ERROR(errc::type_mismatch, world.recv(0, 6, d));
+    COMMX_CHECK(d == 0.5);
+    std::vector<char> kept;
+    world.recv(0, 6, kept);  // the refused message is still there
+    COMMX_CHECK(kept.empty());
   }));
 }
 
@@ -131,6 +137,13 @@ TEST_CASE("a receive nobody answers raises timeout at its deadline", "[p2p]") {
     auto req = world.irecv(any_source, 5, x);
     COMMX_EXPECT_ERROR(errc::timeout, req.wait());
     COMMX_CHECK(!req.active());
+    // A deadline of centuries is "as long as it takes", not an overflow into the past.
+    world.barrier();
+    if (world.rank() == 0) world.send(1, 6, 42);
+    if (world.rank() == 1) {
+      world.recv(0, 6, x, std::chrono::years(1000));
+      COMMX_CHECK_EQ(x, 42);
+    }
   }));
 }
 
@@ -159,6 +172,12 @@ TEST_CASE("requests: test, wait_all, wait_any, cancel on destruction", "[p2p]") 
     commx::wait_all(recvs);
     for (int i = 0; i < 4; ++i) COMMX_CHECK_EQ(got[static_cast<std::size_t>(i)], 100 + i);
     COMMX_CHECK_EQ(recvs[2].last_status().tag, 2);
+    {
+      int unused = 0;
+      auto withdrawn = world.irecv(peer, 60, unused);
+      COMMX_CHECK(withdrawn.cancel());
+      COMMX_EXPECT_ERROR(errc::cancelled, withdrawn.wait());  // no status to report
+    }
     {
       int never = -1;
       auto dropped = world.irecv(peer, 50, never);

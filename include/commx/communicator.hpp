@@ -11,7 +11,8 @@
 /// one tag arrive in the order they were sent.
 ///
 /// Every blocking call takes a `deadline` last; by default the communicator's timeout applies.
-/// A call that misses it raises errc::timeout and leaves nothing pending.
+/// A call that misses it raises errc::timeout and withdraws what it had pending itself
+/// (`wait_all`/`wait_any` leave the caller's other requests as they were).
 ///
 /// Sub-communicators: `split(color, key)` and `split_by_node()`; messages of different
 /// communicators never match each other.
@@ -105,10 +106,19 @@ class communicator {
   [[nodiscard]] clock::duration timeout() const { return timeout_; }
   void set_timeout(clock::duration timeout) { timeout_ = timeout; }
 
-  [[nodiscard]] T& transport() { return state_->endpoint; }
+  [[nodiscard]] T& transport() {
+    check_valid("transport");
+    return state_->endpoint;
+  }
   /// This rank's counters, shared by every communicator split from the same world.
-  [[nodiscard]] S& stats() { return state_->stats; }
-  [[nodiscard]] const S& stats() const { return state_->stats; }
+  [[nodiscard]] S& stats() {
+    check_valid("stats");
+    return state_->stats;
+  }
+  [[nodiscard]] const S& stats() const {
+    check_valid("stats");
+    return state_->stats;
+  }
 
   // --- point-to-point ---------------------------------------------------------------------
 
@@ -132,7 +142,11 @@ class communicator {
   /// Starts a send; `message` must stay alive and unchanged until the request completes
   /// (serialized messages are encoded at once and need not).
   template <transferable M>
-  [[nodiscard]] request isend(int dest, int tag, const M& message) {
+  [[nodiscard]] request isend(int dest, int tag, M&& message) {
+    static_assert(std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>> ||
+                      transfer_mode_of<M> == transfer_mode::serialized,
+                  "commx: isend sends from the caller's buffer, which must outlive the request: "
+                  "pass an lvalue or a span, not a temporary (or use send)");
     return post_send(dest, tag, message, stats::op::isend);
   }
 
@@ -423,6 +437,7 @@ class communicator {
   /// Collective: the ranks that pass the same `color` form a new communicator, ordered by
   /// `key` then by rank here. A rank passing `undefined_color` gets a null communicator.
   communicator split(int color, int key, deadline until = {}) {
+    check_valid("split");
     if (color < 0 && color != undefined_color) {
       throw_error(errc::invalid_argument, where("split", unknown, unknown, 0),
                   fmt::format("color {} is negative", color));
@@ -463,6 +478,7 @@ class communicator {
 
   /// Collective: one communicator per node, holding the ranks that share this rank's node.
   communicator split_by_node(deadline until = {}) {
+    check_valid("split_by_node");
     return split(state_->endpoint.node_of(group_->world_of(rank_)), rank_, until);
   }
 
@@ -575,7 +591,7 @@ class communicator {
     if (!found) return std::nullopt;
     if (found->error) {
       throw_error(found->error, where(operation, source, tag, 0),
-                  fmt::format("peer {} is gone", group_->local_of(found->source)));
+                  fmt::format("{} is gone", group_->describe(found->source)));
     }
     return status{group_->local_of(found->source), found->tag, found->bytes};
   }
@@ -630,11 +646,9 @@ class communicator {
     if constexpr (recv_mode_of<target> == recv_mode::fixed) {
       const auto bytes = detail::writable_bytes_of(message);
       req.where_.bytes = bytes.size();
-      // A single value must arrive whole; a fixed range may be partly filled.
-      req.element_size_ = raw_range<target> ? detail::element_size<target>() : bytes.size();
-      buffer.emplace(bytes);
+      // A fixed range takes any whole number of its elements; a single value exactly itself.
+      buffer.emplace(bytes, detail::element_size<target>(), !raw_range<target>);
     } else if constexpr (recv_mode_of<target> == recv_mode::resize) {
-      req.element_size_ = detail::element_size<target>();
       buffer.emplace(static_cast<void*>(std::addressof(message)), &detail::grow_container<target>);
     } else {
       req.staging_ = std::make_unique<std::vector<std::byte>>();

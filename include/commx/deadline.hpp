@@ -13,6 +13,16 @@ namespace commx {
 
 using clock = std::chrono::steady_clock;
 
+/// `timeout` as a clock duration, saturating instead of overflowing: a timeout of years means
+/// "wait as long as it takes", not a wrapped-around negative number.
+template <class Rep, class Period>
+constexpr clock::duration clamped(std::chrono::duration<Rep, Period> timeout) {
+  using wide = std::chrono::duration<long double, std::nano>;
+  if (wide(timeout) >= wide(clock::duration::max())) return clock::duration::max();
+  if (wide(timeout) <= wide::zero()) return clock::duration::zero();
+  return std::chrono::duration_cast<clock::duration>(timeout);
+}
+
 class deadline {
  public:
   /// Use the communicator's default timeout.
@@ -20,7 +30,7 @@ class deadline {
 
   template <class Rep, class Period>
   constexpr deadline(std::chrono::duration<Rep, Period> timeout)  // NOLINT: implicit on purpose
-      : relative_(std::chrono::duration_cast<clock::duration>(timeout)) {}
+      : relative_(clamped(timeout)) {}
 
   constexpr deadline(clock::time_point when) : absolute_(when) {}  // NOLINT: implicit on purpose
 

@@ -23,7 +23,7 @@ inline clock::duration timeout_from_env(const char* text, clock::duration fallba
     throw error(errc::invalid_argument,
                 fmt::format("COMMX_TIMEOUT='{}' is not a positive number of seconds", text));
   }
-  return std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+  return clamped(std::chrono::duration<double>(seconds));
 }
 
 }  // namespace detail

@@ -108,12 +108,12 @@ class request {
       kind_ = other.kind_;
       timeout_ = other.timeout_;
       is_recv_ = other.is_recv_;
-      element_size_ = other.element_size_;
       staging_ = std::move(other.staging_);
       target_ = other.target_;
       decode_ = other.decode_;
       status_ = other.status_;
       active_ = std::exchange(other.active_, false);
+      cancelled_ = other.cancelled_;
     }
     return *this;
   }
@@ -128,7 +128,7 @@ class request {
 
   /// The status if the operation has completed, without blocking. Throws as `wait` does.
   std::optional<status> test() {
-    if (!active_) return status_;
+    if (!active_) return finished();
     if (!state_->endpoint.test(handle_)) return std::nullopt;
     return complete();
   }
@@ -141,6 +141,7 @@ class request {
     if (!active_) return false;
     if (!state_->endpoint.cancel(handle_)) return false;
     active_ = false;
+    cancelled_ = true;
     return true;
   }
 
@@ -158,7 +159,7 @@ class request {
   using decoder = void (*)(request&);
 
   status wait_until(clock::time_point when) {
-    if (!active_) return status_;
+    if (!active_) return finished();
     const detail::stopwatch<S> watch;
     const bool done = detail::wait_until(state_->endpoint, handle_, when);
     account_wait(watch.seconds());
@@ -166,6 +167,12 @@ class request {
       throw_error(errc::timeout, where_, "the deadline passed before the operation completed");
     }
     return complete();
+  }
+
+  // The status of a request that is no longer pending; a cancelled one has none.
+  status finished() const {
+    if (cancelled_) throw_error(errc::cancelled, where_, "the request was cancelled");
+    return status_;
   }
 
   void account_wait(double seconds) {
@@ -184,11 +191,6 @@ class request {
     if (result.error) fail(result);
     if (!is_recv_) return status_;
     status_ = {group_->local_of(result.source), result.tag, result.bytes};
-    if (result.bytes % element_size_ != 0) {
-      throw_error(errc::type_mismatch, where_,
-                  fmt::format("a message of {} bytes is not a whole number of {}-byte elements",
-                              result.bytes, element_size_));
-    }
     if constexpr (S::enabled) state_->stats.on_received(kind_, result.bytes);
     if (decode_ != nullptr) decode_(*this);
     return status_;
@@ -197,13 +199,18 @@ class request {
   [[noreturn]] void fail(const transport::op_result& result) {
     if (result.error == errc::truncated) {
       throw_error(result.error, where_,
-                  fmt::format("a message of {} bytes from peer {} tag {} does not fit; it stays "
+                  fmt::format("a message of {} bytes from {} tag {} does not fit; it stays "
                               "queued for a larger receive",
-                              result.bytes, group_->local_of(result.source), result.tag));
+                              result.bytes, group_->describe(result.source), result.tag));
+    }
+    if (result.error == errc::type_mismatch) {
+      throw_error(result.error, where_,
+                  fmt::format("a message of {} bytes from {} is not a whole number of this "
+                              "buffer's elements; it stays queued",
+                              result.bytes, group_->describe(result.source)));
     }
     if (result.error == errc::peer_lost) {
-      throw_error(result.error, where_,
-                  fmt::format("peer {} is gone", group_->local_of(result.source)));
+      throw_error(result.error, where_, fmt::format("{} is gone", group_->describe(result.source)));
     }
     throw_error(result.error, where_);
   }
@@ -223,12 +230,12 @@ class request {
   stats::op kind_ = stats::op::isend;
   clock::duration timeout_{};
   bool is_recv_ = false;
-  std::size_t element_size_ = 1;
   std::unique_ptr<std::vector<std::byte>> staging_;  // serialized messages only
   void* target_ = nullptr;
   decoder decode_ = nullptr;
   status status_{};
   bool active_ = false;
+  bool cancelled_ = false;
 };
 
 /// Waits for every request in `requests` with one deadline for all.

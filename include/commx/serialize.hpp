@@ -5,18 +5,17 @@
 ///
 /// | type | `transfer_mode_of<T>` | on the wire |
 /// |---|---|---|
-/// | trivially copyable value (int, double, a POD struct, std::array<double, 3>) | `raw` | its
-/// bytes, no copy | | contiguous range of such values (std::vector<double>, std::span<int>,
-/// std::string) | `raw` | its elements' bytes, no copy | | anything cereal can serialize
-/// (std::vector<std::string>, a struct with `serialize`) | `serialized` | cereal's portable binary
-/// archive | | anything else | does not compile, with a message naming the type's requirements |
+/// | trivially copyable value (int, double, a POD struct, std::array<double, 3>) | `raw` | its bytes, no copy |
+/// | contiguous range of such values (std::vector<double>, std::span<int>, std::string) | `raw` | its elements' bytes, no copy |
+/// | anything cereal can serialize (std::vector<std::string>, a struct with `serialize`) | `serialized` | a fingerprint of the type, then cereal's portable binary archive |
+/// | pointers, and anything else | does not compile, with a message naming the requirements |
 ///
 /// A trivially copyable type that must nonetheless go through cereal (it holds a pointer, say)
-/// opts out of the raw path with `template <> inline constexpr bool commx::enable_raw_transfer<T> =
-/// false;`.
+/// opts out of the raw path with `template <> inline constexpr bool commx::enable_raw_transfer<T> = false;`.
 ///
 /// On receipt, a resizable contiguous container (std::vector, std::string) is resized to the
-/// message; a span, array or single value is a fixed buffer (`recv_mode_of`).
+/// message; a span or array is a fixed buffer that takes any whole number of its elements; a
+/// single value takes exactly its own size (`recv_mode_of`).
 
 #include <cstddef>
 #include <cstdint>

@@ -213,6 +213,10 @@ TEMPLATE_LIST_TEST_CASE("mismatched counts are caught, not hung on", "[fixed]", 
     } else {
       world.bcast(data, 1, 10s);
     }
+    // Nothing of the failed call is left over to be taken for the next one's data.
+    std::vector<int> next(2, world.rank() == 1 ? 9 : 0);
+    world.bcast(next, 1, 10s);
+    COMMX_CHECK((next == std::vector<int>{9, 9}));
   }));
 }
 

@@ -220,6 +220,30 @@ void truncation_keeps_message(Comm& world) {
   send.wait();
 }
 
+/// A posted receive too small for the message fails with errc::truncated; the message goes on
+/// to the next posted receive that matches, so order per (source, tag) still holds.
+template <class Comm>
+void truncation_passes_message_on(Comm& world) {
+  const int next = (world.rank() + 1) % world.size();
+  const int prev = (world.rank() + world.size() - 1) % world.size();
+  std::array<int, 1> small{-1};
+  std::array<int, 4> fits{};
+  std::vector<int> later;
+  auto too_small = world.irecv(prev, 8, std::span<int>(small));
+  auto big_enough = world.irecv(prev, 8, std::span<int>(fits));
+  world.barrier();  // both receives are posted before anything is sent
+  const std::array<int, 4> first{1, 2, 3, 4};
+  const std::array<int, 4> second{5, 6, 7, 8};
+  world.send(next, 8, first);
+  world.send(next, 8, second);
+  COMMX_EXPECT_ERROR(errc::truncated, too_small.wait());
+  COMMX_CHECK_EQ(small[0], -1);
+  big_enough.wait();
+  COMMX_CHECK(fits == first);
+  world.recv(prev, 8, later);
+  COMMX_CHECK((later == std::vector<int>{5, 6, 7, 8}));
+}
+
 /// A receive nobody answers raises errc::timeout no earlier than its deadline and leaves
 /// nothing behind: the message sent later goes to the next receive.
 template <class Comm>
@@ -310,6 +334,7 @@ std::vector<named_check<Comm>> job_checks() {
       {"nonblocking_any_order", &nonblocking_any_order<Comm>},
       {"probe_leaves_message", &probe_leaves_message<Comm>},
       {"truncation_keeps_message", &truncation_keeps_message<Comm>},
+      {"truncation_passes_message_on", &truncation_passes_message_on<Comm>},
       {"deadline_withdraws", &deadline_withdraws<Comm>},
       {"cancel_unmatched", &cancel_unmatched<Comm>},
       {"events_and_waiting", &events_and_waiting<Comm>},

@@ -17,31 +17,37 @@
 /// | `p.rank()`, `p.size()` | `int` | this rank and the communicator's size |
 /// | `p.node_of(peer)` | `int` | node id of `peer`: equal ids share a node |
 /// | `p.send(peer, out)` | `void` | blocking send |
-/// | `p.recv(peer, in)` | `void` | blocking receive of exactly `in.size()` elements; any other size
-/// is errc::collective_mismatch | | `p.isend(peer, out)`, `p.irecv(peer, in)` | `P::pending` |
-/// nonblocking; buffers stay valid until completion | | `p.wait_all(span<P::pending>)` | `void` |
-/// completes them all |
+/// | `p.recv(peer, in)` | `void` | blocking receive of exactly `in.size()` elements; any other size is errc::collective_mismatch |
+/// | `p.isend(peer, out)`, `p.irecv(peer, in)` | `P::pending` | nonblocking; buffers stay valid until completion |
+/// | `p.wait_all(span<P::pending>)` | `void` | completes them all (a default-constructed pending is complete) |
 ///
 /// Policy requirements, for `C` the policy, `T` the transport, `data` a `std::span<E>`, `in` a
-/// `std::span<const E>`, `op` a binary operation on E, `root` a rank:
+/// `std::span<const E>`, `op` a binary operation on E, `root` a rank, `counts` and `displs`
+/// `std::span<const std::size_t>` with one entry per rank:
 ///
 /// | expression | semantics |
 /// |---|---|
 /// | `C::name`, `C::description` | a `std::string_view` each, printed by benches and examples |
-/// | `C::supports<T>` | whether the policy works over transport T (native MPI collectives only over
-/// MPI) | | `C::barrier(p)` | returns once every rank has entered | | `C::bcast(p, data, root)` |
-/// root's `data` is copied into every rank's `data` | | `C::reduce(p, data, op, root)` | in place:
-/// root's `data` becomes the element-wise reduction of every rank's `data`, folded in rank order
-/// (`((x0 op x1) op x2) ...`) unless the policy documents another fixed order; other ranks' `data`
-/// is unchanged | | `C::allreduce(p, data, op)` | every rank's `data` becomes the reduction | |
-/// `C::gather(p, in, data, root)` | root's `data` (size p * n) receives every rank's `in` (size n)
-/// in rank order | | `C::scatter(p, in, data, root)` | rank r's `data` (size n) receives root's
-/// `in[r*n, (r+1)*n)` | | `C::allgather(p, in, data)` | every rank's `data` (p * n) receives every
-/// `in` (n) in rank order | | `C::alltoall(p, in, data)` | rank r's `data[s*n, (s+1)*n)` receives
-/// rank s's `in[r*n, (r+1)*n)` |
+/// | `C::supports<T>` | whether the policy works over transport T (native MPI collectives only over MPI) |
+/// | `C::barrier(p)` | returns once every rank has entered |
+/// | `C::bcast(p, data, root)` | root's `data` is copied into every rank's `data` |
+/// | `C::reduce(p, data, op, root)` | in place: root's `data` becomes the element-wise reduction of every rank's `data`, in an order fixed by the rank count that the policy documents; other ranks' `data` is unchanged |
+/// | `C::allreduce(p, data, op)` | every rank's `data` becomes the reduction |
+/// | `C::gather(p, in, data, root)` | root's `data` (size p * n) receives every rank's `in` (size n) in rank order |
+/// | `C::scatter(p, in, data, root)` | rank r's `data` (size n) receives root's `in[r*n, (r+1)*n)` |
+/// | `C::allgather(p, in, data)` | every rank's `data` (p * n) receives every `in` (n) in rank order |
+/// | `C::alltoall(p, in, data)` | rank r's `data[s*n, (s+1)*n)` receives rank s's `in[r*n, (r+1)*n)` |
+/// | `C::scan(p, data, op)` | in place: rank r's `data` becomes `x0 op x1 op ... op xr` |
+/// | `C::exscan(p, data, op)` | in place: rank r > 0 gets `x0 op ... op x(r-1)`; rank 0's `data` is unchanged |
+/// | `C::gatherv(p, in, data, counts, displs, root)` | root's `data[displs[r], +counts[r])` receives rank r's `in`; counts and displs matter at the root only |
+/// | `C::scatterv(p, in, counts, displs, data, root)` | rank r's `data` (counts[r] elements) receives root's `in[displs[r], +counts[r])` |
+/// | `C::allgatherv(p, in, data, counts, displs)` | every rank's `data[displs[r], +counts[r])` receives rank r's `in`; counts and displs are the same on every rank |
+/// | `C::alltoallv(p, in, scounts, sdispls, data, rcounts, rdispls)` | rank r's `in[sdispls[s], +scounts[s])` goes to rank s's `data[rdispls[r], +rcounts[r])` |
+/// | `C::reduce_scatter(p, data, counts, op)` | in place: `data` holds sum(counts) elements on every rank; afterwards rank r's `data[0, counts[r])` holds block r of the element-wise reduction; the rest of `data` is unspecified |
 ///
-/// The communicator checks ranks and sizes before it calls a policy; for one policy and one
-/// rank count, results must not depend on the transport.
+/// The communicator checks ranks and sizes before it calls a policy. For one policy and one
+/// rank count, results must not depend on the transport: a policy's order of operations may
+/// depend on ranks and sizes, never on timing.
 
 #include <concepts>
 #include <cstddef>

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "commx/coll/concept.hpp"
 #include "commx/deadline.hpp"
@@ -109,6 +110,16 @@ class coll_port {
  private:
   [[nodiscard]] int tag() const { return static_cast<int>(kind_); }
 
+  // A message too large for its collective is still queued; take it, so that the next
+  // collective on this communicator does not receive it in place of its own.
+  void drain(int peer) {
+    std::vector<std::byte> sink;
+    transport::recv_buffer anything(static_cast<void*>(&sink),
+                                    &detail::grow_container<std::vector<std::byte>>);
+    auto handle = state_.endpoint.irecv(group_.world_of(peer), ctx_, tag(), anything);
+    if (!state_.endpoint.test(handle)) (void)state_.endpoint.cancel(handle);
+  }
+
   pending make_pending(int peer, std::size_t bytes, bool is_recv) {
     pending p;
     p.endpoint_ = &state_.endpoint;
@@ -119,7 +130,7 @@ class coll_port {
   }
 
   [[nodiscard]] error_context where(const pending& p) const {
-    return {group_.world_of(rank_), p.peer_, unknown, p.expected_, stats::name(kind_).data()};
+    return {rank_, p.peer_, unknown, p.expected_, stats::name(kind_).data()};
   }
 
   void complete(pending& p) {
@@ -141,6 +152,7 @@ class coll_port {
     p.endpoint_ = nullptr;
     const transport::op_result result = state_.endpoint.result(p.handle_);
     p.handle_ = {};
+    if (result.error == errc::truncated) drain(p.peer_);
     if (result.error == errc::truncated ||
         (!result.error && p.is_recv_ && result.bytes != p.expected_)) {
       throw_error(errc::collective_mismatch, where(p),

@@ -5,11 +5,14 @@
 /// free context id; and a communicator's group, mapping its ranks to world ranks and back.
 
 #include <cstddef>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "commx/transport/concept.hpp"
 #include "commx/stats.hpp"
+
+#include <fmt/format.h>
 
 namespace commx::detail {
 
@@ -45,6 +48,13 @@ class group {
   /// -1 for a world rank outside the group.
   [[nodiscard]] int local_of(int world) const {
     return world < 0 ? world : local_of_[index(world)];
+  }
+
+  /// "peer 3", or "world rank 5 (not in this communicator)" for a rank outside the group.
+  [[nodiscard]] std::string describe(int world) const {
+    const int local = local_of(world);
+    if (local >= 0) return fmt::format("peer {}", local);
+    return fmt::format("world rank {} (not in this communicator)", world);
   }
 
  private:

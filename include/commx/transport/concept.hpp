@@ -16,25 +16,15 @@
 /// | `T::name` | `std::string_view` | the stack's name, as benches and examples print it |
 /// | `t.rank()` | `int` | this endpoint's world rank, in [0, size) |
 /// | `t.size()` | `int` | the number of world ranks, >= 1 |
-/// | `t.node_of(p)` | `int` | a node id: ranks with equal ids share a node (memory, a host); ids
-/// are small, >= 0, and the same on every rank | | `t.isend(p, ctx, tag, out)` | `T::request` |
-/// starts sending `out` to `p`. `out` must stay valid and unchanged until the request completes.
-/// Zero-size messages are messages: they match and complete like any other. `p` may be `t.rank()`
-/// (a send to self). Never blocks for long: a send the receiver has not yet asked for is either
-/// buffered (small, flow-controlled) or waits for the matching receive without holding up other
-/// operations | | `t.irecv(p, ctx, tag, in)` | `T::request` | starts receiving a message from `p`
-/// (or `any_source`) with `tag` (or `any_tag`) on `ctx`. A message that does not fit `in` completes
-/// the request with `errc::truncated`, writes nothing into `in`, and stays queued for a later
-/// receive | | `t.test(req)` | `bool` | makes progress; true once `req` has completed, successfully
-/// or not | | `t.result(req)` | `const op_result&` | after completion: the matched source, tag,
-/// byte count, or the error | | `t.cancel(req)` | `bool` | withdraws a request that has not matched
-/// yet and returns true; returns false for one that has completed (or completes during the call). A
-/// request destroyed before completion must be cancelled first | | `t.iprobe(p, ctx, tag)` |
-/// `std::optional<op_result>` | the first queued message that a receive with these arguments would
-/// match, without receiving it; an `op_result` with an error if `p` is gone and nothing from it is
-/// queued | | `t.event_count()` | `std::uint64_t` | a counter that changes whenever something
-/// happens to this endpoint (arrival, completion, a peer gone) | | `t.wait_for_event(seen, when)` |
-/// `void` | blocks, without burning a core, until `event_count() != seen` or `when` passes |
+/// | `t.node_of(p)` | `int` | a node id: ranks with equal ids share a node (memory, a host); ids are small, >= 0, and the same on every rank |
+/// | `t.isend(p, ctx, tag, out)` | `T::request` | starts sending `out` to `p`. `out` must stay valid and unchanged until the request completes. Zero-size messages are messages: they match and complete like any other. `p` may be `t.rank()` (a send to self). Never blocks for long: a send the receiver has not yet asked for is either buffered (small, flow-controlled) or waits for the matching receive without holding up other operations |
+/// | `t.irecv(p, ctx, tag, in)` | `T::request` | starts receiving a message from `p` (or `any_source`) with `tag` (or `any_tag`) on `ctx`. A message that `in.prepare` refuses (too large: `errc::truncated`; not whole elements: `errc::type_mismatch`) completes that request with the error, writes nothing into `in`, and goes on to the next matching receive, or stays queued for a later one |
+/// | `t.test(req)` | `bool` | makes progress; true once `req` has completed, successfully or not |
+/// | `t.result(req)` | `const op_result&` | after completion: the matched source, tag, byte count, or the error |
+/// | `t.cancel(req)` | `bool` | withdraws a request that has not matched yet and returns true; returns false for one that has completed (or completes during the call). A request destroyed before completion must be cancelled first |
+/// | `t.iprobe(p, ctx, tag)` | `std::optional<op_result>` | the first queued message that a receive with these arguments would match, without receiving it; an `op_result` with an error if `p` is gone and nothing from it is queued |
+/// | `t.event_count()` | `std::uint64_t` | a counter that changes whenever something happens to this endpoint (arrival, completion, a peer gone) |
+/// | `t.wait_for_event(seen, when)` | `void` | blocks, without burning a core, until `event_count() != seen` or `when` passes |
 ///
 /// Ordering: messages from one source to one destination with the same (ctx, tag) are received
 /// in the order they were sent (non-overtaking), also with `any_source`/`any_tag` receives.

@@ -29,27 +29,32 @@ namespace transport {
 
 /// Where a received message goes: a fixed buffer, or a container that is resized to fit.
 /// A transport calls `prepare(n)` once it knows the message's size, and writes the payload
-/// to the pointer it returns.
+/// to the pointer it returns. Every check happens in `prepare`, before a byte is written.
 class recv_buffer {
  public:
   using grow_fn = std::byte* (*)(void* container, std::size_t bytes, std::error_code& ec);
 
-  /// A fixed buffer: a longer message fails with errc::truncated and writes nothing.
-  constexpr recv_buffer(std::span<std::byte> fixed)
-      : data_(fixed.data()), capacity_(fixed.size()) {}
+  /// A fixed buffer: a longer message fails with errc::truncated and writes nothing. With
+  /// `element` > 1, a message that is not a whole number of elements fails with
+  /// errc::type_mismatch; with `exact`, so does any message but one of exactly `fixed.size()`.
+  constexpr explicit recv_buffer(std::span<std::byte> fixed, std::size_t element = 1,
+                                 bool exact = false)
+      : data_(fixed.data()), capacity_(fixed.size()), element_(element), exact_(exact) {}
 
   /// A growable container: `grow(container, n, ec)` resizes it to n bytes and returns its data,
   /// or sets ec (e.g. errc::type_mismatch when n is not a whole number of its elements).
   constexpr recv_buffer(void* container, grow_fn grow) : container_(container), grow_(grow) {}
 
   /// Where to write a message of `bytes` bytes, or nullptr with `ec` set. Writes nothing.
+  /// (A zero-byte message may get nullptr without error: check `ec`, not the pointer.)
   std::byte* prepare(std::size_t bytes, std::error_code& ec) const {
     if (grow_ != nullptr) return grow_(container_, bytes, ec);
     if (bytes > capacity_) {
       ec = make_error_code(errc::truncated);
-      return nullptr;
+    } else if ((exact_ && bytes != capacity_) || bytes % element_ != 0) {
+      ec = make_error_code(errc::type_mismatch);
     }
-    return data_;
+    return ec ? nullptr : data_;
   }
 
   /// Capacity of a fixed buffer; for a growable one, the largest size it accepts.
@@ -60,6 +65,8 @@ class recv_buffer {
  private:
   std::byte* data_ = nullptr;
   std::size_t capacity_ = 0;
+  std::size_t element_ = 1;
+  bool exact_ = false;
   void* container_ = nullptr;
   grow_fn grow_ = nullptr;
 };

@@ -70,14 +70,7 @@ struct hub_options {
 class hub {
  public:
   hub(int size, hub_options options)
-      : options_(std::move(options)), boxes_(static_cast<std::size_t>(size)) {
-    if (size < 1) throw error(errc::invalid_argument, fmt::format("inproc: size {} < 1", size));
-    if (options_.nodes.empty()) options_.nodes.assign(static_cast<std::size_t>(size), 0);
-    if (options_.nodes.size() != static_cast<std::size_t>(size)) {
-      throw error(errc::invalid_argument, fmt::format("inproc: {} node ids given for {} ranks",
-                                                      options_.nodes.size(), size));
-    }
-  }
+      : options_(checked(size, std::move(options))), boxes_(static_cast<std::size_t>(size)) {}
 
   [[nodiscard]] int size() const { return static_cast<int>(boxes_.size()); }
   [[nodiscard]] int node_of(int rank) const { return options_.nodes[index(rank)]; }
@@ -90,18 +83,20 @@ class hub {
     if (box.state != presence::present) {
       return completed(operation::kind::send, from, to, ctx, tag, lost(to, 0));
     }
-    auto posted = std::find_if(box.posted.begin(), box.posted.end(), [&](const auto& op) {
-      return matches(op->peer, op->ctx, op->tag, from, ctx, tag);
-    });
-    if (posted != box.posted.end()) {
+    // Posted receives in the order they were posted; one that refuses the message (too small,
+    // wrong element size) fails, and the message goes on to the next.
+    for (auto posted = box.posted.begin(); posted != box.posted.end();) {
+      if (!matches((*posted)->peer, (*posted)->ctx, (*posted)->tag, from, ctx, tag)) {
+        ++posted;
+        continue;
+      }
       std::shared_ptr<operation> receive = std::move(*posted);
-      box.posted.erase(posted);
+      posted = box.posted.erase(posted);
       std::error_code ec;
       std::byte* target = receive->buffer.prepare(data.size(), ec);
       if (!ec) copy(target, data);  // before finish(): the owner may read as soon as it is done
       finish(*receive, {from, tag, data.size(), ec});
       if (!ec) return nullptr;
-      // The receive was too small: it fails, and the message waits for a better one.
     }
     box.events.fetch_add(1, std::memory_order_relaxed);
     box.wakeup.notify_all();
@@ -227,6 +222,21 @@ class hub {
   };
 
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
+
+  // Runs before any mailbox is allocated, so a bad size is an error, not a length_error.
+  static hub_options checked(int size, hub_options options) {
+    if (size < 1) throw error(errc::invalid_argument, fmt::format("inproc: {} ranks (< 1)", size));
+    if (options.nodes.empty()) options.nodes.assign(static_cast<std::size_t>(size), 0);
+    if (options.nodes.size() != static_cast<std::size_t>(size)) {
+      throw error(errc::invalid_argument, fmt::format("inproc: {} node ids given for {} ranks",
+                                                      options.nodes.size(), size));
+    }
+    for (int node : options.nodes) {
+      if (node < 0)
+        throw error(errc::invalid_argument, fmt::format("inproc: node id {} < 0", node));
+    }
+    return options;
+  }
 
   static bool matches(int want_source, context_id want_ctx, int want_tag, int source,
                       context_id ctx, int tag) {
