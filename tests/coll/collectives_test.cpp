@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commx/coll/binomial.hpp"
+#include "commx/coll/ring.hpp"
 #include "commx/ops.hpp"
 #include "support/check.hpp"
 #include "support/inproc_job.hpp"
@@ -17,7 +18,7 @@
 using namespace std::chrono_literals;
 template <class Policy>
 using comm_for = commx::communicator<commx::transport::inproc, Policy>;
-using policies = std::tuple<commx::coll::flat, commx::coll::binomial>;
+using policies = std::tuple<commx::coll::flat, commx::coll::binomial, commx::coll::ring>;
 
 namespace {
 

@@ -29,10 +29,10 @@ void inproc_job(int n, Fn&& fn, std::vector<int> nodes = {}) {
 }
 
 /// The rank counts a test sweeps: COMMX_TEST_RANKS ("3" or "1,2,4"), which CTest sets to give
-/// every rank count a test of its own, or {1, 2, 3, 4, 7} when run by hand.
+/// every rank count a test of its own, or {1, 2, 3, 4, 5, 7, 8} when run by hand.
 inline std::vector<int> test_rank_counts() {
   const char* text = std::getenv("COMMX_TEST_RANKS");  // NOLINT(concurrency-mt-unsafe)
-  if (text == nullptr || *text == '\0') return {1, 2, 3, 4, 7};
+  if (text == nullptr || *text == '\0') return {1, 2, 3, 4, 5, 7, 8};
   std::vector<int> counts;
   std::istringstream list(text);
   for (std::string item; std::getline(list, item, ',');) {

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `coll::ring`: bandwidth-optimal rings for large data. allreduce is a ring reduce-scatter
+/// followed by a ring allgather (2(p-1) steps of n/p elements each, so every rank sends about
+/// 2n elements whatever p); allgather, allgatherv and reduce_scatter are rings too. Everything
+/// else is `binomial`'s.
+///
+/// Reduction order: a ring folds each segment in ring order starting after its owner, which is
+/// only right for commutative ops (`commx::commutative<Op>`); for other ops allreduce and
+/// reduce_scatter take binomial's rank-order path. Either way the order is fixed by the rank
+/// count, so the bits do not depend on the transport.
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "commx/coll/binomial.hpp"
+#include "commx/coll/concept.hpp"
+#include "commx/coll/detail/combine.hpp"
+#include "commx/coll/detail/pattern/ring.hpp"
+#include "commx/ops.hpp"
+
+namespace commx::coll {
+
+struct ring : binomial {
+  static constexpr std::string_view name = "ring";
+  static constexpr std::string_view description =
+      "ring reduce-scatter + allgather for allreduce; ring allgather(v) and reduce_scatter";
+
+  template <class Port, class E, class Op>
+  static void allreduce(Port& p, std::span<E> data, Op op) {
+    if constexpr (!commutative<Op>) {
+      binomial::allreduce(p, data, op);
+    } else {
+      if (p.size() == 1) return;
+      const segments parts = even_segments(data.size(), p.size());
+      reduce_scatter_segments(p, data, parts, op);
+      allgather_segments(p, data, parts);
+    }
+  }
+
+  template <class Port, class E>
+  static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
+    const std::size_t n = in.size();
+    std::ranges::copy(in, out.begin() + static_cast<std::ptrdiff_t>(index(p.rank()) * n));
+    segments parts;
+    for (int r = 0; r < p.size(); ++r) parts.push_back({index(r) * n, n});
+    allgather_segments(p, out, parts);
+  }
+
+  template <class Port, class E>
+  static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
+                         std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
+    std::ranges::copy(in, out.begin() + static_cast<std::ptrdiff_t>(displs[index(p.rank())]));
+    segments parts;
+    for (int r = 0; r < p.size(); ++r) parts.push_back({displs[index(r)], counts[index(r)]});
+    allgather_segments(p, out, parts);
+  }
+
+  template <class Port, class E, class Op>
+  static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
+                             Op op) {
+    if constexpr (!commutative<Op>) {
+      binomial::reduce_scatter(p, data, counts, op);
+    } else {
+      segments parts;
+      std::size_t offset = 0;
+      for (int r = 0; r < p.size(); ++r) {
+        parts.push_back({offset, counts[index(r)]});
+        offset += counts[index(r)];
+      }
+      reduce_scatter_segments(p, data, parts, op);
+      const auto mine = parts[index(p.rank())];
+      std::copy_n(data.begin() + static_cast<std::ptrdiff_t>(mine.offset), mine.count,
+                  data.begin());
+    }
+  }
+
+ private:
+  struct segment {
+    std::size_t offset;
+    std::size_t count;
+  };
+  using segments = std::vector<segment>;
+
+  static std::size_t index(int r) { return static_cast<std::size_t>(r); }
+  static int wrap(int r, int size) { return ((r % size) + size) % size; }
+
+  static segments even_segments(std::size_t n, int size) {
+    segments parts;
+    for (int i = 0; i < size; ++i) {
+      const auto begin =
+          static_cast<std::size_t>(detail::pattern::segment_begin(static_cast<long>(n), size, i));
+      const auto end =
+          static_cast<std::size_t>(detail::pattern::segment_end(static_cast<long>(n), size, i));
+      parts.push_back({begin, end - begin});
+    }
+    return parts;
+  }
+
+  template <class E>
+  static std::span<E> part(std::span<E> data, const segment& s) {
+    return data.subspan(s.offset, s.count);
+  }
+
+  /// After p-1 steps rank r holds the full reduction of segment r. In step k it passes on
+  /// segment r-k-1 and folds the incoming segment r-k-2 into its own contribution.
+  template <class Port, class E, class Op>
+  static void reduce_scatter_segments(Port& p, std::span<E> data, const segments& parts, Op& op) {
+    const int r = p.rank();
+    const int right = detail::pattern::ring_right(r, p.size());
+    const int left = detail::pattern::ring_left(r, p.size());
+    std::size_t largest = 0;
+    for (const segment& s : parts) largest = std::max(largest, s.count);
+    std::vector<E> incoming(largest);
+    for (int k = 0; k + 1 < p.size(); ++k) {
+      const segment& out = parts[index(wrap(r - k - 1, p.size()))];
+      const segment& in = parts[index(wrap(r - k - 2, p.size()))];
+      auto sent = p.isend(right, std::span<const E>(part(data, out)));
+      const std::span<E> arriving(incoming.data(), in.count);
+      p.recv(left, arriving);
+      p.wait_all(std::span(&sent, 1));
+      detail::combine_into(part(data, in), std::span<const E>(arriving), op);
+    }
+  }
+
+  /// Rank r starts with segment r complete; in step k it passes on segment r-k and takes
+  /// segment r-k-1 from the left.
+  template <class Port, class E>
+  static void allgather_segments(Port& p, std::span<E> data, const segments& parts) {
+    const int r = p.rank();
+    const int right = detail::pattern::ring_right(r, p.size());
+    const int left = detail::pattern::ring_left(r, p.size());
+    for (int k = 0; k + 1 < p.size(); ++k) {
+      auto sent =
+          p.isend(right, std::span<const E>(part(data, parts[index(wrap(r - k, p.size()))])));
+      p.recv(left, part(data, parts[index(wrap(r - k - 1, p.size()))]));
+      p.wait_all(std::span(&sent, 1));
+    }
+  }
+};
+
+}  // namespace commx::coll
