@@ -35,6 +35,7 @@
 #include "commx/coll/concept.hpp"
 #include "commx/coll/flat.hpp"
 #include "commx/deadline.hpp"
+#include "commx/detail/call_check.hpp"
 #include "commx/detail/coll_port.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/error.hpp"
@@ -50,6 +51,9 @@ namespace commx {
 inline constexpr int undefined_color = -1;
 
 namespace detail {
+
+template <class Span>
+using span_element = std::remove_const_t<typename Span::element_type>;
 
 /// A view of the elements of a raw value or range, for collectives.
 template <class M>
@@ -84,7 +88,9 @@ class communicator {
         group_(std::make_shared<const detail::group>(state_->endpoint.size())),
         ctx_(0),
         rank_(state_->endpoint.rank()),
-        timeout_(opts.timeout) {}
+        timeout_(opts.timeout),
+        checks_(opts.checks),
+        reduction_(opts.reduction) {}
 
   /// The world communicator of a job started by commxrun, srun or mpirun.
   static communicator from_env(options opts = {}) requires requires { T::from_env(); }
@@ -105,6 +111,10 @@ class communicator {
   }
   [[nodiscard]] clock::duration timeout() const { return timeout_; }
   void set_timeout(clock::duration timeout) { timeout_ = timeout; }
+  [[nodiscard]] check_level checks() const { return checks_; }
+  void set_checks(check_level level) { checks_ = level; }
+  [[nodiscard]] reduction_order reduction() const { return reduction_; }
+  void set_reduction(reduction_order order) { reduction_ = order; }
 
   [[nodiscard]] T& transport() {
     check_valid("transport");
@@ -202,7 +212,9 @@ class communicator {
   // --- collectives ----------------------------------------------------------------------
 
   void barrier(deadline until = {}) {
-    run_collective(stats::op::barrier, until, [](auto& port) { C::barrier(port); });
+    run_collective(
+        signature<std::byte>(stats::op::barrier, -1, detail::call_signature::not_compared), until,
+        [](auto& port) { C::barrier(port); });
   }
 
   /// Copies root's `data` (a value or contiguous range) into every rank's.
@@ -210,7 +222,8 @@ class communicator {
   void bcast(M&& data, int root, deadline until = {}) {
     check_root(root, "bcast");
     auto elements = detail::elements_of(data);
-    run_collective(stats::op::bcast, until, [&](auto& port) {
+    using E = element_of<decltype(elements)>;
+    run_collective(signature<E>(stats::op::bcast, root, elements.size()), until, [&](auto& port) {
       C::bcast(port, std::span(elements.data(), elements.size()), root);
     });
   }
@@ -221,9 +234,16 @@ class communicator {
     check_root(root, "reduce");
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
-    run_collective(stats::op::reduce, until, [&](auto& port) {
-      C::reduce(port, std::span(elements.data(), elements.size()), op, root);
-    });
+    using E = element_of<decltype(elements)>;
+    run_collective(signature<E>(stats::op::reduce, root, elements.size(), op), until,
+                   [&](auto& port) {
+                     const std::span<E> data_span(elements.data(), elements.size());
+                     if (reduction_ == reduction_order::reproducible) {
+                       coll::flat::reduce(port, data_span, op, root);
+                     } else {
+                       C::reduce(port, data_span, op, root);
+                     }
+                   });
   }
 
   /// In place: every rank's `data` becomes the element-wise `op` of every rank's `data`.
@@ -231,9 +251,17 @@ class communicator {
   void allreduce(M&& data, Op op, deadline until = {}) {
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
-    run_collective(stats::op::allreduce, until, [&](auto& port) {
-      C::allreduce(port, std::span(elements.data(), elements.size()), op);
-    });
+    using E = element_of<decltype(elements)>;
+    run_collective(signature<E>(stats::op::allreduce, -1, elements.size(), op), until,
+                   [&](auto& port) {
+                     const std::span<E> data_span(elements.data(), elements.size());
+                     if (reduction_ == reduction_order::reproducible) {
+                       coll::flat::reduce(port, data_span, op, 0);
+                       C::bcast(port, data_span, 0);
+                     } else {
+                       C::allreduce(port, data_span, op);
+                     }
+                   });
   }
 
   /// The reduction of one value per rank, returned on every rank.
@@ -251,7 +279,8 @@ class communicator {
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
     if (rank_ == root) check_count(got.size(), sent.size() * as_size(size()), "gather", "out");
-    run_collective(stats::op::gather, until, [&](auto& port) {
+    using E = element_of<decltype(got)>;
+    run_collective(signature<E>(stats::op::gather, root, sent.size()), until, [&](auto& port) {
       C::gather(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()), root);
     });
   }
@@ -264,7 +293,8 @@ class communicator {
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
     if (rank_ == root) check_count(sent.size(), got.size() * as_size(size()), "scatter", "in");
-    run_collective(stats::op::scatter, until, [&](auto& port) {
+    using E = element_of<decltype(got)>;
+    run_collective(signature<E>(stats::op::scatter, root, got.size()), until, [&](auto& port) {
       C::scatter(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()),
                  root);
     });
@@ -276,7 +306,8 @@ class communicator {
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
     check_count(got.size(), sent.size() * as_size(size()), "allgather", "out");
-    run_collective(stats::op::allgather, until, [&](auto& port) {
+    using E = element_of<decltype(got)>;
+    run_collective(signature<E>(stats::op::allgather, -1, sent.size()), until, [&](auto& port) {
       C::allgather(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()));
     });
   }
@@ -292,7 +323,8 @@ class communicator {
           errc::invalid_argument, where("alltoall", unknown, unknown, sent.size_bytes()),
           fmt::format("{} elements do not split evenly among {} ranks", sent.size(), size()));
     }
-    run_collective(stats::op::alltoall, until, [&](auto& port) {
+    using E = element_of<decltype(got)>;
+    run_collective(signature<E>(stats::op::alltoall, -1, sent.size()), until, [&](auto& port) {
       C::alltoall(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()));
     });
   }
@@ -302,8 +334,14 @@ class communicator {
   void scan(M&& data, Op op, deadline until = {}) {
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
-    run_collective(stats::op::scan, until, [&](auto& port) {
-      C::scan(port, std::span(elements.data(), elements.size()), op);
+    using E = element_of<decltype(elements)>;
+    run_collective(signature<E>(stats::op::scan, -1, elements.size(), op), until, [&](auto& port) {
+      const std::span<E> data_span(elements.data(), elements.size());
+      if (reduction_ == reduction_order::reproducible) {
+        coll::flat::scan(port, data_span, op);
+      } else {
+        C::scan(port, data_span, op);
+      }
     });
   }
 
@@ -312,9 +350,16 @@ class communicator {
   void exscan(M&& data, Op op, deadline until = {}) {
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
-    run_collective(stats::op::exscan, until, [&](auto& port) {
-      C::exscan(port, std::span(elements.data(), elements.size()), op);
-    });
+    using E = element_of<decltype(elements)>;
+    run_collective(signature<E>(stats::op::exscan, -1, elements.size(), op), until,
+                   [&](auto& port) {
+                     const std::span<E> data_span(elements.data(), elements.size());
+                     if (reduction_ == reduction_order::reproducible) {
+                       coll::flat::exscan(port, data_span, op);
+                     } else {
+                       C::exscan(port, data_span, op);
+                     }
+                   });
   }
 
   /// Root's `out[displs[r], +counts[r])` receives rank r's `in`; `counts` and `displs` (one
@@ -329,10 +374,12 @@ class communicator {
       check_layout(counts, displs, got.size(), "gatherv", "out");
       check_count(sent.size(), counts[as_size(rank_)], "gatherv", "in");
     }
-    run_collective(stats::op::gatherv, until, [&](auto& port) {
-      C::gatherv(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()),
-                 counts, displs, root);
-    });
+    using E = element_of<decltype(got)>;
+    run_collective(signature<E>(stats::op::gatherv, root, detail::call_signature::not_compared),
+                   until, [&](auto& port) {
+                     C::gatherv(port, std::span(sent.data(), sent.size()),
+                                std::span(got.data(), got.size()), counts, displs, root);
+                   });
   }
   template <class In, class Out>
   void gatherv(const In& in, Out&& out, std::span<const std::size_t> counts, int root,
@@ -352,10 +399,12 @@ class communicator {
       check_layout(counts, displs, sent.size(), "scatterv", "in");
       check_count(got.size(), counts[as_size(rank_)], "scatterv", "out");
     }
-    run_collective(stats::op::scatterv, until, [&](auto& port) {
-      C::scatterv(port, std::span(sent.data(), sent.size()), counts, displs,
-                  std::span(got.data(), got.size()), root);
-    });
+    using E = element_of<decltype(got)>;
+    run_collective(signature<E>(stats::op::scatterv, root, detail::call_signature::not_compared),
+                   until, [&](auto& port) {
+                     C::scatterv(port, std::span(sent.data(), sent.size()), counts, displs,
+                                 std::span(got.data(), got.size()), root);
+                   });
   }
   template <class In, class Out>
   void scatterv(const In& in, std::span<const std::size_t> counts, Out&& out, int root,
@@ -373,10 +422,12 @@ class communicator {
     auto got = detail::elements_of(out);
     check_layout(counts, displs, got.size(), "allgatherv", "out");
     check_count(sent.size(), counts[as_size(rank_)], "allgatherv", "in");
-    run_collective(stats::op::allgatherv, until, [&](auto& port) {
-      C::allgatherv(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()),
-                    counts, displs);
-    });
+    using E = element_of<decltype(got)>;
+    run_collective(signature<E>(stats::op::allgatherv, -1, detail::fingerprint(counts)), until,
+                   [&](auto& port) {
+                     C::allgatherv(port, std::span(sent.data(), sent.size()),
+                                   std::span(got.data(), got.size()), counts, displs);
+                   });
   }
   template <class In, class Out>
   void allgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
@@ -395,10 +446,13 @@ class communicator {
     auto got = detail::elements_of(out);
     check_layout(send_counts, send_displs, sent.size(), "alltoallv", "in");
     check_layout(recv_counts, recv_displs, got.size(), "alltoallv", "out");
-    run_collective(stats::op::alltoallv, until, [&](auto& port) {
-      C::alltoallv(port, std::span(sent.data(), sent.size()), send_counts, send_displs,
-                   std::span(got.data(), got.size()), recv_counts, recv_displs);
-    });
+    using E = element_of<decltype(got)>;
+    run_collective(signature<E>(stats::op::alltoallv, -1, detail::call_signature::not_compared),
+                   until, [&](auto& port) {
+                     C::alltoallv(port, std::span(sent.data(), sent.size()), send_counts,
+                                  send_displs, std::span(got.data(), got.size()), recv_counts,
+                                  recv_displs);
+                   });
   }
   template <class In, class Out>
   void alltoallv(const In& in, std::span<const std::size_t> send_counts, Out&& out,
@@ -420,8 +474,14 @@ class communicator {
     check_count(sent.size(), total(counts), "reduce_scatter", "in");
     check_count(got.size(), counts[as_size(rank_)], "reduce_scatter", "out");
     std::vector<E> work(sent.begin(), sent.end());  // policies reduce in place
-    run_collective(stats::op::reduce_scatter, until,
-                   [&](auto& port) { C::reduce_scatter(port, std::span<E>(work), counts, op); });
+    run_collective(signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
+                   until, [&](auto& port) {
+                     if (reduction_ == reduction_order::reproducible) {
+                       coll::flat::reduce_scatter(port, std::span<E>(work), counts, op);
+                     } else {
+                       C::reduce_scatter(port, std::span<E>(work), counts, op);
+                     }
+                   });
     std::copy_n(work.begin(), got.size(), got.begin());
   }
 
@@ -449,9 +509,10 @@ class communicator {
     };
     const entry mine{color, key, state_->next_context};
     std::vector<entry> all(as_size(size()));
-    run_collective(stats::op::split, until, [&](auto& port) {
-      C::allgather(port, std::span<const entry>(&mine, 1), std::span<entry>(all));
-    });
+    run_collective(signature<entry>(stats::op::split, -1, detail::call_signature::not_compared),
+                   until, [&](auto& port) {
+                     C::allgather(port, std::span<const entry>(&mine, 1), std::span<entry>(all));
+                   });
 
     context_id fresh = 0;
     for (const entry& e : all) fresh = std::max(fresh, e.next_context);
@@ -473,6 +534,8 @@ class communicator {
     child.ctx_ = fresh;
     child.rank_ = new_rank;
     child.timeout_ = timeout_;
+    child.checks_ = checks_;
+    child.reduction_ = reduction_;
     return child;
   }
 
@@ -487,6 +550,8 @@ class communicator {
 
  private:
   static std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
+  template <class Span>
+  using element_of = detail::span_element<Span>;
 
   [[nodiscard]] error_context where(const char* operation, int peer, int tag,
                                     std::size_t bytes) const {
@@ -663,12 +728,29 @@ class communicator {
     return req;
   }
 
+  template <class E>
+  static detail::call_signature signature(stats::op kind, int root, std::uint64_t count) {
+    return {static_cast<std::uint64_t>(kind), root, count, sizeof(E), 0};
+  }
+  template <class E, class Op>
+  static detail::call_signature signature(stats::op kind, int root, std::uint64_t count,
+                                          const Op&) {
+    return {static_cast<std::uint64_t>(kind), root, count, sizeof(E),
+            detail::type_fingerprint<Op>()};
+  }
+
   template <class Body>
-  void run_collective(stats::op kind, deadline until, Body&& body) {
+  void run_collective(const detail::call_signature& call, deadline until, Body&& body) {
+    const auto kind = static_cast<stats::op>(call.kind);
     check_valid(stats::name(kind).data());
     const detail::stopwatch<S> watch;
     if constexpr (S::enabled) state_->stats.on_call(kind);
-    detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, until.resolve(timeout_), kind);
+    const clock::time_point when = until.resolve(timeout_);
+    if (checks_ == check_level::collective) {
+      detail::coll_port<T, S> check(*state_, *group_, ctx_ + 1, rank_, when, kind, /*phase=*/1);
+      detail::check_same_call(check, call, rank_);
+    }
+    detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, when, kind);
     body(port);
     if constexpr (S::enabled) state_->stats.add_collective_time(kind, watch.seconds());
   }
@@ -678,6 +760,8 @@ class communicator {
   context_id ctx_ = 0;
   int rank_ = unknown;
   clock::duration timeout_{};
+  check_level checks_ = check_level::basic;
+  reduction_order reduction_ = reduction_order::policy;
 };
 
 }  // namespace commx

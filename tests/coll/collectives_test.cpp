@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Every collective of every policy over rank counts {1, 2, 3, 4, 7} (one CTest each), sizes
+// Every collective of every policy over rank counts {1, 2, 3, 4, 5, 7, 8} (one CTest each), sizes
 // {0, 1, 7, 4096, 1 MiB}, several roots, user types and user reduction ops. Expected values
 // are computed from each rank's known contribution, independently of the policy.
 
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commx/coll/binomial.hpp"
+#include "commx/coll/hierarchical.hpp"
 #include "commx/coll/ring.hpp"
 #include "commx/ops.hpp"
 #include "support/check.hpp"
@@ -18,7 +19,8 @@
 using namespace std::chrono_literals;
 template <class Policy>
 using comm_for = commx::communicator<commx::transport::inproc, Policy>;
-using policies = std::tuple<commx::coll::flat, commx::coll::binomial, commx::coll::ring>;
+using policies = std::tuple<commx::coll::flat, commx::coll::binomial, commx::coll::ring,
+                            commx::coll::hierarchical>;
 
 namespace {
 
@@ -55,9 +57,13 @@ struct mat_product {
 };
 mat2 matrix_of(int rank) { return {1, rank + 1, 0, 1}; }
 
+// Ranks sit two to a node ({0,1}, {2,3}, ...), so hierarchical has several nodes, one of
+// them a single rank when n is odd; the other policies ignore the layout.
 template <class Comm, class Fn>
 void job(int n, Fn&& fn) {
-  commx::test::inproc_job<Comm>(n, std::forward<Fn>(fn));
+  std::vector<int> nodes(static_cast<std::size_t>(n));
+  for (int r = 0; r < n; ++r) nodes[static_cast<std::size_t>(r)] = r / 2;
+  commx::test::inproc_job<Comm>(n, std::forward<Fn>(fn), std::move(nodes));
 }
 
 }  // namespace
@@ -194,30 +200,46 @@ TEMPLATE_LIST_TEST_CASE("user types and user ops; reduction folds in rank order"
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("mismatched counts are caught, not hung on", "[fixed]", policies) {
+TEMPLATE_LIST_TEST_CASE("mismatched calls end on every rank, never hang", "[fixed]", policies) {
   using comm = comm_for<TestType>;
   REQUIRE_NOTHROW(job<comm>(3, [](comm& world) {
-    std::vector<int> out(3 * 2);
     std::vector<int> in(2);
-    // Wrong output size at the root: checked before any message moves.
-    if (world.rank() == 0) {
+    if (world.rank() == 0) {  // a wrong output size at the root: checked before anything moves
       std::vector<int> wrong(5);
       COMMX_EXPECT_ERROR(commx::errc::invalid_argument, world.gather(in, wrong, 0));
     }
     world.barrier();
-    // Ranks disagree on the count: the root sees a message of the wrong size.
-    std::vector<int> data(world.rank() == 1 ? 3 : 2);
-    if (world.rank() == 0) {
-      COMMX_EXPECT_ERROR(commx::errc::collective_mismatch, world.bcast(data, 1, 10s));
-    } else if (world.rank() == 2) {
-      COMMX_EXPECT_ERROR(commx::errc::collective_mismatch, world.bcast(data, 1, 10s));
-    } else {
-      world.bcast(data, 1, 10s);
+    // Rank 1 disagrees on the count. With basic checks each rank ends with a mismatch where a
+    // wrong-sized message arrives, or at the deadline where one never does.
+    std::vector<int> data(world.rank() == 1 ? 3 : 2, world.rank() == 1 ? 7 : 0);
+    try {
+      world.bcast(data, 1, 2s);
+    } catch (const commx::error& e) {
+      COMMX_CHECK(e.code() == commx::errc::collective_mismatch || e.code() == commx::errc::timeout);
     }
-    // Nothing of the failed call is left over to be taken for the next one's data.
+    world.barrier(20s);  // whatever the failed call left queued must not confuse the next ones
     std::vector<int> next(2, world.rank() == 1 ? 9 : 0);
-    world.bcast(next, 1, 10s);
+    world.bcast(next, 1, 20s);
     COMMX_CHECK((next == std::vector<int>{9, 9}));
+
+    // With the collective checking level every rank learns which rank differs, at once.
+    world.set_checks(commx::check_level::collective);
+    const auto e = COMMX_EXPECT_ERROR(commx::errc::collective_mismatch, world.bcast(data, 1, 20s));
+    COMMX_CHECK(std::string_view(e.what()).find("rank 1 called bcast(root 1, count 3") !=
+                std::string_view::npos);
+    int root = world.rank() == 2 ? 2 : 0;  // rank 2 names another root
+    const auto r =
+        COMMX_EXPECT_ERROR(commx::errc::collective_mismatch, world.bcast(next, root, 20s));
+    COMMX_CHECK(std::string_view(r.what()).find("rank 2 called") != std::string_view::npos);
+    int x = 1;
+    auto reduce_with = [&](auto op) { world.allreduce(x, op, 20s); };
+    if (world.rank() == 0) {
+      COMMX_EXPECT_ERROR(commx::errc::collective_mismatch, reduce_with(commx::op::max{}));
+    } else {
+      COMMX_EXPECT_ERROR(commx::errc::collective_mismatch, reduce_with(std::plus<>{}));
+    }
+    world.allreduce(x, std::plus<>{}, 20s);  // agreeing calls still pass the check
+    COMMX_CHECK_EQ(x, 3);
   }));
 }
 

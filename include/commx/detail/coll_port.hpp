@@ -55,9 +55,16 @@ class coll_port {
     bool is_recv_ = false;
   };
 
+  /// `phase` separates the messages of a collective's parts (a check, the data) by tag.
   coll_port(rank_state<T, S>& state, const group& members, context_id ctx, int rank,
-            clock::time_point when, stats::op kind)
-      : state_(state), group_(members), ctx_(ctx), rank_(rank), when_(when), kind_(kind) {}
+            clock::time_point when, stats::op kind, int phase = 0)
+      : state_(state),
+        group_(members),
+        ctx_(ctx),
+        rank_(rank),
+        when_(when),
+        kind_(kind),
+        tag_(static_cast<int>(kind) + phases_apart * phase) {}
 
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return group_.size(); }
@@ -108,7 +115,8 @@ class coll_port {
   }
 
  private:
-  [[nodiscard]] int tag() const { return static_cast<int>(kind_); }
+  static constexpr int phases_apart = 64;  // more than there are stats::op kinds
+  [[nodiscard]] int tag() const { return tag_; }
 
   // A message too large for its collective is still queued; take it, so that the next
   // collective on this communicator does not receive it in place of its own.
@@ -174,6 +182,7 @@ class coll_port {
   int rank_;
   clock::time_point when_;
   stats::op kind_;
+  int tag_;
 };
 
 }  // namespace commx::detail

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// A port over a subset of a port's ranks (a node's ranks, the node leaders), so that a policy
+/// can run another policy's algorithm on part of the group. Rank i of the sub-port is
+/// `members[i]` of the parent; messages go through the parent port unchanged.
+
+#include <cstddef>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace commx::coll::detail {
+
+template <class Port>
+class sub_port {
+ public:
+  using pending = typename Port::pending;
+
+  /// `members` are parent ranks in the order they get sub-port ranks; `me` is this rank's
+  /// index among them.
+  sub_port(Port& parent, std::vector<int> members, int me)
+      : parent_(parent), members_(std::move(members)), me_(me) {}
+
+  [[nodiscard]] int rank() const { return me_; }
+  [[nodiscard]] int size() const { return static_cast<int>(members_.size()); }
+  [[nodiscard]] int node_of(int peer) const { return parent_.node_of(parent_rank(peer)); }
+  [[nodiscard]] int parent_rank(int peer) const { return members_[static_cast<std::size_t>(peer)]; }
+
+  template <class E>
+  void send(int peer, std::span<const E> out) {
+    parent_.send(parent_rank(peer), out);
+  }
+  template <class E>
+  void send(int peer, std::span<E> out) {
+    parent_.send(parent_rank(peer), std::span<const E>(out));
+  }
+  template <class E>
+  void recv(int peer, std::span<E> in) {
+    parent_.recv(parent_rank(peer), in);
+  }
+  template <class E>
+  pending isend(int peer, std::span<const E> out) {
+    return parent_.isend(parent_rank(peer), out);
+  }
+  template <class E>
+  pending irecv(int peer, std::span<E> in) {
+    return parent_.irecv(parent_rank(peer), in);
+  }
+  void wait_all(std::span<pending> requests) { parent_.wait_all(requests); }
+
+ private:
+  Port& parent_;
+  std::vector<int> members_;
+  int me_;
+};
+
+}  // namespace commx::coll::detail

@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `coll::hierarchical`: collectives in three steps over the transport's locality, as C-MPI
+/// tuned them for clusters of SMP nodes (seed 002): a node-local step among each node's ranks,
+/// a step among the node leaders (the lowest rank of each node) with an inner policy, and a
+/// node-local step back. Only the leaders' step crosses the network, once per node.
+///
+/// barrier, bcast, reduce, allreduce and allgather go through the hierarchy; the other
+/// collectives are the inner policy's over all ranks.
+///
+/// Reduction order: each node folds its ranks with the inner policy, then the leaders fold the
+/// nodes in leader order. When every node holds a contiguous range of ranks (the usual block
+/// placement) that is rank order, so any associative op is right; otherwise use a commutative
+/// op. The order is fixed by the node layout, never by timing.
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "commx/coll/binomial.hpp"
+#include "commx/coll/concept.hpp"
+#include "commx/coll/detail/blocks.hpp"
+#include "commx/coll/detail/sub_port.hpp"
+
+namespace commx::coll {
+
+template <class Inner>
+struct hierarchical_over : Inner {
+  static constexpr std::string_view name = "hierarchical";
+  static constexpr std::string_view description =
+      "node-local step, a step among node leaders with an inner policy, node-local step back";
+
+  template <class Port>
+  static void barrier(Port& p) {
+    auto [local, leaders, is_leader] = split(p);
+    Inner::barrier(local);
+    if (is_leader) Inner::barrier(leaders);
+    Inner::barrier(local);
+  }
+
+  template <class Port, class E>
+  static void bcast(Port& p, std::span<E> data, int root) {
+    auto [local, leaders, is_leader] = split(p);
+    const int root_leader = leader_of(p, root);
+    if (root != root_leader) {  // the root hands the data to its node's leader first
+      if (p.rank() == root) p.send(root_leader, std::span<const E>(data));
+      if (p.rank() == root_leader) p.recv(root, data);
+    }
+    if (is_leader) Inner::bcast(leaders, data, index_in(leaders, root_leader));
+    Inner::bcast(local, data, 0);
+  }
+
+  template <class Port, class E, class Op>
+  static void reduce(Port& p, std::span<E> data, Op op, int root) {
+    auto [local, leaders, is_leader] = split(p);
+    // Leaders fold into a copy: their own data must come out unchanged unless they are root.
+    std::vector<E> partial;
+    if (is_leader) partial.assign(data.begin(), data.end());
+    Inner::reduce(local, is_leader ? std::span<E>(partial) : data, op, 0);
+    const int root_leader = leader_of(p, root);
+    if (is_leader)
+      Inner::reduce(leaders, std::span<E>(partial), op, index_in(leaders, root_leader));
+    if (p.rank() == root_leader) {
+      if (root == root_leader)
+        std::ranges::copy(partial, data.begin());
+      else
+        p.send(root, std::span<const E>(partial));
+    }
+    if (p.rank() == root && root != root_leader) p.recv(root_leader, data);
+  }
+
+  template <class Port, class E, class Op>
+  static void allreduce(Port& p, std::span<E> data, Op op) {
+    auto [local, leaders, is_leader] = split(p);
+    Inner::reduce(local, data, op, 0);
+    if (is_leader) Inner::allreduce(leaders, data, op);
+    Inner::bcast(local, data, 0);
+  }
+
+  /// Each leader gathers its node's blocks, the leaders exchange whole nodes, and each leader
+  /// hands the complete result to its node.
+  template <class Port, class E>
+  static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
+    auto [local, leaders, is_leader] = split(p);
+    const std::size_t n = in.size();
+    std::vector<E> node_blocks(is_leader ? n * static_cast<std::size_t>(local.size()) : 0);
+    Inner::gather(local, in, std::span<E>(node_blocks), 0);
+    if (is_leader) {
+      // Every node's blocks, node after node in leader order, then put back in rank order.
+      std::vector<std::size_t> counts;
+      std::vector<int> order;  // parent ranks in the order their blocks arrive
+      for (int l = 0; l < leaders.size(); ++l) {
+        const std::vector<int> members = node_members(p, p.node_of(leaders.parent_rank(l)));
+        counts.push_back(members.size() * n);
+        order.insert(order.end(), members.begin(), members.end());
+      }
+      std::vector<std::size_t> displs(counts.size());
+      for (std::size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
+      std::vector<E> all(static_cast<std::size_t>(p.size()) * n);
+      Inner::allgatherv(leaders, std::span<const E>(node_blocks), std::span<E>(all), counts,
+                        displs);
+      for (std::size_t i = 0; i < order.size(); ++i) {
+        std::copy_n(
+            all.begin() + static_cast<std::ptrdiff_t>(i * n), n,
+            out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(order[i]) * n));
+      }
+    }
+    Inner::bcast(local, out, 0);
+  }
+
+  template <class Port, class E, class Op>
+  static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
+                             Op op) {
+    reduce(p, data, op, 0);
+    detail::hand_out_blocks_from_zero(p, data, counts);
+  }
+
+ private:
+  template <class Port>
+  struct layout {
+    detail::sub_port<Port> local;
+    detail::sub_port<Port> leaders;
+    bool is_leader;
+  };
+
+  template <class Port>
+  static std::vector<int> node_members(Port& p, int node) {
+    std::vector<int> members;
+    for (int r = 0; r < p.size(); ++r) {
+      if (p.node_of(r) == node) members.push_back(r);
+    }
+    return members;
+  }
+
+  // The leader of a node is its lowest rank.
+  template <class Port>
+  static int leader_of(Port& p, int rank) {
+    for (int r = 0; r <= rank; ++r) {
+      if (p.node_of(r) == p.node_of(rank)) return r;
+    }
+    return rank;
+  }
+
+  template <class Sub>
+  static int index_in(const Sub& sub, int parent_rank) {
+    for (int i = 0; i < sub.size(); ++i) {
+      if (sub.parent_rank(i) == parent_rank) return i;
+    }
+    return -1;
+  }
+
+  template <class Port>
+  static layout<Port> split(Port& p) {
+    std::vector<int> local = node_members(p, p.node_of(p.rank()));
+    std::vector<int> leaders;
+    std::vector<int> seen_nodes;
+    for (int r = 0; r < p.size(); ++r) {
+      if (std::ranges::find(seen_nodes, p.node_of(r)) != seen_nodes.end()) continue;
+      seen_nodes.push_back(p.node_of(r));
+      leaders.push_back(r);
+    }
+    const auto me_local = static_cast<int>(std::ranges::find(local, p.rank()) - local.begin());
+    const auto me_leader = static_cast<int>(std::ranges::find(leaders, p.rank()) - leaders.begin());
+    const bool is_leader = local.front() == p.rank();
+    return {detail::sub_port<Port>(p, std::move(local), me_local),
+            detail::sub_port<Port>(p, std::move(leaders), is_leader ? me_leader : 0), is_leader};
+  }
+};
+
+/// The hierarchical policy with binomial algorithms inside and between nodes.
+using hierarchical = hierarchical_over<binomial>;
+
+}  // namespace commx::coll
