@@ -12,6 +12,7 @@
 #include "commx/coll/binomial.hpp"
 #include "commx/coll/hierarchical.hpp"
 #include "commx/coll/ring.hpp"
+#include "commx/coll/tuned.hpp"
 #include "commx/ops.hpp"
 #include "support/check.hpp"
 #include "support/inproc_job.hpp"
@@ -20,7 +21,7 @@ using namespace std::chrono_literals;
 template <class Policy>
 using comm_for = commx::communicator<commx::transport::inproc, Policy>;
 using policies = std::tuple<commx::coll::flat, commx::coll::binomial, commx::coll::ring,
-                            commx::coll::hierarchical>;
+                            commx::coll::hierarchical, commx::coll::tuned>;
 
 namespace {
 

@@ -14,6 +14,7 @@
 #include "commx/coll/flat.hpp"
 #include "commx/coll/hierarchical.hpp"
 #include "commx/coll/ring.hpp"
+#include "commx/coll/tuned.hpp"
 #include "support/check.hpp"
 #include "support/inproc_job.hpp"
 
@@ -152,4 +153,29 @@ TEST_CASE("reproducible reductions give the same bits on every policy", "[coll][
       }
     }
   }
+}
+
+TEST_CASE("tuned picks from its table", "[coll][tuned]") {
+  using commx::coll::tuned;
+  using commx::coll::detail::algorithm;
+  CHECK(tuned::choose(op::allreduce, 8, std::size_t{1} << 20) == algorithm::ring);
+  CHECK(tuned::choose(op::allreduce, 8, 8) == algorithm::binomial);
+  CHECK(tuned::choose(op::bcast, 2, 8) == algorithm::flat);
+  CHECK(tuned::choose(op::alltoall, 8, 8) == algorithm::binomial);  // no rule: binomial
+  CHECK(commx::coll::detail::name(algorithm::hierarchical) == "hierarchical");
+}
+
+// Run by the CTest coll.tuned_forced with COMMX_COLL_ALLREDUCE=flat in its environment.
+TEST_CASE("tuned obeys COMMX_COLL_<COLLECTIVE>", "[.forced]") {
+  using commx::coll::tuned;
+  REQUIRE(tuned::choose(op::allreduce, 8, std::size_t{1} << 20) ==
+          commx::coll::detail::algorithm::flat);
+  commx::test::inproc_job<counted<tuned>>(4, [](auto& world) {
+    std::vector<double> data(std::size_t{1} << 16, 1.0);
+    world.allreduce(data, std::plus<>{});
+    COMMX_CHECK(data.front() == 4.0);
+    // flat: rank 0 gathers the p-1 contributions and sends the result back to each.
+    const auto& c = world.stats().of(op::allreduce);
+    COMMX_CHECK_EQ(c.messages_sent, std::uint64_t{world.rank() == 0 ? 3U : 1U});
+  });
 }

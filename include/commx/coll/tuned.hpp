@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `coll::tuned`: picks an algorithm (flat, binomial, ring, hierarchical) for each call by
+/// collective, rank count and message size from a measured table (tuned_table.hpp). The choice
+/// can be forced per collective from the environment, e.g. COMMX_COLL_ALLREDUCE=ring or
+/// COMMX_COLL_BCAST=flat; every rank must see the same setting.
+///
+/// Message size is bytes per rank, the same on every rank for the regular collectives; the
+/// "v" collectives, whose sizes differ between ranks, choose by rank count alone so that all
+/// ranks choose alike.
+
+#include <array>
+#include <cctype>
+#include <cstdlib>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "commx/coll/binomial.hpp"
+#include "commx/coll/concept.hpp"
+#include "commx/coll/flat.hpp"
+#include "commx/coll/hierarchical.hpp"
+#include "commx/coll/ring.hpp"
+#include "commx/coll/tuned_table.hpp"
+#include "commx/error.hpp"
+#include "commx/stats.hpp"
+
+namespace commx::coll {
+
+namespace detail {
+
+[[nodiscard]] constexpr std::string_view name(algorithm a) {
+  switch (a) {
+    case algorithm::flat:
+      return flat::name;
+    case algorithm::binomial:
+      return binomial::name;
+    case algorithm::ring:
+      return ring::name;
+    case algorithm::hierarchical:
+      return hierarchical::name;
+  }
+  return "?";
+}
+
+// COMMX_COLL_<COLLECTIVE> for every collective, read once.
+inline const std::array<std::optional<algorithm>, stats::op_count>& forced_algorithms() {
+  static const auto forced = [] {
+    std::array<std::optional<algorithm>, stats::op_count> table{};
+    for (std::size_t i = 0; i < stats::op_count; ++i) {
+      std::string variable = "COMMX_COLL_";
+      for (char c : stats::name(static_cast<stats::op>(i))) {
+        variable += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      }
+      const char* value = std::getenv(variable.c_str());  // NOLINT(concurrency-mt-unsafe)
+      if (value == nullptr || *value == '\0') continue;
+      for (algorithm a :
+           {algorithm::flat, algorithm::binomial, algorithm::ring, algorithm::hierarchical}) {
+        if (name(a) == value) table[i] = a;
+      }
+      if (!table[i]) {
+        throw error(
+            errc::invalid_argument,
+            fmt::format("{}='{}' is none of flat, binomial, ring, hierarchical", variable, value));
+      }
+    }
+    return table;
+  }();
+  return forced;
+}
+
+}  // namespace detail
+
+struct tuned {
+  static constexpr std::string_view name = "tuned";
+  static constexpr std::string_view description =
+      "per call, the algorithm a measured table picks for the collective, ranks and size";
+
+  template <class Transport>
+  static constexpr bool supports = true;
+
+  /// The algorithm tuned uses for `collective` on `ranks` ranks with `bytes` bytes per rank.
+  static detail::algorithm choose(stats::op collective, int ranks, std::size_t bytes) {
+    if (auto forced = detail::forced_algorithms()[static_cast<std::size_t>(collective)]) {
+      return *forced;
+    }
+    detail::algorithm choice = detail::algorithm::binomial;
+    for (const detail::tuning_rule& rule : detail::tuned_rules) {
+      if (rule.collective == collective && ranks >= rule.min_ranks && bytes >= rule.min_bytes) {
+        choice = rule.use;
+      }
+    }
+    return choice;
+  }
+
+  template <class Port>
+  static void barrier(Port& p) {
+    dispatch(stats::op::barrier, p.size(), 0, [&](auto algo) { algo.barrier(p); });
+  }
+  template <class Port, class E>
+  static void bcast(Port& p, std::span<E> data, int root) {
+    dispatch(stats::op::bcast, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.bcast(p, data, root); });
+  }
+  template <class Port, class E, class Op>
+  static void reduce(Port& p, std::span<E> data, Op op, int root) {
+    dispatch(stats::op::reduce, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.reduce(p, data, op, root); });
+  }
+  template <class Port, class E, class Op>
+  static void allreduce(Port& p, std::span<E> data, Op op) {
+    dispatch(stats::op::allreduce, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.allreduce(p, data, op); });
+  }
+  template <class Port, class E>
+  static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
+    dispatch(stats::op::gather, p.size(), in.size_bytes(),
+             [&](auto algo) { algo.gather(p, in, out, root); });
+  }
+  template <class Port, class E>
+  static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
+    dispatch(stats::op::scatter, p.size(), out.size_bytes(),
+             [&](auto algo) { algo.scatter(p, in, out, root); });
+  }
+  template <class Port, class E>
+  static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
+    dispatch(stats::op::allgather, p.size(), in.size_bytes(),
+             [&](auto algo) { algo.allgather(p, in, out); });
+  }
+  template <class Port, class E>
+  static void alltoall(Port& p, std::span<const E> in, std::span<E> out) {
+    dispatch(stats::op::alltoall, p.size(), in.size_bytes() / static_cast<std::size_t>(p.size()),
+             [&](auto algo) { algo.alltoall(p, in, out); });
+  }
+  template <class Port, class E, class Op>
+  static void scan(Port& p, std::span<E> data, Op op) {
+    dispatch(stats::op::scan, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.scan(p, data, op); });
+  }
+  template <class Port, class E, class Op>
+  static void exscan(Port& p, std::span<E> data, Op op) {
+    dispatch(stats::op::exscan, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.exscan(p, data, op); });
+  }
+  template <class Port, class E>
+  static void gatherv(Port& p, std::span<const E> in, std::span<E> out,
+                      std::span<const std::size_t> counts, std::span<const std::size_t> displs,
+                      int root) {
+    dispatch(stats::op::gatherv, p.size(), 0,
+             [&](auto algo) { algo.gatherv(p, in, out, counts, displs, root); });
+  }
+  template <class Port, class E>
+  static void scatterv(Port& p, std::span<const E> in, std::span<const std::size_t> counts,
+                       std::span<const std::size_t> displs, std::span<E> out, int root) {
+    dispatch(stats::op::scatterv, p.size(), 0,
+             [&](auto algo) { algo.scatterv(p, in, counts, displs, out, root); });
+  }
+  template <class Port, class E>
+  static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
+                         std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
+    dispatch(stats::op::allgatherv, p.size(), 0,
+             [&](auto algo) { algo.allgatherv(p, in, out, counts, displs); });
+  }
+  template <class Port, class E>
+  static void alltoallv(Port& p, std::span<const E> in, std::span<const std::size_t> send_counts,
+                        std::span<const std::size_t> send_displs, std::span<E> out,
+                        std::span<const std::size_t> recv_counts,
+                        std::span<const std::size_t> recv_displs) {
+    dispatch(stats::op::alltoallv, p.size(), 0, [&](auto algo) {
+      algo.alltoallv(p, in, send_counts, send_displs, out, recv_counts, recv_displs);
+    });
+  }
+  template <class Port, class E, class Op>
+  static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
+                             Op op) {
+    dispatch(stats::op::reduce_scatter, p.size(), 0,
+             [&](auto algo) { algo.reduce_scatter(p, data, counts, op); });
+  }
+
+ private:
+  // Calls `run` with a value of the chosen policy type: one switch, no virtual dispatch.
+  template <class Run>
+  static void dispatch(stats::op collective, int ranks, std::size_t bytes, Run&& run) {
+    switch (choose(collective, ranks, bytes)) {
+      case detail::algorithm::flat:
+        return run(flat{});
+      case detail::algorithm::binomial:
+        return run(binomial{});
+      case detail::algorithm::ring:
+        return run(ring{});
+      case detail::algorithm::hierarchical:
+        return run(hierarchical{});
+    }
+  }
+};
+
+}  // namespace commx::coll
