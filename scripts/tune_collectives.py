@@ -7,7 +7,7 @@
 
 For each collective and measured rank count, the fastest of flat, binomial, ring and
 hierarchical at each measured size becomes a rule from that size up (and from just above the
-previous measured rank count up). Collectives whose sizes differ between ranks (allgatherv,
+previous measured rank count up), unless the choice in force is within 10% of it. Collectives whose sizes differ between ranks (allgatherv,
 reduce_scatter) are chosen by rank count alone: the policy with the least total time.
 """
 import collections
@@ -20,6 +20,11 @@ OPS = {"Allreduce": "allreduce", "Reduce": "reduce", "Reduce_scatter": "reduce_s
        "Allgather": "allgather", "Allgatherv": "allgatherv", "Alltoall": "alltoall",
        "Bcast": "bcast", "Barrier": "barrier"}
 BY_RANKS_ONLY = {"allgatherv", "reduce_scatter"}
+HYSTERESIS = 1.10  # keep the current choice while it is within 10% of the fastest
+# ring and hierarchical inherit binomial's algorithm for the collectives they do not redefine;
+# timing the same code twice must not make the table pick one copy over the other by noise.
+OWN = {"ring": {"allreduce", "allgather", "allgatherv", "reduce_scatter"},
+       "hierarchical": {"barrier", "bcast", "reduce", "allreduce", "allgather", "reduce_scatter"}}
 
 
 def load(paths):
@@ -33,6 +38,8 @@ def load(paths):
                 bench, stack, np_, size = run["run_name"].split("/")[:4]
                 policy = stack.rsplit("-", 1)[-1]
                 if bench not in OPS or policy not in CANDIDATES:
+                    continue
+                if policy in OWN and OPS[bench] not in OWN[policy]:
                     continue
                 times[OPS[bench]][int(np_[2:])].setdefault(int(size), {})[policy] = run["real_time"]
     return times
@@ -54,12 +61,15 @@ def rules(times):
                         totals[policy] += t / fastest
                 out.append((op, min_ranks, 0, min(totals, key=totals.get)))
                 continue
-            last = None
+            current = None
             for size in sorted(sizes):
-                best = min(sizes[size], key=sizes[size].get)
-                if best != last:
-                    out.append((op, min_ranks, 0 if last is None else size, best))
-                    last = best
+                times_here = sizes[size]
+                best = min(times_here, key=times_here.get)
+                # Switch only for a clear win: near-ties are noise and would make the table flap.
+                if current is None or times_here.get(current, float("inf")) > HYSTERESIS * times_here[best]:
+                    if best != current:
+                        out.append((op, min_ranks, 0 if current is None else size, best))
+                        current = best
     return out
 
 

@@ -52,9 +52,10 @@ int main(int argc, char** argv) {
       world.gather(share, shares, 0);
       world.barrier();
       if (world.rank() != 0) return;
-      fmt::print("{} ({} over {}): {} ranks, {} intervals\n", commx::variant::target_name,
-                 world.transport().name, commx::variant::communicator::collectives_type::name,
-                 world.size(), intervals);
+      using policy = commx::variant::communicator::collectives_type;
+      fmt::print("{} ({} over {}: {}): {} ranks, {} intervals\n", commx::variant::target_name,
+                 world.transport().name, policy::name, policy::description, world.size(),
+                 intervals);
       for (std::size_t r = 0; r < shares.size(); ++r)
         fmt::print("  rank {} share {:.15f}\n", r, shares[r]);
       fmt::print("pi ~= {:.15f} (error {:.3e})\n", pi, std::abs(pi - std::numbers::pi));

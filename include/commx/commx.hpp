@@ -7,7 +7,11 @@
 
 #include "commx/bootstrap.hpp"
 #include "commx/coll/concept.hpp"
+#include "commx/coll/binomial.hpp"
 #include "commx/coll/flat.hpp"
+#include "commx/coll/hierarchical.hpp"
+#include "commx/coll/ring.hpp"
+#include "commx/coll/tuned.hpp"
 #include "commx/communicator.hpp"
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"

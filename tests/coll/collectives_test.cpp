@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -414,4 +415,34 @@ TEMPLATE_LIST_TEST_CASE("variable-count collectives check their layouts", "[fixe
     std::vector<double> three(3);
     COMMX_EXPECT_ERROR(commx::errc::invalid_argument, world.allgatherv(in, three, wrong_own));
   }));
+}
+
+TEST_CASE("hierarchical with interleaved nodes", "[fixed]") {
+  using comm = comm_for<commx::coll::hierarchical>;
+  // Nodes {0, 2, 4}, {1, 3} and {5}: leaders 0, 1 and 5, none of them contiguous.
+  REQUIRE_NOTHROW(commx::test::inproc_job<comm>(
+      6,
+      [](comm& world) {
+        for (int root = 0; root < world.size(); ++root) {
+          std::vector<double> data(7, world.rank() == root ? 1.5 * root : -1.0);
+          world.bcast(data, root);
+          COMMX_CHECK(data == std::vector<double>(7, 1.5 * root));
+          int sum = world.rank() + 1;
+          world.reduce(sum, std::plus<>{}, root);
+          if (world.rank() == root) COMMX_CHECK_EQ(sum, 21);
+          if (world.rank() != root) COMMX_CHECK_EQ(sum, world.rank() + 1);
+        }
+        int biggest = world.rank() * 10;
+        world.allreduce(biggest, commx::op::max{});
+        COMMX_CHECK_EQ(biggest, 50);
+        std::vector<int> everyone(12);
+        const std::array<int, 2> mine{world.rank(), -world.rank()};
+        world.allgather(mine, everyone);
+        for (int r = 0; r < 6; ++r) {
+          COMMX_CHECK_EQ(everyone[static_cast<std::size_t>(2 * r)], r);
+          COMMX_CHECK_EQ(everyone[static_cast<std::size_t>(2 * r + 1)], -r);
+        }
+        world.barrier();
+      },
+      {0, 1, 0, 1, 0, 2}));
 }

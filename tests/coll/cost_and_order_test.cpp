@@ -158,10 +158,16 @@ TEST_CASE("reproducible reductions give the same bits on every policy", "[coll][
 TEST_CASE("tuned picks from its table", "[coll][tuned]") {
   using commx::coll::tuned;
   using commx::coll::detail::algorithm;
-  CHECK(tuned::choose(op::allreduce, 8, std::size_t{1} << 20) == algorithm::ring);
-  CHECK(tuned::choose(op::allreduce, 8, 8) == algorithm::binomial);
-  CHECK(tuned::choose(op::bcast, 2, 8) == algorithm::flat);
-  CHECK(tuned::choose(op::alltoall, 8, 8) == algorithm::binomial);  // no rule: binomial
+  // A collective the table has no rule for is binomial's.
+  CHECK(tuned::choose(op::scan, 8, 8) == algorithm::binomial);
+  // The last rule for a collective wins wherever it applies.
+  for (const auto& rule : commx::coll::detail::tuned_rules) {
+    bool last = true;
+    for (const auto& later : commx::coll::detail::tuned_rules) {
+      if (&later > &rule && later.collective == rule.collective) last = false;
+    }
+    if (last) CHECK(tuned::choose(rule.collective, rule.min_ranks, rule.min_bytes) == rule.use);
+  }
   CHECK(commx::coll::detail::name(algorithm::hierarchical) == "hierarchical");
 }
 
