@@ -7,14 +7,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
-missing=()
-for pkg in libopenmpi-dev openmpi-bin python3; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
 
 cmake --preset release --fresh >/dev/null
 cmake --build --preset release -j "$(nproc)" --target bench_collectives bench_mpi_collectives bench_p2p

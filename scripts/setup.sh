@@ -7,6 +7,8 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config clang-format
   libasio-dev libfmt-dev catch2 libcereal-dev libbenchmark-dev
+  # Open MPI: the benchmarks compare commx with its collectives (and CI compiles that driver).
+  libopenmpi-dev openmpi-bin python3
 )
 
 missing=()
