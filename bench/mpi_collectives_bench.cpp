@@ -172,9 +172,8 @@ int main(int argc, char** argv) {
   // Only rank 0 reports; the others run the same benchmarks silently and write no file.
   std::vector<char*> args(argv, argv + argc);
   if (rank != 0) {
-    std::erase_if(args, [](const char* arg) {
-      return std::string_view(arg).starts_with("--benchmark_out");
-    });
+    std::erase_if(
+        args, [](const char* arg) { return std::string_view(arg).starts_with("--benchmark_out"); });
   }
   int count = static_cast<int>(args.size());
   benchmark::Initialize(&count, args.data());
