@@ -51,6 +51,12 @@ TEST_CASE("split groups ranks by color, orders them by key, and isolates their m
           COMMX_EXPECT_ERROR(commx::errc::invalid_argument, (void)some.split(0, 0));
           COMMX_EXPECT_ERROR(commx::errc::invalid_argument, (void)some.dup());
           COMMX_EXPECT_ERROR(commx::errc::invalid_argument, (void)some.transport());
+          std::vector<int> data(4);
+          const std::vector<std::size_t> counts{1, 1};
+          COMMX_EXPECT_ERROR(commx::errc::invalid_argument, some.alltoall(data, data));
+          COMMX_EXPECT_ERROR(commx::errc::invalid_argument, some.allgatherv(data, data, counts));
+          COMMX_EXPECT_ERROR(commx::errc::invalid_argument,
+                             some.reduce_scatter_block(data, data, std::plus<>{}));
         }
 
         // A nested split of a split still gets a context of its own.

@@ -88,6 +88,7 @@ class communicator {
         group_(std::make_shared<const detail::group>(state_->endpoint.size())),
         ctx_(0),
         rank_(state_->endpoint.rank()),
+        collective_calls_(std::make_shared<std::uint32_t>(0)),
         timeout_(opts.timeout),
         checks_(opts.checks),
         reduction_(opts.reduction) {}
@@ -212,6 +213,7 @@ class communicator {
   // --- collectives ----------------------------------------------------------------------
 
   void barrier(deadline until = {}) {
+    check_valid("barrier");
     run_collective(
         signature<std::byte>(stats::op::barrier, -1, detail::call_signature::not_compared), until,
         [](auto& port) { C::barrier(port); });
@@ -220,6 +222,7 @@ class communicator {
   /// Copies root's `data` (a value or contiguous range) into every rank's.
   template <class M>
   void bcast(M&& data, int root, deadline until = {}) {
+    check_valid("bcast");
     check_root(root, "bcast");
     auto elements = detail::elements_of(data);
     using E = element_of<decltype(elements)>;
@@ -231,6 +234,7 @@ class communicator {
   /// In place: root's `data` becomes the element-wise `op` of every rank's `data`.
   template <class M, class Op>
   void reduce(M&& data, Op op, int root, deadline until = {}) {
+    check_valid("reduce");
     check_root(root, "reduce");
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
@@ -249,6 +253,7 @@ class communicator {
   /// In place: every rank's `data` becomes the element-wise `op` of every rank's `data`.
   template <class M, class Op>
   void allreduce(M&& data, Op op, deadline until = {}) {
+    check_valid("allreduce");
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
     using E = element_of<decltype(elements)>;
@@ -275,6 +280,7 @@ class communicator {
   /// ignored on other ranks.
   template <class In, class Out>
   void gather(const In& in, Out&& out, int root, deadline until = {}) {
+    check_valid("gather");
     check_root(root, "gather");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
@@ -289,6 +295,7 @@ class communicator {
   /// on other ranks.
   template <class In, class Out>
   void scatter(const In& in, Out&& out, int root, deadline until = {}) {
+    check_valid("scatter");
     check_root(root, "scatter");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
@@ -303,6 +310,7 @@ class communicator {
   /// Every rank's `out` (p times `in`'s size) receives every rank's `in` in rank order.
   template <class In, class Out>
   void allgather(const In& in, Out&& out, deadline until = {}) {
+    check_valid("allgather");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
     check_count(got.size(), sent.size() * as_size(size()), "allgather", "out");
@@ -315,6 +323,7 @@ class communicator {
   /// Rank r's `out[s*n, (s+1)*n)` receives rank s's `in[r*n, (r+1)*n)`.
   template <class In, class Out>
   void alltoall(const In& in, Out&& out, deadline until = {}) {
+    check_valid("alltoall");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
     check_count(got.size(), sent.size(), "alltoall", "out");
@@ -332,6 +341,7 @@ class communicator {
   /// In place: rank r's `data` becomes the element-wise `op` of ranks 0..r's `data`.
   template <class M, class Op>
   void scan(M&& data, Op op, deadline until = {}) {
+    check_valid("scan");
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
     using E = element_of<decltype(elements)>;
@@ -348,6 +358,7 @@ class communicator {
   /// In place: rank r > 0's `data` becomes the `op` of ranks 0..r-1's; rank 0's is unchanged.
   template <class M, class Op>
   void exscan(M&& data, Op op, deadline until = {}) {
+    check_valid("exscan");
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
     using E = element_of<decltype(elements)>;
@@ -367,6 +378,7 @@ class communicator {
   template <class In, class Out>
   void gatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
                std::span<const std::size_t> displs, int root, deadline until = {}) {
+    check_valid("gatherv");
     check_root(root, "gatherv");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
@@ -392,6 +404,7 @@ class communicator {
   template <class In, class Out>
   void scatterv(const In& in, std::span<const std::size_t> counts,
                 std::span<const std::size_t> displs, Out&& out, int root, deadline until = {}) {
+    check_valid("scatterv");
     check_root(root, "scatterv");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
@@ -418,6 +431,7 @@ class communicator {
   template <class In, class Out>
   void allgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
                   std::span<const std::size_t> displs, deadline until = {}) {
+    check_valid("allgatherv");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
     check_layout(counts, displs, got.size(), "allgatherv", "out");
@@ -442,6 +456,7 @@ class communicator {
                  std::span<const std::size_t> send_displs, Out&& out,
                  std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
                  deadline until = {}) {
+    check_valid("alltoallv");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
     check_layout(send_counts, send_displs, sent.size(), "alltoallv", "in");
@@ -466,6 +481,7 @@ class communicator {
   template <class In, class Out, class Op>
   void reduce_scatter(const In& in, Out&& out, std::span<const std::size_t> counts, Op op,
                       deadline until = {}) {
+    check_valid("reduce_scatter");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
     using E = std::remove_const_t<typename decltype(sent)::element_type>;
@@ -533,6 +549,7 @@ class communicator {
         std::make_shared<const detail::group>(std::move(members), state_->endpoint.size());
     child.ctx_ = fresh;
     child.rank_ = new_rank;
+    child.collective_calls_ = std::make_shared<std::uint32_t>(0);
     child.timeout_ = timeout_;
     child.checks_ = checks_;
     child.reduction_ = reduction_;
@@ -746,11 +763,15 @@ class communicator {
     const detail::stopwatch<S> watch;
     if constexpr (S::enabled) state_->stats.on_call(kind);
     const clock::time_point when = until.resolve(timeout_);
+    // Every rank numbers its collective calls alike; the number goes into the tags, so what a
+    // failed call left in flight can never be taken for a later call's data.
+    const std::uint32_t call_number = (*collective_calls_)++;
     if (checks_ == check_level::collective) {
-      detail::coll_port<T, S> check(*state_, *group_, ctx_ + 1, rank_, when, kind, /*phase=*/1);
+      detail::coll_port<T, S> check(*state_, *group_, ctx_ + 1, rank_, when, kind, call_number,
+                                    /*phase=*/1);
       detail::check_same_call(check, call, rank_);
     }
-    detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, when, kind);
+    detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, when, kind, call_number);
     body(port);
     if constexpr (S::enabled) state_->stats.add_collective_time(kind, watch.seconds());
   }
@@ -759,6 +780,7 @@ class communicator {
   std::shared_ptr<const detail::group> group_;
   context_id ctx_ = 0;
   int rank_ = unknown;
+  std::shared_ptr<std::uint32_t> collective_calls_;  // shared by copies of this communicator
   clock::duration timeout_{};
   check_level checks_ = check_level::basic;
   reduction_order reduction_ = reduction_order::policy;

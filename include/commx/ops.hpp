@@ -4,6 +4,7 @@
 /// Reduction operations beyond std::plus<> and std::multiplies<>.
 
 #include <functional>
+#include <type_traits>
 
 namespace commx::op {
 
@@ -27,25 +28,36 @@ struct min {
 
 namespace commx {
 
-/// Whether `op(a, b) == op(b, a)` for every a, b. Algorithms that combine in an order other
-/// than rank order (ring) use it only for ops known to be commutative; for the rest they take
-/// a rank-order path. Specialise it for your own commutative ops.
-template <class Op>
+/// Whether `op(a, b) == op(b, a)` for every two elements of type E. Algorithms that combine in
+/// an order other than rank order (ring) use it only when it is true; otherwise they take a
+/// rank-order path. The standard arithmetic and bitwise function objects, max and min count as
+/// commutative on arithmetic elements only: `std::multiplies<>` on matrices is not. Specialise
+/// it for your own ops and types: `template <> inline constexpr bool
+/// commx::commutative<my_op, my_type> = true;`.
+template <class Op, class E>
 inline constexpr bool commutative = false;
 
+namespace detail {
+template <class Op>
+inline constexpr bool commutative_on_numbers = false;
 template <class T>
-inline constexpr bool commutative<std::plus<T>> = true;
+inline constexpr bool commutative_on_numbers<std::plus<T>> = true;
 template <class T>
-inline constexpr bool commutative<std::multiplies<T>> = true;
+inline constexpr bool commutative_on_numbers<std::multiplies<T>> = true;
 template <class T>
-inline constexpr bool commutative<std::bit_and<T>> = true;
+inline constexpr bool commutative_on_numbers<std::bit_and<T>> = true;
 template <class T>
-inline constexpr bool commutative<std::bit_or<T>> = true;
+inline constexpr bool commutative_on_numbers<std::bit_or<T>> = true;
 template <class T>
-inline constexpr bool commutative<std::bit_xor<T>> = true;
+inline constexpr bool commutative_on_numbers<std::bit_xor<T>> = true;
 template <>
-inline constexpr bool commutative<op::max> = true;
+inline constexpr bool commutative_on_numbers<op::max> = true;
 template <>
-inline constexpr bool commutative<op::min> = true;
+inline constexpr bool commutative_on_numbers<op::min> = true;
+}  // namespace detail
+
+template <class Op, class E>
+requires std::is_arithmetic_v<E> && detail::commutative_on_numbers<Op>
+inline constexpr bool commutative<Op, E> = true;
 
 }  // namespace commx

@@ -51,11 +51,12 @@ struct mat2 {
   std::int64_t a, b, c, d;
   bool operator==(const mat2&) const = default;
 };
+mat2 operator*(const mat2& l, const mat2& r) {
+  return {l.a * r.a + l.b * r.c, l.a * r.b + l.b * r.d, l.c * r.a + l.d * r.c,
+          l.c * r.b + l.d * r.d};
+}
 struct mat_product {
-  mat2 operator()(const mat2& l, const mat2& r) const {
-    return {l.a * r.a + l.b * r.c, l.a * r.b + l.b * r.d, l.c * r.a + l.d * r.c,
-            l.c * r.b + l.d * r.d};
-  }
+  mat2 operator()(const mat2& l, const mat2& r) const { return l * r; }
 };
 mat2 matrix_of(int rank) { return {1, rank + 1, 0, 1}; }
 
@@ -184,6 +185,10 @@ TEMPLATE_LIST_TEST_CASE("user types and user ops; reduction folds in rank order"
         mat2 all = matrix_of(world.rank());
         world.allreduce(all, mat_product{});
         COMMX_CHECK(all == expected);
+        // std::multiplies<> is not commutative on matrices: no policy may treat it as such.
+        std::vector<mat2> products(5, matrix_of(world.rank()));
+        world.allreduce(products, std::multiplies<>{});
+        COMMX_CHECK(products == std::vector<mat2>(5, expected));
 
         std::vector<vec3> v(3, vec3{1.0 * world.rank(), 2.0, -1.0});
         world.allreduce(v, [](const vec3& a, const vec3& b) {
@@ -223,6 +228,16 @@ TEMPLATE_LIST_TEST_CASE("mismatched calls end on every rank, never hang", "[fixe
     std::vector<int> next(2, world.rank() == 1 ? 9 : 0);
     world.bcast(next, 1, 20s);
     COMMX_CHECK((next == std::vector<int>{9, 9}));
+    std::vector<int> sums(world.rank() == 1 ? 3 : 2, 100);
+    try {
+      world.allreduce(sums, std::plus<>{}, 2s);
+    } catch (const commx::error& e) {
+      COMMX_CHECK(e.code() == commx::errc::collective_mismatch || e.code() == commx::errc::timeout);
+    }
+    world.barrier(20s);
+    std::vector<int> ones(2, 1);
+    world.allreduce(ones, std::plus<>{}, 20s);
+    COMMX_CHECK((ones == std::vector<int>{3, 3}));
 
     // With the collective checking level every rank learns which rank differs, at once.
     world.set_checks(commx::check_level::collective);
@@ -445,4 +460,30 @@ TEST_CASE("hierarchical with interleaved nodes", "[fixed]") {
         world.barrier();
       },
       {0, 1, 0, 1, 0, 2}));
+}
+
+TEMPLATE_LIST_TEST_CASE("rank order holds for non-commutative ops on any node layout", "[fixed]",
+                        policies) {
+  using comm = comm_for<TestType>;
+  for (const std::vector<int>& nodes : {std::vector<int>{0, 1, 0, 1, 2}, std::vector<int>{1, 1, 0},
+                                        std::vector<int>{0, 0, 1, 1, 1}}) {
+    const int n = static_cast<int>(nodes.size());
+    REQUIRE_NOTHROW(commx::test::inproc_job<comm>(
+        n,
+        [](comm& world) {
+          mat2 expected = matrix_of(0);
+          for (int r = 1; r < world.size(); ++r) expected = expected * matrix_of(r);
+          for (std::size_t count : {std::size_t{1}, std::size_t{64}, std::size_t{40000}}) {
+            std::vector<mat2> all(count, matrix_of(world.rank()));
+            world.allreduce(all, mat_product{});
+            COMMX_CHECK(all == std::vector<mat2>(count, expected));
+            std::vector<mat2> rooted(count, matrix_of(world.rank()));
+            world.reduce(rooted, mat_product{}, world.size() - 1);
+            if (world.rank() == world.size() - 1) {
+              COMMX_CHECK(rooted == std::vector<mat2>(count, expected));
+            }
+          }
+        },
+        nodes));
+  }
 }

@@ -11,8 +11,9 @@
 ///
 /// Reduction order: each node folds its ranks with the inner policy, then the leaders fold the
 /// nodes in leader order. When every node holds a contiguous range of ranks (the usual block
-/// placement) that is rank order, so any associative op is right; otherwise use a commutative
-/// op. The order is fixed by the node layout, never by timing.
+/// placement) that is rank order, so any associative op is right. With other layouts, ops that
+/// are not `commx::commutative` take the inner policy's path over all ranks. The order is
+/// fixed by the node layout, never by timing.
 
 #include <algorithm>
 #include <cstddef>
@@ -24,6 +25,7 @@
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/sub_port.hpp"
+#include "commx/ops.hpp"
 
 namespace commx::coll {
 
@@ -55,6 +57,10 @@ struct hierarchical_over : Inner {
 
   template <class Port, class E, class Op>
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
+    if (!keeps_rank_order<E, Op>(p)) {
+      Inner::reduce(p, data, op, root);
+      return;
+    }
     auto [local, leaders, is_leader] = split(p);
     // Leaders fold into a copy: their own data must come out unchanged unless they are root.
     std::vector<E> partial;
@@ -74,6 +80,10 @@ struct hierarchical_over : Inner {
 
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
+    if (!keeps_rank_order<E, Op>(p)) {
+      Inner::allreduce(p, data, op);
+      return;
+    }
     auto [local, leaders, is_leader] = split(p);
     Inner::reduce(local, data, op, 0);
     if (is_leader) Inner::allreduce(leaders, data, op);
@@ -133,6 +143,23 @@ struct hierarchical_over : Inner {
       if (p.node_of(r) == node) members.push_back(r);
     }
     return members;
+  }
+
+  // Folding node by node is rank order when every node holds a contiguous range of ranks; for
+  // other layouts only a commutative op may be folded that way. Every rank decides alike.
+  template <class E, class Op, class Port>
+  static bool keeps_rank_order(Port& p) {
+    if constexpr (commutative<Op, E>) {
+      return true;
+    } else {
+      std::vector<int> finished_nodes;
+      for (int r = 1; r < p.size(); ++r) {
+        if (p.node_of(r) == p.node_of(r - 1)) continue;
+        finished_nodes.push_back(p.node_of(r - 1));
+        if (std::ranges::find(finished_nodes, p.node_of(r)) != finished_nodes.end()) return false;
+      }
+      return true;
+    }
   }
 
   // The leader of a node is its lowest rank.

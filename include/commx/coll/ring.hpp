@@ -7,7 +7,7 @@
 /// else is `binomial`'s.
 ///
 /// Reduction order: a ring folds each segment in ring order starting after its owner, which is
-/// only right for commutative ops (`commx::commutative<Op>`); for other ops allreduce and
+/// only right for commutative ops (`commx::commutative<Op, E>`); for other ops allreduce and
 /// reduce_scatter take binomial's rank-order path. Either way the order is fixed by the rank
 /// count, so the bits do not depend on the transport.
 
@@ -31,7 +31,7 @@ struct ring : binomial {
 
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
-    if constexpr (!commutative<Op>) {
+    if constexpr (!commutative<Op, E>) {
       binomial::allreduce(p, data, op);
     } else {
       if (p.size() == 1) return;
@@ -62,7 +62,7 @@ struct ring : binomial {
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {
-    if constexpr (!commutative<Op>) {
+    if constexpr (!commutative<Op, E>) {
       binomial::reduce_scatter(p, data, counts, op);
     } else {
       segments parts;

@@ -4,6 +4,7 @@
 /// The port a communicator lends its collectives policy for one call (see coll/concept.hpp).
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
@@ -55,16 +56,19 @@ class coll_port {
     bool is_recv_ = false;
   };
 
-  /// `phase` separates the messages of a collective's parts (a check, the data) by tag.
+  /// `call_number` counts the communicator's collective calls and `phase` a call's parts (a
+  /// check, the data); both go into the tag, so no message meets another call's receive.
   coll_port(rank_state<T, S>& state, const group& members, context_id ctx, int rank,
-            clock::time_point when, stats::op kind, int phase = 0)
+            clock::time_point when, stats::op kind, std::uint32_t call_number, int phase = 0)
       : state_(state),
         group_(members),
         ctx_(ctx),
         rank_(rank),
         when_(when),
         kind_(kind),
-        tag_(static_cast<int>(kind) + phases_apart * phase) {}
+        tag_(static_cast<int>((call_number % call_numbers) * tags_per_call +
+                              static_cast<std::uint32_t>(phase * phases_apart) +
+                              static_cast<std::uint32_t>(kind))) {}
 
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return group_.size(); }
@@ -116,6 +120,8 @@ class coll_port {
 
  private:
   static constexpr int phases_apart = 64;  // more than there are stats::op kinds
+  static constexpr std::uint32_t tags_per_call = 256;
+  static constexpr std::uint32_t call_numbers = std::uint32_t{1} << 22;  // tags stay below 2^30
   [[nodiscard]] int tag() const { return tag_; }
 
   // A message too large for its collective is still queued; take it, so that the next
