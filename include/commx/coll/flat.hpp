@@ -88,40 +88,14 @@ struct flat {
 
   template <class Port, class E>
   static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
-    if (p.rank() != root) {
-      p.send(root, in);
-      return;
-    }
-    const std::size_t n = in.size();
-    std::vector<typename Port::pending> pending;
-    pending.reserve(static_cast<std::size_t>(p.size()));
-    for (int r = 0; r < p.size(); ++r) {
-      auto slot = out.subspan(static_cast<std::size_t>(r) * n, n);
-      if (r == root)
-        std::ranges::copy(in, slot.begin());
-      else
-        pending.push_back(p.irecv(r, slot));
-    }
-    p.wait_all(std::span(pending));
+    const blocks layout = equal_blocks(p.size(), in.size());
+    gatherv(p, in, out, layout.counts, layout.displs, root);
   }
 
   template <class Port, class E>
   static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
-    if (p.rank() != root) {
-      p.recv(root, out);
-      return;
-    }
-    const std::size_t n = out.size();
-    std::vector<typename Port::pending> pending;
-    pending.reserve(static_cast<std::size_t>(p.size()));
-    for (int r = 0; r < p.size(); ++r) {
-      auto slot = in.subspan(static_cast<std::size_t>(r) * n, n);
-      if (r == root)
-        std::ranges::copy(slot, out.begin());
-      else
-        pending.push_back(p.isend(r, slot));
-    }
-    p.wait_all(std::span(pending));
+    const blocks layout = equal_blocks(p.size(), out.size());
+    scatterv(p, in, layout.counts, layout.displs, out, root);
   }
 
   template <class Port, class E>
@@ -263,6 +237,17 @@ struct flat {
 
  private:
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
+
+  struct blocks {
+    std::vector<std::size_t> counts;
+    std::vector<std::size_t> displs;
+  };
+  // p blocks of n elements, back to back: gather and scatter are their "v" forms with these.
+  static blocks equal_blocks(int p, std::size_t n) {
+    blocks layout{std::vector<std::size_t>(index(p), n), std::vector<std::size_t>(index(p))};
+    for (std::size_t r = 0; r < layout.displs.size(); ++r) layout.displs[r] = r * n;
+    return layout;
+  }
 };
 
 }  // namespace commx::coll
