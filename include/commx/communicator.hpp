@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "commx/coll/concept.hpp"
+#include "commx/coll/detail/rank_order.hpp"
 #include "commx/coll/flat.hpp"
 #include "commx/deadline.hpp"
 #include "commx/detail/call_check.hpp"
@@ -54,19 +55,6 @@ namespace detail {
 
 template <class Span>
 using span_element = std::remove_const_t<typename Span::element_type>;
-
-/// A view of the elements of a raw value or range, for collectives.
-template <class M>
-auto elements_of(M& message) {
-  if constexpr (raw_range<M>) {
-    return std::span(std::ranges::data(message), std::ranges::size(message));
-  } else {
-    static_assert(raw_value<M>,
-                  "commx: collectives take trivially copyable values or contiguous "
-                  "ranges of them");
-    return std::span<M, 1>(std::addressof(message), 1);
-  }
-}
 
 }  // namespace detail
 
@@ -222,7 +210,6 @@ class communicator {
   /// Copies root's `data` (a value or contiguous range) into every rank's.
   template <class M>
   void bcast(M&& data, int root, deadline until = {}) {
-    check_valid("bcast");
     check_root(root, "bcast");
     auto elements = detail::elements_of(data);
     using E = element_of<decltype(elements)>;
@@ -234,20 +221,14 @@ class communicator {
   /// In place: root's `data` becomes the element-wise `op` of every rank's `data`.
   template <class M, class Op>
   void reduce(M&& data, Op op, int root, deadline until = {}) {
-    check_valid("reduce");
     check_root(root, "reduce");
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
     using E = element_of<decltype(elements)>;
-    run_collective(signature<E>(stats::op::reduce, root, elements.size(), op), until,
-                   [&](auto& port) {
-                     const std::span<E> data_span(elements.data(), elements.size());
-                     if (reduction_ == reduction_order::reproducible) {
-                       coll::flat::reduce(port, data_span, op, root);
-                     } else {
-                       C::reduce(port, data_span, op, root);
-                     }
-                   });
+    run_reduction(signature<E>(stats::op::reduce, root, elements.size(), op), until,
+                  [&](auto& port, auto policy) {
+                    policy.reduce(port, std::span<E>(elements.data(), elements.size()), op, root);
+                  });
   }
 
   /// In place: every rank's `data` becomes the element-wise `op` of every rank's `data`.
@@ -257,16 +238,10 @@ class communicator {
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
     using E = element_of<decltype(elements)>;
-    run_collective(signature<E>(stats::op::allreduce, -1, elements.size(), op), until,
-                   [&](auto& port) {
-                     const std::span<E> data_span(elements.data(), elements.size());
-                     if (reduction_ == reduction_order::reproducible) {
-                       coll::flat::reduce(port, data_span, op, 0);
-                       C::bcast(port, data_span, 0);
-                     } else {
-                       C::allreduce(port, data_span, op);
-                     }
-                   });
+    run_reduction(signature<E>(stats::op::allreduce, -1, elements.size(), op), until,
+                  [&](auto& port, auto policy) {
+                    policy.allreduce(port, std::span<E>(elements.data(), elements.size()), op);
+                  });
   }
 
   /// The reduction of one value per rank, returned on every rank.
@@ -280,7 +255,6 @@ class communicator {
   /// ignored on other ranks.
   template <class In, class Out>
   void gather(const In& in, Out&& out, int root, deadline until = {}) {
-    check_valid("gather");
     check_root(root, "gather");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
@@ -295,7 +269,6 @@ class communicator {
   /// on other ranks.
   template <class In, class Out>
   void scatter(const In& in, Out&& out, int root, deadline until = {}) {
-    check_valid("scatter");
     check_root(root, "scatter");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
@@ -345,14 +318,10 @@ class communicator {
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
     using E = element_of<decltype(elements)>;
-    run_collective(signature<E>(stats::op::scan, -1, elements.size(), op), until, [&](auto& port) {
-      const std::span<E> data_span(elements.data(), elements.size());
-      if (reduction_ == reduction_order::reproducible) {
-        coll::flat::scan(port, data_span, op);
-      } else {
-        C::scan(port, data_span, op);
-      }
-    });
+    run_reduction(signature<E>(stats::op::scan, -1, elements.size(), op), until,
+                  [&](auto& port, auto policy) {
+                    policy.scan(port, std::span<E>(elements.data(), elements.size()), op);
+                  });
   }
 
   /// In place: rank r > 0's `data` becomes the `op` of ranks 0..r-1's; rank 0's is unchanged.
@@ -362,15 +331,10 @@ class communicator {
     auto elements = detail::elements_of(data);
     check_op<decltype(elements), Op>();
     using E = element_of<decltype(elements)>;
-    run_collective(signature<E>(stats::op::exscan, -1, elements.size(), op), until,
-                   [&](auto& port) {
-                     const std::span<E> data_span(elements.data(), elements.size());
-                     if (reduction_ == reduction_order::reproducible) {
-                       coll::flat::exscan(port, data_span, op);
-                     } else {
-                       C::exscan(port, data_span, op);
-                     }
-                   });
+    run_reduction(signature<E>(stats::op::exscan, -1, elements.size(), op), until,
+                  [&](auto& port, auto policy) {
+                    policy.exscan(port, std::span<E>(elements.data(), elements.size()), op);
+                  });
   }
 
   /// Root's `out[displs[r], +counts[r])` receives rank r's `in`; `counts` and `displs` (one
@@ -378,7 +342,6 @@ class communicator {
   template <class In, class Out>
   void gatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
                std::span<const std::size_t> displs, int root, deadline until = {}) {
-    check_valid("gatherv");
     check_root(root, "gatherv");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
@@ -404,7 +367,6 @@ class communicator {
   template <class In, class Out>
   void scatterv(const In& in, std::span<const std::size_t> counts,
                 std::span<const std::size_t> displs, Out&& out, int root, deadline until = {}) {
-    check_valid("scatterv");
     check_root(root, "scatterv");
     auto sent = detail::elements_of(in);
     auto got = detail::elements_of(out);
@@ -490,14 +452,10 @@ class communicator {
     check_count(sent.size(), total(counts), "reduce_scatter", "in");
     check_count(got.size(), counts[as_size(rank_)], "reduce_scatter", "out");
     std::vector<E> work(sent.begin(), sent.end());  // policies reduce in place
-    run_collective(signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
-                   until, [&](auto& port) {
-                     if (reduction_ == reduction_order::reproducible) {
-                       coll::flat::reduce_scatter(port, std::span<E>(work), counts, op);
-                     } else {
-                       C::reduce_scatter(port, std::span<E>(work), counts, op);
-                     }
-                   });
+    run_reduction(signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
+                  until, [&](auto& port, auto policy) {
+                    policy.reduce_scatter(port, std::span<E>(work), counts, op);
+                  });
     std::copy_n(work.begin(), got.size(), got.begin());
   }
 
@@ -754,6 +712,19 @@ class communicator {
                                           const Op&) {
     return {static_cast<std::uint64_t>(kind), root, count, sizeof(E),
             detail::type_fingerprint<Op>()};
+  }
+
+  // A reduction runs under C, or under C with rank-order folds when reproducible bits across
+  // policies were asked for; `body(port, policy)` calls the policy's collective.
+  template <class Body>
+  void run_reduction(const detail::call_signature& call, deadline until, Body&& body) {
+    run_collective(call, until, [&](auto& port) {
+      if (reduction_ == reduction_order::reproducible) {
+        body(port, coll::detail::rank_order_over<C>{});
+      } else {
+        body(port, C{});
+      }
+    });
   }
 
   template <class Body>

@@ -144,26 +144,29 @@ inline constexpr recv_mode recv_mode_of = detail::recv_mode_for<std::remove_cvre
 
 namespace detail {
 
+/// A view of the elements of a raw value or range: what collectives move, and what a message
+/// of it is made of.
+template <class M>
+auto elements_of(M& message) {
+  if constexpr (raw_range<M>) {
+    return std::span(std::ranges::data(message), std::ranges::size(message));
+  } else {
+    static_assert(raw_value<M>,
+                  "commx: collectives take trivially copyable values or contiguous "
+                  "ranges of them");
+    return std::span<M, 1>(std::addressof(message), 1);
+  }
+}
+
 /// The bytes of a raw value or range, without copying.
 template <class M>
 std::span<const std::byte> bytes_of(const M& message) {
-  if constexpr (raw_range<M>) {
-    return std::as_bytes(std::span(std::ranges::data(message), std::ranges::size(message)));
-  } else {
-    static_assert(raw_value<M>);
-    return {reinterpret_cast<const std::byte*>(std::addressof(message)), sizeof(M)};
-  }
+  return std::as_bytes(elements_of(message));
 }
 
 template <class M>
 std::span<std::byte> writable_bytes_of(M& message) {
-  if constexpr (raw_range<M>) {
-    return std::as_writable_bytes(
-        std::span(std::ranges::data(message), std::ranges::size(message)));
-  } else {
-    static_assert(raw_value<M>);
-    return {reinterpret_cast<std::byte*>(std::addressof(message)), sizeof(M)};
-  }
+  return std::as_writable_bytes(elements_of(message));
 }
 
 /// Size of one element of what a fixed receive fills: the value itself or a range's element.

@@ -99,7 +99,7 @@ struct binomial {
     }
     if (r < 2 * plan.extra) {  // the odd rank of a folded pair: x(r-1) op x(r)
       p.recv(plan.fold_partner(r), std::span<E>(incoming));
-      fold_left(incoming, data, op);
+      detail::combine_from_left(std::span<const E>(incoming), data, op);
     }
     const int c = plan.core_rank(r);
     for (int k = 0; k < plan.rounds(); ++k) {
@@ -108,7 +108,7 @@ struct binomial {
       p.recv(plan.rank_of_core(partner_core), std::span<E>(incoming));
       p.wait_all(std::span(&sent, 1));  // data is about to change under the send
       if (partner_core < c)
-        fold_left(incoming, data, op);
+        detail::combine_from_left(std::span<const E>(incoming), data, op);
       else
         detail::combine_into(data, std::span<const E>(incoming), op);
     }
@@ -142,10 +142,8 @@ struct binomial {
       return;
     }
     for (int k = 0; k < p.size(); ++k) {
-      std::copy_n(
-          block.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(k) * n), n,
-          out.begin() + static_cast<std::ptrdiff_t>(
-                            static_cast<std::size_t>(absolute_rank(k, root, p.size())) * n));
+      std::ranges::copy(nth_block(std::span<const E>(block), k, n),
+                        nth_block(out, absolute_rank(k, root, p.size()), n).begin());
     }
   }
 
@@ -163,10 +161,8 @@ struct binomial {
     std::vector<E> block(static_cast<std::size_t>(span) * n);
     if (v == 0) {
       for (int k = 0; k < p.size(); ++k) {
-        std::copy_n(
-            in.begin() + static_cast<std::ptrdiff_t>(
-                             static_cast<std::size_t>(absolute_rank(k, root, p.size())) * n),
-            n, block.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(k) * n));
+        std::ranges::copy(nth_block(in, absolute_rank(k, root, p.size()), n),
+                          nth_block(std::span<E>(block), k, n).begin());
       }
     } else {
       p.recv(absolute_rank(binomial_parent(v), root, p.size()), std::span<E>(block));
@@ -244,7 +240,7 @@ struct binomial {
       if (p.rank() + d < p.size()) sent = p.isend(p.rank() + d, std::span<const E>(data));
       if (p.rank() - d >= 0) p.recv(p.rank() - d, std::span<E>(incoming));
       p.wait_all(std::span(&sent, 1));
-      if (p.rank() - d >= 0) fold_left(incoming, data, op);
+      if (p.rank() - d >= 0) detail::combine_from_left(std::span<const E>(incoming), data, op);
     }
   }
 
@@ -260,11 +256,11 @@ struct binomial {
       p.wait_all(std::span(&sent, 1));
       if (p.rank() - d < 0) continue;
       if (have_prefix)
-        fold_left(incoming, data, op);
+        detail::combine_from_left(std::span<const E>(incoming), data, op);
       else
         std::ranges::copy(incoming, data.begin());
       have_prefix = true;
-      fold_left(incoming, std::span<E>(window), op);
+      detail::combine_from_left(std::span<const E>(incoming), std::span<E>(window), op);
     }
   }
 
@@ -308,19 +304,14 @@ struct binomial {
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {
-    reduce(p, data, op, 0);
-    detail::hand_out_blocks_from_zero(p, data, counts);
+    detail::reduce_scatter_through_zero<binomial>(p, data, counts, op);
   }
 
  private:
-  /// right = left op right, element-wise, keeping `left` on the left.
-  template <class E, class Op>
-  static void fold_left(std::span<E> left, std::span<E> right, Op& op) {
-    for (std::size_t i = 0; i < right.size(); ++i) right[i] = op(left[i], right[i]);
-  }
-  template <class E, class Op>
-  static void fold_left(std::vector<E>& left, std::span<E> right, Op& op) {
-    fold_left(std::span<E>(left), right, op);
+  // Block k of a buffer made of blocks of n elements.
+  template <class E>
+  static std::span<E> nth_block(std::span<E> buffer, int k, std::size_t n) {
+    return buffer.subspan(static_cast<std::size_t>(k) * n, n);
   }
 };
 

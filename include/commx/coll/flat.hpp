@@ -128,10 +128,9 @@ struct flat {
   template <class Port, class E, class Op>
   static void scan(Port& p, std::span<E> data, Op op) {
     if (p.rank() > 0) {
-      std::vector<E> prefix(data.begin(), data.end());
+      std::vector<E> prefix(data.size());
       p.recv(p.rank() - 1, std::span<E>(prefix));
-      detail::combine_into(std::span<E>(prefix), std::span<const E>(data), op);
-      std::ranges::copy(prefix, data.begin());
+      detail::combine_from_left(std::span<const E>(prefix), data, op);
     }
     if (p.rank() + 1 < p.size()) p.send(p.rank() + 1, std::span<const E>(data));
   }
@@ -142,12 +141,11 @@ struct flat {
       if (p.size() > 1) p.send(1, std::span<const E>(data));
       return;
     }
-    std::vector<E> prefix(data.begin(), data.end());
+    std::vector<E> prefix(data.size());
     p.recv(p.rank() - 1, std::span<E>(prefix));
     if (p.rank() + 1 < p.size()) {
-      std::vector<E> next = prefix;
-      detail::combine_into(std::span<E>(next), std::span<const E>(data), op);
-      p.send(p.rank() + 1, std::span<const E>(next));
+      detail::combine_from_left(std::span<const E>(prefix), data, op);  // what the next rank needs
+      p.send(p.rank() + 1, std::span<const E>(data));
     }
     std::ranges::copy(prefix, data.begin());
   }
@@ -231,8 +229,7 @@ struct flat {
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {
-    reduce(p, data, op, 0);
-    detail::hand_out_blocks_from_zero(p, data, counts);
+    detail::reduce_scatter_through_zero<flat>(p, data, counts, op);
   }
 
  private:

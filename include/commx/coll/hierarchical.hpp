@@ -124,8 +124,7 @@ struct hierarchical_over : Inner {
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {
-    reduce(p, data, op, 0);
-    detail::hand_out_blocks_from_zero(p, data, counts);
+    detail::reduce_scatter_through_zero<hierarchical_over>(p, data, counts, op);
   }
 
  private:

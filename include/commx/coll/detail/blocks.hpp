@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// The second half of a reduce_scatter built on a reduce to rank 0: rank 0 holds the whole
-/// result and hands rank r its block, which lands at the front of r's buffer.
+/// reduce_scatter built on a policy's reduce: reduce to rank 0, which hands rank r its block;
+/// the block lands at the front of r's buffer.
 
 #include <cstddef>
 #include <span>
@@ -10,8 +10,10 @@
 
 namespace commx::coll::detail {
 
-template <class Port, class E>
-void hand_out_blocks_from_zero(Port& p, std::span<E> data, std::span<const std::size_t> counts) {
+template <class Policy, class Port, class E, class Op>
+void reduce_scatter_through_zero(Port& p, std::span<E> data, std::span<const std::size_t> counts,
+                                 Op& op) {
+  Policy::reduce(p, data, op, 0);
   const auto index = [](int r) { return static_cast<std::size_t>(r); };
   if (p.rank() != 0) {
     p.recv(0, data.first(counts[index(p.rank())]));
