@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Typed point-to-point on the communicator, over the in-process transport.
+// Typed point-to-point on the communicator, over the transport under test (support/job.hpp).
 
 #include <catch2/catch.hpp>
 
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "support/check.hpp"
-#include "support/inproc_job.hpp"
+#include "support/job.hpp"
 
-using comm = commx::communicator<commx::transport::inproc>;
+using comm = commx::communicator<commx::test::transport_under_test>;
 using commx::any_source;
 using commx::any_tag;
 using commx::errc;
@@ -20,7 +20,7 @@ using namespace std::chrono_literals;
 namespace {
 template <class Fn>
 void job(int n, Fn&& fn) {
-  commx::test::inproc_job<comm>(n, std::forward<Fn>(fn));
+  commx::test::job<comm>(n, std::forward<Fn>(fn));
 }
 }  // namespace
 

@@ -523,7 +523,27 @@ class communicator {
   /// Collective: a communicator with the same ranks whose messages never meet this one's.
   communicator dup(deadline until = {}) { return split(0, rank_, until); }
 
+  /// The same communicator (ranks, messages, counters) running its collectives with policy
+  /// `C2`: one job can compare policies, or mix them per call, without a second rendezvous.
+  /// Not collective; both views share one sequence of collective calls.
+  template <coll::collectives<T> C2>
+  [[nodiscard]] communicator<T, C2, S> with_collectives() const {
+    communicator<T, C2, S> view;
+    view.state_ = state_;
+    view.group_ = group_;
+    view.ctx_ = ctx_;
+    view.rank_ = rank_;
+    view.collective_calls_ = collective_calls_;
+    view.timeout_ = timeout_;
+    view.checks_ = checks_;
+    view.reduction_ = reduction_;
+    return view;
+  }
+
  private:
+  template <transport::transport T2, coll::collectives<T2> C2, stats::policy S2>
+  friend class communicator;
+
   static std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
   template <class Span>
   using element_of = detail::span_element<Span>;

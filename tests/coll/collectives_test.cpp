@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Every collective of every policy over rank counts {1, 2, 3, 4, 5, 7, 8} (one CTest each), sizes
+// Every collective of every policy on the transport under test (support/job.hpp), over rank
+// counts {1, 2, 3, 4, 5, 7, 8} (one CTest each), sizes
 // {0, 1, 7, 4096, 1 MiB}, several roots, user types and user reduction ops. Expected values
 // are computed from each rank's known contribution, independently of the policy.
 
@@ -16,11 +17,14 @@
 #include "commx/coll/tuned.hpp"
 #include "commx/ops.hpp"
 #include "support/check.hpp"
-#include "support/inproc_job.hpp"
+#include "support/job.hpp"
 
 using namespace std::chrono_literals;
 template <class Policy>
-using comm_for = commx::communicator<commx::transport::inproc, Policy>;
+using comm_for = commx::communicator<commx::test::transport_under_test, Policy>;
+// Node layouts of one's choosing exist only in process: those tests run on inproc.
+template <class Policy>
+using inproc_comm_for = commx::communicator<commx::transport::inproc, Policy>;
 using policies = std::tuple<commx::coll::flat, commx::coll::binomial, commx::coll::ring,
                             commx::coll::hierarchical, commx::coll::tuned>;
 
@@ -66,14 +70,14 @@ template <class Comm, class Fn>
 void job(int n, Fn&& fn) {
   std::vector<int> nodes(static_cast<std::size_t>(n));
   for (int r = 0; r < n; ++r) nodes[static_cast<std::size_t>(r)] = r / 2;
-  commx::test::inproc_job<Comm>(n, std::forward<Fn>(fn), std::move(nodes));
+  commx::test::job<Comm>(n, std::forward<Fn>(fn), std::move(nodes));
 }
 
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("barrier", "[coll]", policies) {
   using comm = comm_for<TestType>;
-  for (int n : commx::test::test_rank_counts()) {
+  for (int n : commx::test::job_rank_counts()) {
     DYNAMIC_SECTION(n << " ranks") {
       REQUIRE_NOTHROW(job<comm>(n, [](comm& world) {
         for (int i = 0; i < 5; ++i) world.barrier();
@@ -84,7 +88,7 @@ TEMPLATE_LIST_TEST_CASE("barrier", "[coll]", policies) {
 
 TEMPLATE_LIST_TEST_CASE("bcast, reduce, allreduce", "[coll]", policies) {
   using comm = comm_for<TestType>;
-  for (int n : commx::test::test_rank_counts()) {
+  for (int n : commx::test::job_rank_counts()) {
     for (std::size_t size : sizes) {
       for (int root : roots_for(n, size)) {
         DYNAMIC_SECTION(n << " ranks, " << size << " elements, root " << root) {
@@ -117,7 +121,7 @@ TEMPLATE_LIST_TEST_CASE("bcast, reduce, allreduce", "[coll]", policies) {
 
 TEMPLATE_LIST_TEST_CASE("gather, scatter, allgather, alltoall", "[coll]", policies) {
   using comm = comm_for<TestType>;
-  for (int n : commx::test::test_rank_counts()) {
+  for (int n : commx::test::job_rank_counts()) {
     for (std::size_t size : sizes) {
       for (int root : roots_for(n, size)) {
         DYNAMIC_SECTION(n << " ranks, " << size << " elements, root " << root) {
@@ -171,7 +175,7 @@ TEMPLATE_LIST_TEST_CASE("gather, scatter, allgather, alltoall", "[coll]", polici
 TEMPLATE_LIST_TEST_CASE("user types and user ops; reduction folds in rank order", "[coll]",
                         policies) {
   using comm = comm_for<TestType>;
-  for (int n : commx::test::test_rank_counts()) {
+  for (int n : commx::test::job_rank_counts()) {
     DYNAMIC_SECTION(n << " ranks") {
       REQUIRE_NOTHROW(job<comm>(n, [](comm& world) {
         // A non-commutative op: the product must be M0 * M1 * ... * M(p-1) on every root.
@@ -285,7 +289,7 @@ std::vector<std::size_t> prefix(const std::vector<std::size_t>& counts, std::siz
 
 TEMPLATE_LIST_TEST_CASE("scan and exscan fold in rank order", "[coll]", policies) {
   using comm = comm_for<TestType>;
-  for (int n : commx::test::test_rank_counts()) {
+  for (int n : commx::test::job_rank_counts()) {
     for (std::size_t size : sizes) {
       DYNAMIC_SECTION(n << " ranks, " << size << " elements") {
         REQUIRE_NOTHROW(job<comm>(n, [=](comm& world) {
@@ -320,7 +324,7 @@ TEMPLATE_LIST_TEST_CASE("scan and exscan fold in rank order", "[coll]", policies
 TEMPLATE_LIST_TEST_CASE("gatherv, scatterv, allgatherv, alltoallv with uneven counts", "[coll]",
                         policies) {
   using comm = comm_for<TestType>;
-  for (int n : commx::test::test_rank_counts()) {
+  for (int n : commx::test::job_rank_counts()) {
     for (std::size_t base :
          {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096}, mib_of_doubles}) {
       const int root = n - 1;
@@ -391,7 +395,7 @@ TEMPLATE_LIST_TEST_CASE("gatherv, scatterv, allgatherv, alltoallv with uneven co
 
 TEMPLATE_LIST_TEST_CASE("reduce_scatter and reduce_scatter_block", "[coll]", policies) {
   using comm = comm_for<TestType>;
-  for (int n : commx::test::test_rank_counts()) {
+  for (int n : commx::test::job_rank_counts()) {
     for (std::size_t base : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4096}}) {
       DYNAMIC_SECTION(n << " ranks, " << base << " elements per block") {
         REQUIRE_NOTHROW(job<comm>(n, [=](comm& world) {
@@ -432,8 +436,8 @@ TEMPLATE_LIST_TEST_CASE("variable-count collectives check their layouts", "[fixe
   }));
 }
 
-TEST_CASE("hierarchical with interleaved nodes", "[fixed]") {
-  using comm = comm_for<commx::coll::hierarchical>;
+TEST_CASE("hierarchical with interleaved nodes", "[fixed][inproc]") {
+  using comm = inproc_comm_for<commx::coll::hierarchical>;
   // Nodes {0, 2, 4}, {1, 3} and {5}: leaders 0, 1 and 5, none of them contiguous.
   REQUIRE_NOTHROW(commx::test::inproc_job<comm>(
       6,
@@ -462,9 +466,9 @@ TEST_CASE("hierarchical with interleaved nodes", "[fixed]") {
       {0, 1, 0, 1, 0, 2}));
 }
 
-TEMPLATE_LIST_TEST_CASE("rank order holds for non-commutative ops on any node layout", "[fixed]",
-                        policies) {
-  using comm = comm_for<TestType>;
+TEMPLATE_LIST_TEST_CASE("rank order holds for non-commutative ops on any node layout",
+                        "[fixed][inproc]", policies) {
+  using comm = inproc_comm_for<TestType>;
   for (const std::vector<int>& nodes : {std::vector<int>{0, 1, 0, 1, 2}, std::vector<int>{1, 1, 0},
                                         std::vector<int>{0, 0, 1, 1, 1}}) {
     const int n = static_cast<int>(nodes.size());

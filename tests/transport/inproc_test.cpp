@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The conformance suite on the in-process transport, and what is particular to it.
+// What is particular to the in-process transport (the conformance suite is conformance_test.cpp).
 
 #include <catch2/catch.hpp>
 
@@ -8,8 +8,8 @@
 
 #include "commx/launch.hpp"
 #include "commx/transport/inproc.hpp"
+#include "support/check.hpp"
 #include "support/inproc_job.hpp"
-#include "transport/conformance.hpp"
 
 using comm = commx::communicator<commx::transport::inproc>;
 using namespace std::chrono_literals;
@@ -17,25 +17,6 @@ using namespace std::chrono_literals;
 namespace {
 commx::inproc_options test_options() { return commx::test::job_options(); }
 }  // namespace
-
-TEST_CASE("inproc passes the transport conformance suite", "[conformance][inproc]") {
-  for (int n : commx::test::test_rank_counts()) {
-    for (const auto& check : commx::test::conformance::job_checks<comm>()) {
-      DYNAMIC_SECTION(check.name << " on " << n << " ranks") {
-        REQUIRE_NOTHROW(commx::run_inproc<comm>(n, check.run, test_options()));
-      }
-    }
-  }
-}
-
-TEST_CASE("inproc: a peer that left is reported, not waited for", "[fixed]") {
-  for (int n : {2, 3, 4}) {
-    DYNAMIC_SECTION(n << " ranks") {
-      REQUIRE_NOTHROW(
-          commx::run_inproc<comm>(n, &commx::test::conformance::peer_gone<comm>, test_options()));
-    }
-  }
-}
 
 TEST_CASE("inproc: run_inproc rethrows the first failure after releasing the others", "[fixed]") {
   std::atomic<int> released{0};
