@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+// Ping-pong (half round trip) and one-way windowed bandwidth between ranks 0 and 1 on any
+// commx stack: commx_add_variants builds bench_pingpong_inproc, _shm, _tcp, ... from this file.
+//   COMMX_INPROC_RANKS=2 ./bench_pingpong_inproc
+//   commxrun -n 2 ./bench_pingpong_shm [--benchmark_repetitions=5 ...]
+// mpi_pingpong_bench.cpp is the same measurement in raw MPI calls, for side-by-side ratios.
+// Rank 0 runs Google Benchmark; rank 1 serves the runs rank 0 describes to it.
+
+#include <benchmark/benchmark.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <commx/variant.hpp>
+
+#include "pingpong_protocol.hpp"
+
+namespace {
+
+using comm = commx::variant::communicator;
+using pingpong::kind;
+
+void describe(comm& world, const pingpong::run& r) { world.send(1, pingpong::control_tag, r); }
+
+void measure(benchmark::State& state, comm& world, kind what) {
+  const std::int64_t bytes = state.range(0);
+  std::vector<std::byte> out(static_cast<std::size_t>(bytes), std::byte{'x'});
+  std::vector<std::byte> in(static_cast<std::size_t>(bytes));
+  describe(world, {what, 0, bytes, static_cast<std::int64_t>(state.max_iterations)});
+  if (what == kind::pingpong) {
+    for (auto _ : state) {
+      world.send(1, pingpong::data_tag, std::span<const std::byte>(out));
+      world.recv(1, pingpong::data_tag, std::span<std::byte>(in));
+    }
+  } else {
+    std::vector<comm::request> sends;
+    sends.reserve(pingpong::window);
+    for (auto _ : state) {
+      sends.clear();
+      for (int i = 0; i < pingpong::window; ++i) {
+        sends.push_back(world.isend(1, pingpong::data_tag, std::span<const std::byte>(out)));
+      }
+      commx::wait_all(sends);
+      world.recv(1, pingpong::control_tag, std::span<std::byte>());
+    }
+  }
+  pingpong::report(state, what, bytes);
+}
+
+void serve(comm& world) {
+  std::vector<std::byte> buffer;
+  std::vector<std::vector<std::byte>> window(pingpong::window);
+  std::vector<comm::request> recvs;
+  for (;;) {
+    pingpong::run r{};
+    world.recv(0, pingpong::control_tag, r, commx::clock::duration::max());
+    if (r.what == kind::stop) return;
+    const auto bytes = static_cast<std::size_t>(r.bytes);
+    if (r.what == kind::pingpong) {
+      buffer.resize(bytes);
+      for (std::int64_t i = 0; i < r.iterations; ++i) {
+        world.recv(0, pingpong::data_tag, std::span<std::byte>(buffer));
+        world.send(0, pingpong::data_tag, std::span<const std::byte>(buffer));
+      }
+      continue;
+    }
+    for (auto& slot : window) slot.resize(bytes);
+    for (std::int64_t i = 0; i < r.iterations; ++i) {
+      recvs.clear();
+      for (auto& slot : window) {
+        recvs.push_back(world.irecv(0, pingpong::data_tag, std::span<std::byte>(slot)));
+      }
+      commx::wait_all(recvs);
+      world.send(0, pingpong::control_tag, std::span<const std::byte>());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    commx::run<comm>([&](comm& world) {
+      if (world.size() < 2) {
+        throw commx::error(
+            commx::errc::invalid_argument,
+            fmt::format("{} needs 2 ranks, not {}", commx::variant::target_name, world.size()));
+      }
+      if (world.rank() == 1) serve(world);
+      if (world.rank() != 0) return;
+      const std::string stack(comm::transport_type::name);
+      for (kind what : {kind::pingpong, kind::bandwidth}) {
+        const char* label = what == kind::pingpong ? "pingpong" : "bandwidth";
+        benchmark::RegisterBenchmark(
+            fmt::format("{}/commx-{}", label, stack).c_str(),
+            [&world, what](benchmark::State& s) { measure(s, world, what); })
+            ->Apply(pingpong::sizes)
+            ->UseRealTime();
+      }
+      benchmark::Initialize(&argc, argv);
+      benchmark::RunSpecifiedBenchmarks();
+      describe(world, {kind::stop, 0, 0, 0});
+    });
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: {}\n", commx::variant::target_name, e.what());
+    return 1;
+  }
+}

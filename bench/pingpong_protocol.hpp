@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// What pingpong_bench.cpp (commx, any stack) and mpi_pingpong_bench.cpp (raw MPI) share, so
+/// their figures compare: the sizes, the window, and the run descriptor rank 0 sends rank 1
+/// before each timed run. Knowing the run's shape, rank 1 posts exactly the receives it needs
+/// into a buffer of the right size: neither side probes or resizes inside the timed loop.
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+
+namespace pingpong {
+
+enum class kind : std::int32_t { pingpong = 0, bandwidth = 1, stop = 2 };
+
+struct run {
+  kind what;
+  std::int32_t unused;  // explicit padding: the descriptor travels as raw bytes
+  std::int64_t bytes;
+  std::int64_t iterations;
+};
+
+inline constexpr int control_tag = 1;
+inline constexpr int data_tag = 0;
+/// Messages in flight per bandwidth iteration (as OSU's osu_bw), then one zero-byte ack.
+inline constexpr int window = 64;
+
+/// 0 B, 8 B, then x8 up to 4 MiB.
+inline void sizes(benchmark::internal::Benchmark* b) {
+  b->Arg(0);
+  for (std::int64_t bytes = 8; bytes <= (std::int64_t{4} << 20); bytes *= 8) b->Arg(bytes);
+  b->Arg(std::int64_t{4} << 20);
+}
+
+/// Ping-pong reports the half round trip ("latency"), as PMB and OSU do.
+inline void report(benchmark::State& state, kind what, std::int64_t bytes) {
+  const auto iterations = static_cast<double>(state.iterations());
+  if (what == kind::pingpong) {
+    state.SetBytesProcessed(state.iterations() * 2 * bytes);
+    // Seconds per half round trip: the inverse of a rate of two trips per iteration.
+    state.counters["half_rtt"] = benchmark::Counter(
+        iterations * 2, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  } else {
+    state.SetBytesProcessed(state.iterations() * window * bytes);
+  }
+}
+
+}  // namespace pingpong
