@@ -67,11 +67,11 @@ namespace detail {
   char* end = nullptr;
   errno = 0;
   const long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE) {
+  if (text.empty() || *end != '\0') {
     throw usage_error(fmt::format("{} '{}': not an integer", option, text));
   }
-  if (value < low || value > high) {
-    throw usage_error(fmt::format("{} {}: must be in [{}, {}]", option, value, low, high));
+  if (errno == ERANGE || value < low || value > high) {
+    throw usage_error(fmt::format("{} {}: must be in [{}, {}]", option, text, low, high));
   }
   return value;
 }
