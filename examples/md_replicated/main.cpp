@@ -69,7 +69,8 @@ int run(const md::command_line& options,
           match->max_error_step0, match->steps_compared);
     }
     fmt::print("replicas agree: {}\n", outcome.replicas_agree ? "yes" : "no");
-    fmt::print("{}", md::result_line(labels, outcome.ranks, match, outcome.replicas_agree));
+    fmt::print("{}", md::result_line(labels, outcome.ranks, match, outcome.replicas_agree,
+                                     outcome.combine_seconds));
     std::fflush(stdout);
     if (!outcome.replicas_agree || (match && !match->matches)) status = 3;
   });

@@ -11,7 +11,7 @@ struct phase_seconds {
   double force = 0;      // the LJ kernel over this rank's pairs
   double neighbor = 0;   // wrapping and neighbour list builds
   double integrate = 0;  // both half steps, all atoms (replicated)
-  double allreduce = 0;  // the force sum, as seen from outside the communicator
+  double allreduce = 0;  // the force sum, timed around the allreduce call
   double thermo = 0;     // thermo rows (temperature sums over all atoms)
 };
 

@@ -21,7 +21,9 @@ struct rank_figures {
   double neighbor = 0;   // wrap + list builds
   double integrate = 0;  // velocity Verlet, all atoms
   double thermo = 0;
-  double allreduce = 0;   // the force sum timed from outside (includes waiting for slower ranks)
+  double allreduce = 0;   // the force sum timed around the call (includes waiting for slower ranks)
+  double imbalance = 0;   // of that: waiting for the last rank to arrive (sum_timeline.hpp)
+  double transfer = 0;    // of that: from the last rank's arrival to leaving the allreduce
   double collective = 0;  // stats: whole collective calls, all kinds
   double send = 0;        // stats: posting and completing sends
   double wait = 0;        // stats: blocked waiting for receives
@@ -39,6 +41,8 @@ struct rank_figures {
   [[nodiscard]] double communication_fraction() const {
     return loop > 0 ? communication() / loop : 0;
   }
+  /// The part of the step the transport itself costs, load imbalance taken out.
+  [[nodiscard]] double transfer_fraction() const { return loop > 0 ? transfer / loop : 0; }
 };
 static_assert(std::is_trivially_copyable_v<rank_figures>);
 

@@ -6,6 +6,7 @@
 /// allreduce sums forces, energy and virial, and every rank integrates every atom.
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <span>
@@ -16,6 +17,7 @@
 #include "lj_force.hpp"
 #include "neighbor_list.hpp"
 #include "phase_clock.hpp"
+#include "sum_timeline.hpp"
 #include "run_config.hpp"
 #include "system.hpp"
 #include "thermo.hpp"
@@ -78,7 +80,11 @@ class replicated_md {
   [[nodiscard]] atom_range my_atoms() const { return range_; }
   [[nodiscard]] std::size_t my_pairs() const { return list_.pairs(); }
   [[nodiscard]] const phase_seconds& seconds() const { return seconds_; }
-  void reset_seconds() { seconds_ = {}; }
+  [[nodiscard]] const sum_timeline& sums() const { return sums_; }
+  void reset_seconds() {
+    seconds_ = {};
+    sums_.clear();
+  }
 
  private:
   [[nodiscard]] std::span<const double> forces() const {
@@ -96,8 +102,11 @@ class replicated_md {
       buffer_[3 * n] = sums.energy;
       buffer_[3 * n + 1] = sums.virial;
     }
-    scoped_phase timer(seconds_.allreduce);
+    const auto arrive = std::chrono::steady_clock::now();
     world_.allreduce(std::span<double>(buffer_), std::plus<>{});
+    const auto leave = std::chrono::steady_clock::now();
+    seconds_.allreduce += std::chrono::duration<double>(leave - arrive).count();
+    sums_.record(arrive, leave);
   }
 
   Comm& world_;
@@ -108,6 +117,7 @@ class replicated_md {
   atom_range range_;
   long step_ = 0;
   phase_seconds seconds_;
+  sum_timeline sums_;
 };
 
 }  // namespace md

@@ -2,7 +2,8 @@
 #pragma once
 /// @file
 /// One whole run on one rank: set up, time the steps, collect every rank's figures on rank 0
-/// and check that the replicas stayed identical.
+/// (with each force sum split into imbalance and transfer) and check that the replicas stayed
+/// identical.
 
 #include <bit>
 #include <chrono>
@@ -10,9 +11,11 @@
 #include <span>
 #include <vector>
 
+#include "combine_cost.hpp"
 #include "rank_figures.hpp"
 #include "replicated_md.hpp"
 #include "run_config.hpp"
+#include "sum_timeline.hpp"
 #include "thermo.hpp"
 
 namespace md {
@@ -21,6 +24,7 @@ struct run_outcome {
   std::vector<thermo_row> thermo;   // every printed row, on every rank
   std::vector<rank_figures> ranks;  // every rank's figures, on rank 0 only
   bool replicas_agree = false;      // every rank ended with the same positions and velocities
+  double combine_seconds = 0;       // one local add of the force buffer (combine_cost.hpp)
   std::size_t atoms = 0;
 };
 
@@ -76,10 +80,24 @@ run_outcome simulate(Comm& world, const run_config& config, OnThermo&& on_thermo
   const auto ranks = static_cast<std::size_t>(world.size());
   std::vector<rank_figures> all(world.rank() == 0 ? ranks : 0);
   world.gather(mine, all, 0);
+  // Every rank recorded the same number of sums, so the timelines gather as equal blocks.
+  const sum_timeline& sums = md.sums();
+  std::vector<double> arrivals(world.rank() == 0 ? ranks * sums.arrivals().size() : 0);
+  std::vector<double> departures(arrivals.size());
+  world.gather(sums.arrivals(), arrivals, 0);
+  world.gather(sums.departures(), departures, 0);
+  if (world.rank() == 0) {
+    const sum_split split = split_sums(arrivals, departures, world.size());
+    for (std::size_t r = 0; r < ranks; ++r) {
+      all[r].imbalance = split.imbalance[r];
+      all[r].transfer = split.transfer[r];
+    }
+  }
   outcome.ranks = std::move(all);
 
   std::vector<std::uint64_t> fingerprints(ranks);
   world.allgather(detail::state_fingerprint(md.state()), fingerprints);
+  outcome.combine_seconds = measure_combine_seconds(3 * outcome.atoms + 2);
   outcome.replicas_agree = true;
   for (std::uint64_t f : fingerprints) outcome.replicas_agree &= f == fingerprints.front();
   return outcome;
