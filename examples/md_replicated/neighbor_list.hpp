@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// A half Verlet neighbour list built by cell binning, over periodic images without ghost
-/// atoms: each pair (i, j > i) is stored once, with the periodic image of j it was found at.
+/// A half Verlet neighbour list built by binning, over periodic images without ghost atoms:
+/// each pair is stored once, with the periodic image of the partner it was found at.
 
 #include <algorithm>
 #include <array>
@@ -23,8 +23,8 @@ struct atom_range {
   std::size_t last = 0;
 };
 
-/// For each atom i of its range, the atoms j > i whose nearest image lies within the list
-/// cutoff, each stored with the image it was found at. Pairs keep their image until the next
+/// For each atom i of its range, the partners it owns (see bin()) whose nearest image lies
+/// within the list cutoff, each stored with the image it was found at. Pairs keep their image until the next
 /// build, so positions may drift out of the box between builds (as LAMMPS's do).
 ///
 /// Neighbour entries pack j and the image code into one 32-bit word (j << 5 | code): the
@@ -35,8 +35,6 @@ class half_neighbor_list {
   static constexpr int image_bits = 5;
   static constexpr std::uint32_t image_mask = (1U << image_bits) - 1;
   static constexpr std::size_t max_atoms = std::size_t{1} << (32 - image_bits);
-  /// The image code of j itself (no shift).
-  static constexpr int home_image = 13;
 
   /// Builds the list of atoms `range` over every atom of `s`. Positions must lie in
   /// [0, box_length): wrap them first.
@@ -65,26 +63,27 @@ class half_neighbor_list {
     for (std::size_t i = range.first; i < range.last; ++i) {
       first_[i - range.first] = neighbors_.size();
       const double xi = s.x[3 * i], yi = s.x[3 * i + 1], zi = s.x[3 * i + 2];
-      const std::array<int, 3> home = cell_of(xi, yi, zi);
-      for (int dz = -1; dz <= 1; ++dz) {
-        for (int dy = -1; dy <= 1; ++dy) {
-          for (int dx = -1; dx <= 1; ++dx) {
-            // Which image of the neighbouring cell: wrapping a cell index across a face means
-            // looking at the atoms of that cell shifted by one box length.
-            int image[3];
-            const int cell = neighbor_cell(home, {dx, dy, dz}, image);
-            const int code = (image[0] + 1) + 3 * (image[1] + 1) + 9 * (image[2] + 1);
-            const double* shift = shift_[code];
-            for (std::uint32_t k = cell_first_[cell]; k < cell_first_[cell + 1]; ++k) {
-              const std::uint32_t j = binned_[k];
-              if (j <= i) continue;
-              const double ddx = xi - s.x[3 * j] - shift[0];
-              const double ddy = yi - s.x[3 * j + 1] - shift[1];
-              const double ddz = zi - s.x[3 * j + 2] - shift[2];
-              if (ddx * ddx + ddy * ddy + ddz * ddz < cutoff_sq) {
-                neighbors_.push_back(j << image_bits | static_cast<std::uint32_t>(code));
-              }
-            }
+      const std::array<int, 3> home = bin_of(xi, yi, zi);
+      for (const std::array<int, 3>& step : half_stencil()) {
+        // Which image of the neighbouring bin: wrapping a bin index across a face means
+        // looking at the atoms of that bin shifted by one box length.
+        int image[3];
+        const std::uint32_t bin = neighbor_bin(home, step, image);
+        const int code = (image[0] + 1) + 3 * (image[1] + 1) + 9 * (image[2] + 1);
+        const double* shift = shift_[code];
+        const bool home_bin = step[0] == 0 && step[1] == 0 && step[2] == 0;
+        // In i's own bin the partners are the later atoms (bins hold atoms in index order).
+        std::uint32_t k = bin_first_[bin];
+        if (home_bin) {
+          while (k < bin_first_[bin + 1] && binned_[k] <= i) ++k;
+        }
+        for (; k < bin_first_[bin + 1]; ++k) {
+          const std::uint32_t j = binned_[k];
+          const double ddx = xi - s.x[3 * j] - shift[0];
+          const double ddy = yi - s.x[3 * j + 1] - shift[1];
+          const double ddz = zi - s.x[3 * j + 2] - shift[2];
+          if (ddx * ddx + ddy * ddy + ddz * ddz < cutoff_sq) {
+            neighbors_.push_back(j << image_bits | static_cast<std::uint32_t>(code));
           }
         }
       }
@@ -101,18 +100,21 @@ class half_neighbor_list {
   [[nodiscard]] const double (&shifts() const)[27][3] { return shift_; }
 
  private:
-  // Cells at least one list cutoff wide, so all neighbours are in the 27 cells around an
-  // atom's own; with fewer than three cells a side the same cell is visited at several
-  // images, which the box >= 2 * cutoff condition keeps from finding a pair twice.
+  // Bins at least half a list cutoff wide, so every neighbour is within two bins each way.
+  // A pair is found once: from the atom whose neighbour's bin lies in the upper half of the
+  // 5x5x5 stencil (offset lexicographically after (0, 0, 0), z first), or from the earlier
+  // atom when both share a bin. Each offset reaches a different periodic image even when a
+  // side has fewer than five bins, and box >= 2 * cutoff leaves at most one image in range.
+  // Half the stencil's 125 bins of (cutoff/2)^3 hold about 146 candidates per atom at the
+  // benchmark's density, against 250 for the 27 bins of cutoff^3 with an index test.
   void bin(const system& s, double list_cutoff) {
-    cells_per_side_ = std::max(1, static_cast<int>(std::floor(s.box_length / list_cutoff)));
-    cells_per_side_ = std::min(cells_per_side_, 1024);
-    cell_scale_ = cells_per_side_ / s.box_length;
+    bins_per_side_ =
+        std::clamp(static_cast<int>(std::floor(2 * s.box_length / list_cutoff)), 1, 1024);
+    bin_scale_ = bins_per_side_ / s.box_length;
     const std::size_t n = s.atoms();
-    const auto cells =
-        static_cast<std::size_t>(cells_per_side_) * cells_per_side_ * cells_per_side_;
-    cell_first_.assign(cells + 1, 0);
-    std::vector<std::uint32_t> cell_of_atom(n);
+    const auto bins = static_cast<std::size_t>(bins_per_side_) * bins_per_side_ * bins_per_side_;
+    bin_first_.assign(bins + 1, 0);
+    bin_of_atom_.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
       for (int d = 0; d < 3; ++d) {
         const double x = s.x[3 * i + d];
@@ -121,52 +123,72 @@ class half_neighbor_list {
                                       " lies outside the box");
         }
       }
-      const auto c = cell_of(s.x[3 * i], s.x[3 * i + 1], s.x[3 * i + 2]);
-      cell_of_atom[i] = static_cast<std::uint32_t>(index(c));
-      ++cell_first_[cell_of_atom[i] + 1];
+      bin_of_atom_[i] = index(bin_of(s.x[3 * i], s.x[3 * i + 1], s.x[3 * i + 2]));
+      ++bin_first_[bin_of_atom_[i] + 1];
     }
-    for (std::size_t c = 0; c < cells; ++c) cell_first_[c + 1] += cell_first_[c];
+    for (std::size_t b = 0; b < bins; ++b) bin_first_[b + 1] += bin_first_[b];
     binned_.resize(n);
-    std::vector<std::uint32_t> fill(cell_first_.begin(), cell_first_.end() - 1);
-    // Atoms stay in index order within a cell, so the list is the same on every rank.
-    for (std::size_t i = 0; i < n; ++i)
-      binned_[fill[cell_of_atom[i]]++] = static_cast<std::uint32_t>(i);
+    fill_.assign(bin_first_.begin(), bin_first_.end() - 1);
+    // Atoms stay in index order within a bin, so the list is the same on every rank.
+    for (std::size_t i = 0; i < n; ++i) {
+      binned_[fill_[bin_of_atom_[i]]++] = static_cast<std::uint32_t>(i);
+    }
   }
 
-  [[nodiscard]] std::array<int, 3> cell_of(double x, double y, double z) const {
+  // The home bin first, then the 62 offsets after it.
+  static const std::vector<std::array<int, 3>>& half_stencil() {
+    static const std::vector<std::array<int, 3>> stencil = [] {
+      std::vector<std::array<int, 3>> steps{{0, 0, 0}};
+      for (int dz = -2; dz <= 2; ++dz) {
+        for (int dy = -2; dy <= 2; ++dy) {
+          for (int dx = -2; dx <= 2; ++dx) {
+            if (dz > 0 || (dz == 0 && (dy > 0 || (dy == 0 && dx > 0)))) {
+              steps.push_back({dx, dy, dz});
+            }
+          }
+        }
+      }
+      return steps;
+    }();
+    return stencil;
+  }
+
+  [[nodiscard]] std::array<int, 3> bin_of(double x, double y, double z) const {
     const auto along = [this](double coord) {
-      return std::min(static_cast<int>(coord * cell_scale_), cells_per_side_ - 1);
+      return std::min(static_cast<int>(coord * bin_scale_), bins_per_side_ - 1);
     };
     return {along(x), along(y), along(z)};
   }
 
-  [[nodiscard]] std::size_t index(const std::array<int, 3>& c) const {
-    return (static_cast<std::size_t>(c[2]) * cells_per_side_ + c[1]) * cells_per_side_ + c[0];
+  [[nodiscard]] std::uint32_t index(const std::array<int, 3>& b) const {
+    return static_cast<std::uint32_t>((b[2] * bins_per_side_ + b[1]) * bins_per_side_ + b[0]);
   }
 
-  [[nodiscard]] int neighbor_cell(const std::array<int, 3>& home, const std::array<int, 3>& step,
-                                  int (&image)[3]) const {
-    std::array<int, 3> c{};
+  [[nodiscard]] std::uint32_t neighbor_bin(const std::array<int, 3>& home,
+                                           const std::array<int, 3>& step, int (&image)[3]) const {
+    std::array<int, 3> b{};
     for (int d = 0; d < 3; ++d) {
-      c[d] = home[d] + step[d];
+      b[d] = home[d] + step[d];
       image[d] = 0;
-      if (c[d] < 0) {
-        c[d] += cells_per_side_;
+      if (b[d] < 0) {
+        b[d] += bins_per_side_;
         image[d] = -1;
-      } else if (c[d] >= cells_per_side_) {
-        c[d] -= cells_per_side_;
+      } else if (b[d] >= bins_per_side_) {
+        b[d] -= bins_per_side_;
         image[d] = 1;
       }
     }
-    return static_cast<int>(index(c));
+    return index(b);
   }
 
   atom_range range_;
   double shift_[27][3] = {};
-  int cells_per_side_ = 1;
-  double cell_scale_ = 0;
-  std::vector<std::uint32_t> cell_first_;  // atoms of cell c: binned_[cell_first_[c], ...[c+1])
+  int bins_per_side_ = 1;
+  double bin_scale_ = 0;
+  std::vector<std::uint32_t> bin_first_;  // atoms of bin b: binned_[bin_first_[b], ...[b+1])
   std::vector<std::uint32_t> binned_;
+  std::vector<std::uint32_t> bin_of_atom_;  // scratch, kept to avoid reallocating per build
+  std::vector<std::uint32_t> fill_;         // scratch
   std::vector<std::size_t> first_;
   std::vector<std::uint32_t> neighbors_;
 };
