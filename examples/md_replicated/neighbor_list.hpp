@@ -24,8 +24,8 @@ struct atom_range {
 };
 
 /// For each atom i of its range, the partners it owns (see bin()) whose nearest image lies
-/// within the list cutoff, each stored with the image it was found at. Pairs keep their image until the next
-/// build, so positions may drift out of the box between builds (as LAMMPS's do).
+/// within the list cutoff, each stored with the image it was found at. Pairs keep their image
+/// until the next build, so positions may drift out of the box between builds (as LAMMPS's do).
 ///
 /// Neighbour entries pack j and the image code into one 32-bit word (j << 5 | code): the
 /// kernel's inner loop then reads 4 bytes per pair, and the 27 image shifts fit in one
@@ -106,10 +106,10 @@ class half_neighbor_list {
   // atom when both share a bin. Each offset reaches a different periodic image even when a
   // side has fewer than five bins, and box >= 2 * cutoff leaves at most one image in range.
   // Half the stencil's 125 bins of (cutoff/2)^3 hold about 146 candidates per atom at the
-  // benchmark's density, against 250 for the 27 bins of cutoff^3 with an index test.
+  // benchmark's density, against 250 for 27 bins of cutoff^3 and an index test (j > i).
   void bin(const system& s, double list_cutoff) {
     bins_per_side_ =
-        std::clamp(static_cast<int>(std::floor(2 * s.box_length / list_cutoff)), 1, 1024);
+        std::clamp(static_cast<int>(std::floor(2 * s.box_length / list_cutoff)), 1, 256);
     bin_scale_ = bins_per_side_ / s.box_length;
     const std::size_t n = s.atoms();
     const auto bins = static_cast<std::size_t>(bins_per_side_) * bins_per_side_ * bins_per_side_;
