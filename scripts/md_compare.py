@@ -35,7 +35,8 @@ from pathlib import Path
 
 POLICIES = ["flat", "binomial", "ring", "hierarchical", "tuned"]
 DEFAULT_POLICY = "tuned"
-VARIANT = re.compile(r"^md_replicated_(?P<stack>[a-z0-9]+)_(?P<policy>" + "|".join(POLICIES) + r")$")
+VARIANT = re.compile(
+    r"^md_replicated_(?P<stack>[a-z0-9]+)_(?P<policy>" + "|".join(POLICIES) + r")$")
 RANK_PREFIX = re.compile(r"^\[\d+\] ")  # commxrun's "[rank] " prefix
 
 
@@ -301,14 +302,16 @@ def model_report(runs: list[Run], links: dict, args) -> list[str]:
         predicted_s = predicted_allreduce(r.policy, r.result.get("reduction", "policy"), nbytes,
                                           latency, bandwidth, combine)
         predicted = predicted_s * 1e3 / t_step
-        lines.append(f"  {r.stack:<8} {r.policy:<13} {100 * predicted:9.1f}% {100 * measured:9.1f}% "
-                     f"{measured / predicted if predicted > 0 else float('nan'):9.2f} "
-                     f"{100 * total:9.1f}%   {predicted_s * 1e3:.3f} ms of {t_step:.2f}")
+        ratio = measured / predicted if predicted > 0 else float("nan")
+        lines.append(f"  {r.stack:<8} {r.policy:<13} {100 * predicted:9.1f}% "
+                     f"{100 * measured:9.1f}% {ratio:9.2f} {fmt(total and 100 * total, '9.1f')}%"
+                     f"   {predicted_s * 1e3:.3f} ms of {t_step:.2f}")
     return lines
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-dir", type=Path, default=Path("build/release"))
     p.add_argument("--results", type=Path, default=Path("results/md"))
     p.add_argument("--cells", type=int, default=20, help="fcc cells per side (20: 32000 atoms)")
@@ -319,7 +322,7 @@ def main() -> int:
                    default=Path("examples/md_replicated/reference/thermo.lj32000.txt"),
                    help="thermo table to match (the default suits --cells 20)")
     p.add_argument("--timeout", type=int, default=300, help="seconds per run")
-    p.add_argument("--budget", type=float, default=200,
+    p.add_argument("--budget", type=float, default=150,
                    help="seconds for all runs; runs that would start later are skipped")
     p.add_argument("--link", action="append", default=[], type=parse_link,
                    help="STACK=LATENCY_US,BANDWIDTH_GBPS for the model, instead of measuring")
@@ -361,7 +364,8 @@ def main() -> int:
         execute(run, args, commxrun)
         spent.append(run.wall)
         t = run.number("time_per_step_ms")
-        print(f" {run.status} ({run.wall:.1f} s" + (f", {t:.2f} ms/step)" if t else ")"), flush=True)
+        print(f" {run.status} ({run.wall:.1f} s" + (f", {t:.2f} ms/step)" if t else ")"),
+              flush=True)
 
     rows = table(runs)
     skipped = sum(r.status == "skipped" for r in runs)
