@@ -9,6 +9,8 @@ packages=(
   libasio-dev libfmt-dev catch2 libcereal-dev libbenchmark-dev
   # Open MPI: the benchmarks compare commx with its collectives (and CI compiles that driver).
   libopenmpi-dev openmpi-bin python3
+  # The main job's chart (scripts/md_compare.py).
+  python3-matplotlib
 )
 
 missing=()
