@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset release >/dev/null
 echo "=== building md_replicated for every stack and policy (release)"
-cmake --build --preset release -j "$(nproc)" --target md_replicated_all commxrun bench_p2p
+cmake --build --preset release -j "$(nproc)" --target md_replicated_all commxrun bench_pingpong_all
 
 # Debian's python3, which python3-matplotlib is installed for (a python3 earlier on PATH, e.g.
 # from pyenv, would not see it).

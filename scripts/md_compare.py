@@ -69,20 +69,26 @@ def discover(build_dir: Path) -> list[tuple[str, str, Path]]:
     return found
 
 
-def command_for(run: Run, args, commxrun: Path) -> tuple[list[str], dict]:
+def launched(stack: str, ranks: int, program: list[str], timeout: float,
+             commxrun: Path) -> tuple[list[str], dict]:
+    """The command and environment that run `program` on `ranks` ranks of `stack`."""
     env = dict(os.environ)
+    if stack == "inproc":
+        env["COMMX_INPROC_RANKS"] = str(ranks)
+        return program, env
+    if stack == "mpi":
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+        return ["mpirun", "-np", str(ranks), "--oversubscribe"] + program, env
+    return [str(commxrun), "-n", str(ranks), "--timeout", str(int(timeout))] + program, env
+
+
+def command_for(run: Run, args, commxrun: Path) -> tuple[list[str], dict]:
     program = [str(run.binary), "--atoms-cells", str(args.cells), "--steps", str(args.steps),
                "--thermo-every", "10"]
     if args.reference:
         program += ["--reference", str(args.reference)]
-    if run.stack == "inproc":
-        env["COMMX_INPROC_RANKS"] = str(run.ranks)
-        return program, env
-    if run.stack == "mpi":
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-        return ["mpirun", "-np", str(run.ranks), "--oversubscribe"] + program, env
-    return [str(commxrun), "-n", str(run.ranks), "--timeout", str(args.timeout)] + program, env
+    return launched(run.stack, run.ranks, program, args.timeout, commxrun)
 
 
 def parse_result(stdout: str) -> dict:
@@ -119,44 +125,31 @@ def execute(run: Run, args, commxrun: Path) -> None:
 
 # --- the communication model -----------------------------------------------------------------
 
-def measure_link(stack: str, bench_dir: Path) -> tuple[float, float] | None:
-    """(latency s, bandwidth B/s) from a ping-pong benchmark of this stack, if one was built:
-    any bench_* program that lists pingpong/<stack>/none/8 and pingpong/<stack>/none/1048576."""
-    if not bench_dir.is_dir():
+def measure_link(stack: str, bench_dir: Path, commxrun: Path) -> tuple[float, float] | None:
+    """(latency s, bandwidth B/s) from this stack's own ping-pong, bench_pingpong_<stack> on 2
+    ranks (bench/pingpong_bench.cpp), if it was built: 8 B and 1 MiB half round trips."""
+    program = bench_dir / f"bench_pingpong_{stack}"
+    if not (program.is_file() and os.access(program, os.X_OK)):
         return None
-    for program in sorted(bench_dir.glob("bench_*")):
-        if not (program.is_file() and os.access(program, os.X_OK)):
-            continue
-        try:
-            listed = subprocess.run([str(program), "--benchmark_list_tests"], capture_output=True,
-                                    text=True, timeout=30).stdout.split()
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        # Names may carry suffixes such as /real_time.
-        size_of = {}
-        for name in listed:
-            m = re.match(rf"^pingpong/{re.escape(stack)}/none/(8|1048576)(/|$)", name)
-            if m:
-                size_of[name] = int(m[1])
-        if sorted(set(size_of.values())) != [8, 1048576]:
-            continue
-        try:
-            out = subprocess.run(
-                [str(program), f"--benchmark_filter=^pingpong/{stack}/none/(8|1048576)(/|$)",
-                 "--benchmark_format=json", "--benchmark_repetitions=3",
-                 "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.1"],
-                capture_output=True, text=True, timeout=120).stdout
-            unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-            one_way = {}  # bytes -> seconds, half a round trip
-            for b in json.loads(out)["benchmarks"]:
-                if b.get("aggregate_name") == "median" and b["run_name"] in size_of:
-                    one_way[size_of[b["run_name"]]] = b["real_time"] * unit[b["time_unit"]] / 2
-            latency = one_way[8]
-            bandwidth = (1048576 - 8) / max(one_way[1048576] - latency, 1e-12)
-        except (OSError, subprocess.TimeoutExpired, ValueError, KeyError):
-            continue
-        return latency, bandwidth
-    return None
+    command, env = launched(stack, 2, [
+        str(program), f"--benchmark_filter=^pingpong/commx-{stack}/(8|1048576)/",
+        "--benchmark_format=json", "--benchmark_repetitions=3",
+        "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.1"], 120, commxrun)
+    try:
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=150).stdout
+        # Rank 0 prints the report; a launcher prefixes each line with "[0] ".
+        report = "\n".join(RANK_PREFIX.sub("", line) for line in out.splitlines())
+        unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+        one_way = {}  # bytes -> seconds, half a round trip
+        for b in json.loads(report[report.index("{"):])["benchmarks"]:
+            if b.get("aggregate_name") == "median":
+                size = int(b["run_name"].split("/")[2])
+                one_way[size] = b["real_time"] * unit[b["time_unit"]] / 2
+        latency = one_way[8]
+        bandwidth = (1048576 - 8) / max(one_way[1048576] - latency, 1e-12)
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, IndexError):
+        return None
+    return latency, bandwidth
 
 
 def parse_link(text: str) -> tuple[str, float, float]:
@@ -383,7 +376,7 @@ def main() -> int:
     for stack in stacks:
         if stack not in links and any(r.stack == stack and r.ranks == 2 and r.status == "ok"
                                       for r in runs):
-            measured = measure_link(stack, args.build_dir / "bench")
+            measured = measure_link(stack, args.build_dir / "bench", commxrun)
             if measured:
                 links[stack] = measured
     print("\ncommunication model, 2 ranks: one allreduce of 3N+2 doubles per step from the "
