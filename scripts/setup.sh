@@ -9,6 +9,9 @@ packages=(
   libasio-dev libfmt-dev catch2 libcereal-dev libbenchmark-dev
   # Open MPI: the benchmarks compare commx with its collectives (and CI compiles that driver).
   libopenmpi-dev openmpi-bin python3
+  # tcp: OpenSSL's libcrypto (HMAC), ip for the network-namespace tests, clang with libFuzzer for
+  # the frame and handshake fuzz target, iperf3 for the loopback bandwidth reference.
+  libssl-dev iproute2 clang libclang-rt-14-dev iperf3
 )
 
 missing=()

@@ -427,4 +427,103 @@ TEST_CASE("IPv6 and a port range", "[tcp][process]") {
   }
 }
 
+/// Runs a command to its end (bounded); true when it exits 0.
+bool run(const std::vector<std::string>& argv) {
+  child c(argv, {});
+  const auto status = c.finish(clock_type::now() + 30s);
+  if (!status || *status != 0) WARN(fmt::format("{} failed: {}", argv[0], c.transcript()));
+  return status && *status == 0;
+}
+
+/// Two network namespaces joined by a veth pair, 10.231.<n>.1 and .2: two hosts as far as TCP
+/// can tell. Removed again when the test ends, whatever happened.
+class two_hosts {
+ public:
+  explicit two_hosts(int n)
+      : a_(fmt::format("commx_tcp_a{}", ::getpid())),
+        b_(fmt::format("commx_tcp_b{}", ::getpid())),
+        address_a(fmt::format("10.231.{}.1", n)),
+        address_b(fmt::format("10.231.{}.2", n)) {
+    const std::string ip = COMMX_IP;
+    const std::string va = fmt::format("cxa{}", ::getpid() % 100000);
+    const std::string vb = fmt::format("cxb{}", ::getpid() % 100000);
+    ready = run({ip, "netns", "add", a_}) && run({ip, "netns", "add", b_}) &&
+            run({ip, "link", "add", va, "type", "veth", "peer", "name", vb}) &&
+            run({ip, "link", "set", va, "netns", a_}) &&
+            run({ip, "link", "set", vb, "netns", b_}) &&
+            run({ip, "-n", a_, "addr", "add", address_a + "/24", "dev", va}) &&
+            run({ip, "-n", b_, "addr", "add", address_b + "/24", "dev", vb}) &&
+            run({ip, "-n", a_, "link", "set", va, "up"}) &&
+            run({ip, "-n", b_, "link", "set", vb, "up"}) &&
+            run({ip, "-n", a_, "link", "set", "lo", "up"}) &&
+            run({ip, "-n", b_, "link", "set", "lo", "up"});
+  }
+  two_hosts(const two_hosts&) = delete;
+  two_hosts& operator=(const two_hosts&) = delete;
+  ~two_hosts() {
+    // Deleting a namespace deletes the veth end inside it, and so the pair.
+    run({COMMX_IP, "netns", "del", a_});
+    run({COMMX_IP, "netns", "del", b_});
+  }
+
+  /// The command that runs argv on host a or b.
+  [[nodiscard]] std::vector<std::string> on(bool a, std::vector<std::string> argv) const {
+    argv.insert(argv.begin(), {COMMX_IP, "netns", "exec", a ? a_ : b_});
+    return argv;
+  }
+
+ private:
+  std::string a_;
+  std::string b_;
+
+ public:
+  std::string address_a;
+  std::string address_b;
+  bool ready = false;
+};
+
+TEST_CASE("ranks on two hosts (network namespaces) connect across them", "[tcp][process]") {
+  if (::geteuid() != 0 || std::string_view(COMMX_IP).empty()) {
+    WARN("skipped: network namespaces need root and iproute2's ip");
+    return;
+  }
+  const auto until = clock_type::now() + 60s;
+  two_hosts hosts(::getpid() % 200 + 1);
+  REQUIRE(hosts.ready);
+  const std::string root = fmt::format("{}:{}", hosts.address_a, 29000 + ::getpid() % 1000);
+  std::vector<std::unique_ptr<child>> job;
+  for (int r = 0; r < 3; ++r) {
+    // Rank 0 on host a, ranks 1 and 2 on host b.
+    job.push_back(
+        std::make_unique<child>(hosts.on(r == 0, {scenario, "hosts"}), rank_env(r, 3, root)));
+  }
+  for (int r = 0; r < 3; ++r) {
+    child& rank = *job[static_cast<std::size_t>(r)];
+    CHECK(
+        rank.expect(r == 0 ? "endpoint " + hosts.address_a : "endpoint " + hosts.address_b, until));
+    CHECK(rank.expect(fmt::format("rank {} of 3 nodes 0 1 1", r), until));
+    require_exit(rank, 0, until);
+  }
+}
+
+TEST_CASE("ranks started by mpirun take rank and size from Open MPI", "[tcp][process]") {
+  if (std::string_view(COMMX_MPIRUN).empty()) {
+    WARN("skipped: no mpirun");
+    return;
+  }
+  const auto until = clock_type::now() + 120s;
+  child mpirun(
+      {COMMX_MPIRUN, "--oversubscribe", "-np", "3", scenario, "hosts"},
+      {fmt::format("COMMX_ROOT=127.0.0.1:{}", free_port()), "COMMX_TOKEN=" + token,
+       "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl=self,tcp"});
+  const auto status = mpirun.finish(until);
+  INFO(mpirun.transcript());
+  REQUIRE(status.has_value());
+  CHECK(*status == 0);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(mpirun.transcript().find(fmt::format("rank {} of 3 nodes 0 0 0", r)) !=
+          std::string::npos);
+  }
+}
+
 }  // namespace
