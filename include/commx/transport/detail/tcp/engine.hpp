@@ -525,9 +525,23 @@ class engine {
     });
   }
 
+  // Asio's epoll reactor is edge-triggered and its waits are not speculative: a wait armed
+  // while bytes are already waiting would not fire. So a connection is always read until the
+  // kernel says would_block before its next wait is armed, and one that had more to give after
+  // a fair share of rounds is resumed through the queue instead.
   void on_readable(int peer) {
     connection& c = *peers_[index(peer)].conn;
-    for (int round = 0; round < 16 && c.open; ++round) {
+    constexpr int fair_share = 16;
+    for (int round = 0; c.open; ++round) {
+      if (round == fair_share) {
+        c.read_armed = true;
+        asio::post(io_, [this, peer] {
+          connection& conn = *peers_[index(peer)].conn;
+          conn.read_armed = false;
+          if (conn.open) on_readable(peer);
+        });
+        return;
+      }
       std::error_code ec;
       if (c.in_payload && c.available() == 0 && c.destination != nullptr &&
           c.remaining >= connection::direct_read) {
@@ -810,7 +824,7 @@ class engine {
     link.state = presence::present;
     ++connected_;
     ++events_;
-    arm_read(peer);
+    on_readable(peer);  // bytes may have come with the handshake's last read
   }
 
   void log_refusal(const asio::ip::tcp::endpoint& from, const std::string& why) {
