@@ -14,6 +14,7 @@
 /// | COMMX_TIMEOUT | seconds the rendezvous may take, as for every blocking call (60) |
 /// | COMMX_TCP_EAGER | largest message sent without a rendezvous, bytes (64 KiB, <= 1 MiB) |
 /// | COMMX_TCP_WINDOW | eager bytes a sender may have unconsumed at each receiver (4 MiB) |
+/// | COMMX_TCP_POLL | times a wait polls the sockets, yielding in between, before it blocks in epoll (16) |
 
 #include <chrono>
 #include <cstdint>
@@ -49,6 +50,7 @@ struct config {
   clock::duration timeout = std::chrono::seconds(60);
   std::size_t eager_threshold = std::size_t{64} << 10;
   std::size_t window = std::size_t{4} << 20;
+  std::size_t poll_turns = 16;
 };
 
 /// "host:port" or "[v6]:port" split in two.
@@ -121,6 +123,7 @@ inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_
   c.eager_threshold =
       size_from_env(get, "COMMX_TCP_EAGER", c.eager_threshold, 0, max_eager_payload);
   c.window = size_from_env(get, "COMMX_TCP_WINDOW", c.window, std::size_t{64} << 10, max_window);
+  c.poll_turns = size_from_env(get, "COMMX_TCP_POLL", c.poll_turns, 0, 1 << 20);
   if (c.size == 1) return c;  // a job of one needs no network
   if (!env.root) {
     throw error(errc::bootstrap_failed,

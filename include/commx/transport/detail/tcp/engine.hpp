@@ -268,7 +268,7 @@ class engine {
     // A peer that answers at once answers within a few scheduler turns: polling that long
     // saves a sleep and wake-up in epoll, and yields the core meanwhile, so ranks on an
     // oversubscribed machine still make progress.
-    for (int turn = 0; turn < poll_turns; ++turn) {
+    for (std::size_t turn = 0; turn < cfg_.poll_turns; ++turn) {
       poll();
       if (events_ != seen || clock::now() >= when) return;
       std::this_thread::yield();
@@ -323,7 +323,6 @@ class engine {
     bool shut = false;  ///< leaving: our side of the connection is shut down
   };
 
-  static constexpr int poll_turns = 64;
   static constexpr int max_pending_handshakes = 32;
 
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
