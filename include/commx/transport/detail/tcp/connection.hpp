@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <deque>
@@ -22,6 +23,10 @@
 #include <span>
 #include <system_error>
 #include <vector>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <asio.hpp>
 
@@ -141,6 +146,24 @@ class connection {
       end -= begin;
       begin = 0;
     }
+  }
+
+  /// Lets the kernel notice a peer whose host vanished (no FIN, no reset) within about
+  /// `timeout`: keepalive probes on an idle connection, and a bound on unacknowledged data.
+  /// A stopped process's kernel still answers both, so a hung peer is not taken for a dead one.
+  void detect_dead_host(std::chrono::seconds timeout) {
+    const int seconds = static_cast<int>(std::clamp<long long>(timeout.count(), 6, 32767));
+    const int idle = seconds / 3;
+    const int interval = seconds / 6;
+    const int probes = 3;
+    const unsigned int user_timeout_ms = static_cast<unsigned int>(seconds) * 1000U;
+    const int fd = socket.native_handle();
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof user_timeout_ms);
   }
 
   void close() {

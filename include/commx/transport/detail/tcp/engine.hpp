@@ -820,6 +820,8 @@ class engine {
   void adopt(int peer, asio::ip::tcp::socket socket) {
     peer_link& link = peers_[index(peer)];
     link.conn = std::make_unique<connection>(std::move(socket));
+    link.conn->detect_dead_host(std::chrono::duration_cast<std::chrono::seconds>(
+        std::min<clock::duration>(cfg_.timeout, std::chrono::hours(9))));
     link.state = presence::present;
     ++connected_;
     ++events_;
