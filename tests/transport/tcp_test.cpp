@@ -10,7 +10,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <exception>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -19,8 +22,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "commx/communicator.hpp"
 #include "commx/transport/detail/tcp/handshake.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
+#include "commx/transport/tcp.hpp"
+#include "support/check.hpp"
 #include "transport/tcp/processes.hpp"
 
 namespace {
@@ -162,6 +168,86 @@ TEST_CASE("the handshake: malformed hellos are refused", "[tcp][handshake]") {
   CHECK(!hs::decode_hello(bad));
   CHECK(!hs::decode_hello(hs::encode(hs::hello{hs::purpose::peer, 2, 2, {}})));  // rank >= size
   CHECK(!hs::decode_hello(hs::encode(hs::hello{hs::purpose::peer, 0, 0, {}})));
+}
+
+// --- two ranks as threads of this process ----------------------------------------------------
+
+using comm = commx::communicator<commx::transport::tcp>;
+
+int free_port();
+
+/// Runs fn(world) on two tcp ranks that are threads of this process (each its own endpoint),
+/// and rethrows the first failure.
+template <class Fn>
+void two_threads(Fn fn) {
+  const int port = free_port();
+  std::exception_ptr failure;
+  std::mutex mutex;
+  {
+    std::vector<std::jthread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.emplace_back([&, r] {
+        try {
+          tcp::config cfg;
+          cfg.rank = r;
+          cfg.size = 2;
+          cfg.root_host = "127.0.0.1";
+          cfg.root_port = static_cast<std::uint16_t>(port);
+          cfg.token = token;
+          cfg.timeout = 20s;
+          comm world{commx::transport::tcp(cfg)};
+          fn(world);
+        } catch (...) {
+          std::lock_guard lock(mutex);
+          if (!failure) failure = std::current_exception();
+        }
+      });
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+TEST_CASE("a large send withdrawn at its deadline is never delivered", "[tcp][threads]") {
+  REQUIRE_NOTHROW(two_threads([](comm& world) {
+    if (world.rank() == 0) {
+      std::vector<char> big(1 << 20, 'x');  // above the eager threshold: waits for a receive
+      COMMX_EXPECT_ERROR(commx::errc::timeout, world.send(1, 5, big, 50ms));
+      world.barrier();
+      world.barrier();
+      world.send(1, 5, 7);
+    } else {
+      world.barrier();  // the withdrawal came before rank 0's part of the barrier
+      COMMX_CHECK(!world.iprobe(0, 5).has_value());
+      world.barrier();
+      int got = 0;
+      world.recv(0, 5, got);
+      COMMX_CHECK_EQ(got, 7);
+    }
+  }));
+}
+
+TEST_CASE("a flood of small messages is held within the window, and none is lost",
+          "[tcp][threads]") {
+  REQUIRE_NOTHROW(two_threads([](comm& world) {
+    constexpr int count = 3000;  // 3000 x 4 KiB: three times the 4 MiB window
+    if (world.rank() == 0) {
+      std::vector<std::vector<int>> out(count, std::vector<int>(1024));
+      std::vector<comm::request> sends;
+      for (int i = 0; i < count; ++i) {
+        out[static_cast<std::size_t>(i)].assign(1024, i);
+        sends.push_back(world.isend(1, 3, out[static_cast<std::size_t>(i)]));
+      }
+      world.barrier();
+      commx::wait_all(sends);
+    } else {
+      world.barrier();  // rank 0 posted all its sends before rank 1 receives any
+      for (int i = 0; i < count; ++i) {
+        std::vector<int> got;
+        world.recv(0, 3, got);
+        COMMX_CHECK(got == std::vector<int>(1024, i));
+      }
+    }
+  }));
 }
 
 // --- processes -------------------------------------------------------------------------------

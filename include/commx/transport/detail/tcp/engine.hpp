@@ -241,7 +241,7 @@ class engine {
           frame->owned.assign(frame->payload.begin() + static_cast<std::ptrdiff_t>(sent),
                               frame->payload.end());
           frame->payload = frame->owned;
-          frame->written = header_size;
+          frame->written = std::min(frame->written, header_size);  // the header's own progress
           frame->completes = nullptr;
           finish(*op, {op->peer, op->tag, op->payload.size(), {}});
           return false;
