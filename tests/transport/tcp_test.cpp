@@ -528,11 +528,13 @@ class two_hosts {
   explicit two_hosts(int n)
       : a_(fmt::format("commx_tcp_a{}", ::getpid())),
         b_(fmt::format("commx_tcp_b{}", ::getpid())),
+        interface_a(fmt::format("cxa{}", ::getpid() % 100000)),
+        interface_b(fmt::format("cxb{}", ::getpid() % 100000)),
         address_a(fmt::format("10.231.{}.1", n)),
         address_b(fmt::format("10.231.{}.2", n)) {
     const std::string ip = COMMX_IP;
-    const std::string va = fmt::format("cxa{}", ::getpid() % 100000);
-    const std::string vb = fmt::format("cxb{}", ::getpid() % 100000);
+    const std::string& va = interface_a;
+    const std::string& vb = interface_b;
     ready = run({ip, "netns", "add", a_}) && run({ip, "netns", "add", b_}) &&
             run({ip, "link", "add", va, "type", "veth", "peer", "name", vb}) &&
             run({ip, "link", "set", va, "netns", a_}) &&
@@ -563,6 +565,8 @@ class two_hosts {
   std::string b_;
 
  public:
+  std::string interface_a;
+  std::string interface_b;
   std::string address_a;
   std::string address_b;
   bool ready = false;
@@ -579,9 +583,12 @@ TEST_CASE("ranks on two hosts (network namespaces) connect across them", "[tcp][
   const std::string root = fmt::format("{}:{}", hosts.address_a, 29000 + ::getpid() % 1000);
   std::vector<std::unique_ptr<child>> job;
   for (int r = 0; r < 3; ++r) {
-    // Rank 0 on host a, ranks 1 and 2 on host b.
-    job.push_back(
-        std::make_unique<child>(hosts.on(r == 0, {scenario, "hosts"}), rank_env(r, 3, root)));
+    // Rank 0 on host a, ranks 1 and 2 on host b; rank 2 names its interface (COMMX_IFACE),
+    // rank 1 listens where it reaches the root from.
+    std::vector<std::string> extra;
+    if (r == 2) extra.push_back("COMMX_IFACE=" + hosts.interface_b);
+    job.push_back(std::make_unique<child>(hosts.on(r == 0, {scenario, "hosts"}),
+                                          rank_env(r, 3, root, extra)));
   }
   for (int r = 0; r < 3; ++r) {
     child& rank = *job[static_cast<std::size_t>(r)];
