@@ -480,7 +480,7 @@ TEST_CASE("hierarchical with interleaved nodes", "[fixed][inproc]") {
 }
 
 TEMPLATE_LIST_TEST_CASE("rank order holds for non-commutative ops on any node layout",
-                        "[fixed][inproc]", policies) {
+                        "[fixed][inproc]", p2p_policies) {
   using comm = inproc_comm_for<TestType>;
   for (const std::vector<int>& nodes : {std::vector<int>{0, 1, 0, 1, 2}, std::vector<int>{1, 1, 0},
                                         std::vector<int>{0, 0, 1, 1, 1}}) {
