@@ -22,6 +22,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <string_view>
@@ -57,8 +58,18 @@ struct native {
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
     const detail::native::reduction_op<Op, E> mpi_op(op);
     const bool at_root = p.rank() == root;
+    const void* in = at_root ? MPI_IN_PLACE : data.data();
+#ifdef MPICH_NUMVERSION
+    // MPICH 4.0's MPI_Reduce crashes with MPI_IN_PLACE at a root other than 0 (its
+    // reduce-scatter-gather algorithm, a few KiB and up): that root sends from a copy.
+    std::vector<E> copy;
+    if (at_root && root != 0) {
+      copy.assign(data.begin(), data.end());
+      in = copy.data();
+    }
+#endif
     check(p,
-          MPI_Reduce(at_root ? MPI_IN_PLACE : data.data(), at_root ? data.data() : nullptr, count(data, "reduce"), type<E>(), mpi_op.handle(), root,
+          MPI_Reduce(in, at_root ? data.data() : nullptr, count(data, "reduce"), type<E>(), mpi_op.handle(), root,
                      comm(p)),
           "MPI_Reduce");
   }
@@ -150,6 +161,10 @@ struct native {
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
+    if (p.size() == 1) {  // MPICH 4.0's MPI_Allgatherv copies nothing on one rank
+      std::ranges::copy(in, out.begin() + static_cast<std::ptrdiff_t>(displs[0]));
+      return;
+    }
     const std::vector<int> c = ints(counts, "allgatherv");
     const std::vector<int> d = ints(displs, "allgatherv");
     check(p,
@@ -195,7 +210,7 @@ struct native {
 
   template <class Port>
   static void check(Port& p, int code, const char* call) {
-    transport::detail::mpi::check(code, call, {p.rank(), unknown, unknown, 0, call});
+    commx::detail::mpi::check(code, call, {p.rank(), unknown, unknown, 0, call});
   }
 
   template <class E>

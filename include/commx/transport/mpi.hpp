@@ -46,6 +46,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -121,12 +122,19 @@ class mpi {
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
     const detail::mpi::context& c = context_of(ctx, "isend", dest, tag, data.size());
     request req;
+    std::optional<state::copy_list::iterator> copy;
+    if (dest == state_->rank && data.size() <= state::self_buffered) [[unlikely]] {
+      copy = state_->self_copies.emplace(state_->self_copies.end(), data.begin(), data.end());
+      data = **copy;
+    }
     const detail::mpi::byte_layout layout(data.size());
     const int code = MPI_Isend(data.data(), layout.count(), layout.type(), c.local_of(dest),
                                state_->tags.mpi_tag(tag),
                                c.banks[static_cast<std::size_t>(state_->tags.bank_of(tag))],
                                &req.send_);
+    if (code != MPI_SUCCESS && copy) state_->self_copies.erase(*copy);
     detail::mpi::check(code, "MPI_Isend", where("isend", dest, tag, data.size()));
+    if (copy) state_->orphans.push_back({std::exchange(req.send_, MPI_REQUEST_NULL), copy});
     req.outcome_.source = rank();
     req.outcome_.tag = tag;
     req.outcome_.bytes = data.size();
@@ -147,7 +155,12 @@ class mpi {
     const int code = MPI_Test(&req.send_, &done, MPI_STATUS_IGNORE);
     detail::mpi::check(code, "MPI_Test",
                        where("isend", unknown, req.outcome_.tag, req.outcome_.bytes));
-    if (done == 0) return false;
+    if (done == 0) {
+      // A send may wait for its receive (rendezvous, or MPICH's sends to self): MPI cannot
+      // match it to the receives this endpoint holds, so offer them their messages.
+      (void)state_->progress_posted(request::no_slot);
+      return false;
+    }
     state_->waiting.progressed();
     return true;
   }
@@ -161,7 +174,7 @@ class mpi {
 
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     const detail::mpi::context& c = context_of(ctx, "iprobe", source, tag, 0);
-    state_->progress_posted(request::no_slot);  // posted receives take their messages first
+    (void)state_->progress_posted(request::no_slot);  // posted receives take theirs first
     if (auto held = state_->find_held(source, ctx, tag)) {
       const auto& h = state_->held[*held];
       return op_result{h.source, h.tag, h.bytes, {}};
@@ -189,7 +202,9 @@ class mpi {
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     if (state_->polls != seen) return;
     state_->retry_orphans();
-    state_->waiting.step(when);
+    // Every receive this endpoint holds gets its message now, whichever request the caller
+    // waits for: a peer's send may need it to complete before anything else can.
+    if (!state_->progress_posted(request::no_slot)) state_->waiting.step(when);
     ++state_->polls;
   }
 
@@ -305,7 +320,7 @@ class mpi {
       for (receive& r : slots) {
         if (r.state == phase::receiving) (void)MPI_Wait(&r.mpi, MPI_STATUS_IGNORE);
       }
-      for (MPI_Request& orphan : orphans) (void)MPI_Request_free(&orphan);
+      for (background_send& orphan : orphans) (void)MPI_Request_free(&orphan.request);
       contexts.clear();
     }
 
@@ -425,12 +440,14 @@ class mpi {
     // Offers queued messages to posted receives in posting order, up to receive `until` (all
     // of them for no_slot). A message found for one receive goes to the earliest posted
     // receive that matches it, which may be an earlier one it arrived too late for.
-    void progress_posted(std::uint32_t until) {
+    // True if a receive took (or refused) a message.
+    bool progress_posted(std::uint32_t until) {
+      bool delivered = false;
       for (std::size_t i = 0; i < posted.size();) {
         const std::uint32_t slot = posted[i];
         std::optional<found_message> m = find_message(slots[slot]);
         if (!m) {
-          if (slot == until) return;
+          if (slot == until) return delivered;
           ++i;
           continue;
         }
@@ -444,9 +461,11 @@ class mpi {
         posted.erase(posted.begin() + static_cast<std::ptrdiff_t>(j));
         deliver(slots[taker], *m);
         waiting.progressed();
-        if (taker == until) return;
+        delivered = true;
+        if (taker == until) return delivered;
         i = j;
       }
+      return delivered;
     }
 
     // Receive `r` takes message `m`, or refuses it (then the message is held for the next).
@@ -474,11 +493,25 @@ class mpi {
       if (done != 0) r.state = phase::done;
     }
 
-    // Sends that could not be withdrawn: completed in the background.
+    // A send to this rank itself may wait for its receive (MPICH's do), and a rank that
+    // sends to itself before it receives would wait forever: small ones go from a copy the
+    // endpoint keeps until MPI is done with it, and complete at once.
+    static constexpr std::size_t self_buffered = std::size_t{64} << 10;
+    using copy_list = std::list<std::vector<std::byte>>;
+
+    struct background_send {
+      MPI_Request request = MPI_REQUEST_NULL;
+      std::optional<copy_list::iterator> self_copy;
+    };
+
+    // Sends that could not be withdrawn, and sends from self_copies: completed in the
+    // background.
     void retry_orphans() {
       for (std::size_t i = 0; i < orphans.size();) {
         int done = 0;
-        if (MPI_Test(&orphans[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done != 0) {
+        if (MPI_Test(&orphans[i].request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+            done != 0) {
+          if (orphans[i].self_copy) self_copies.erase(*orphans[i].self_copy);
           orphans.erase(orphans.begin() + static_cast<std::ptrdiff_t>(i));
         } else {
           ++i;
@@ -497,7 +530,8 @@ class mpi {
     std::vector<std::uint32_t> free_slots;
     std::vector<std::uint32_t> posted;  // unmatched receives, in posting order
     std::deque<held_message> held;
-    std::vector<MPI_Request> orphans;
+    copy_list self_copies;
+    std::vector<background_send> orphans;
     std::uint64_t polls = 0;
     detail::mpi::backoff waiting;
   };
@@ -526,7 +560,7 @@ class mpi {
 
   bool test_receive(request& req) {
     auto& r = state_->slots[req.slot_];
-    if (r.state == state::phase::posted) state_->progress_posted(req.slot_);
+    if (r.state == state::phase::posted) (void)state_->progress_posted(req.slot_);
     if (r.state == state::phase::receiving) state_->finish_receiving(r);
     if (r.state != state::phase::done) return false;
     req.outcome_ = r.result;
@@ -567,7 +601,7 @@ class mpi {
       detail::mpi::check(MPI_Test_cancelled(&status, &cancelled), "MPI_Test_cancelled", here);
       return cancelled != 0;
     }
-    state_->orphans.push_back(std::exchange(req.send_, MPI_REQUEST_NULL));
+    state_->orphans.push_back({std::exchange(req.send_, MPI_REQUEST_NULL), std::nullopt});
     return true;
   }
 

@@ -20,7 +20,7 @@
 
 namespace commx::coll::detail::native {
 
-using transport::detail::mpi::check;
+using commx::detail::mpi::check;
 
 /// Whether MPI has a predefined type for E (bool has none that C++ can rely on).
 template <class E>

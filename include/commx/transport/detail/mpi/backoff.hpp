@@ -16,7 +16,7 @@
 
 #include "commx/deadline.hpp"
 
-namespace commx::transport::detail::mpi {
+namespace commx::detail::mpi {
 
 class backoff {
  public:
@@ -45,4 +45,4 @@ class backoff {
   clock::time_point idle_since_{};
 };
 
-}  // namespace commx::transport::detail::mpi
+}  // namespace commx::detail::mpi

@@ -17,7 +17,7 @@
 
 #include "commx/error.hpp"
 
-namespace commx::transport::detail::mpi {
+namespace commx::detail::mpi {
 
 /// MPI's error class, mapped onto commx's: wrong arguments are the caller's, a message longer
 /// than its buffer is truncation, anything else is the library failing underneath us.
@@ -113,4 +113,4 @@ inline std::size_t bytes_of(const MPI_Status& status) {
   return static_cast<std::size_t>(bytes);
 }
 
-}  // namespace commx::transport::detail::mpi
+}  // namespace commx::detail::mpi

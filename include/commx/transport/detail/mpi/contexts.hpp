@@ -27,7 +27,7 @@
 #include "commx/transport/detail/mpi/call.hpp"
 #include "commx/transport/message.hpp"
 
-namespace commx::transport::detail::mpi {
+namespace commx::detail::mpi {
 
 /// One commx context on MPI: its communicator (one per tag bank) and its rank maps.
 struct context {
@@ -159,4 +159,4 @@ class context_table {
   std::vector<std::unique_ptr<context>> table_;
 };
 
-}  // namespace commx::transport::detail::mpi
+}  // namespace commx::detail::mpi

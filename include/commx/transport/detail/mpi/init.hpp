@@ -27,19 +27,20 @@ class init {
   /// MPI_THREAD_MULTIPLE.
   explicit init(int required = MPI_THREAD_SERIALIZED) {
     int finalized = 0;
-    transport::detail::mpi::check(MPI_Finalized(&finalized), "MPI_Finalized");
+    detail::mpi::check(MPI_Finalized(&finalized), "MPI_Finalized");
     if (finalized != 0) throw error(errc::bootstrap_failed, "commx::init: MPI was finalised");
     int initialized = 0;
-    transport::detail::mpi::check(MPI_Initialized(&initialized), "MPI_Initialized");
+    detail::mpi::check(MPI_Initialized(&initialized), "MPI_Initialized");
     int provided = 0;
     if (initialized == 0) {
-      transport::detail::mpi::check(MPI_Init_thread(nullptr, nullptr, required, &provided),
+      detail::mpi::check(MPI_Init_thread(nullptr, nullptr, required, &provided),
                                     "MPI_Init_thread");
       owns_ = true;
     } else {
-      transport::detail::mpi::check(MPI_Query_thread(&provided), "MPI_Query_thread");
+      detail::mpi::check(MPI_Query_thread(&provided), "MPI_Query_thread");
     }
     if (provided < required) {
+      if (owns_) (void)MPI_Finalize();
       throw error(errc::bootstrap_failed,
                   fmt::format("commx::init: MPI provides thread level {}, commx needs {}",
                               provided, required));
