@@ -32,7 +32,15 @@ namespace {
 using comm = commx::communicator<commx::transport::mpi, commx::coll::native>;
 
 enum class kind : std::int32_t { pingpong, bandwidth, allreduce, stop };
-enum class variant : std::int32_t { commx, raw };
+// commx with matched-probe receives (its default), commx with receives posted to MPI_Irecv
+// (COMMX_MPI_RECEIVES=posted), raw MPI.
+enum class variant : std::int32_t { commx, commx_posted, raw };
+
+struct worlds {
+  comm matched;
+  comm posted;
+  comm& of(variant how) { return how == variant::commx_posted ? posted : matched; }
+};
 
 struct run {
   kind what;
@@ -124,7 +132,8 @@ void raw_allreduce(std::vector<double>& data) {
 
 // Runs `r` on this rank; on rank 0 inside Google Benchmark's loop (`state`), elsewhere
 // `r.iterations` times.
-void take_part(comm& world, const run& r, benchmark::State* state) {
+void take_part(worlds& both, const run& r, benchmark::State* state) {
+  comm& world = both.of(r.how);
   const auto bytes = static_cast<std::size_t>(r.bytes);
   const bool timed = state != nullptr;
   const auto repeat = [&](auto&& body) {
@@ -134,7 +143,7 @@ void take_part(comm& world, const run& r, benchmark::State* state) {
       for (std::int64_t i = 0; i < r.iterations; ++i) body();
     }
   };
-  const bool commx = r.how == variant::commx;
+  const bool commx = r.how != variant::raw;
   if (r.what == kind::allreduce) {
     std::vector<double> data(bytes / sizeof(double), 1.0);
     if (commx) {
@@ -180,7 +189,7 @@ void take_part(comm& world, const run& r, benchmark::State* state) {
   }
 }
 
-void measure(benchmark::State& state, comm& world, kind what, variant how) {
+void measure(benchmark::State& state, worlds& world, kind what, variant how) {
   const run r{what, how, state.range(0), static_cast<std::int64_t>(state.max_iterations)};
   announce(r);
   take_part(world, r, &state);
@@ -193,7 +202,7 @@ void measure(benchmark::State& state, comm& world, kind what, variant how) {
   }
 }
 
-void serve(comm& world) {
+void serve(worlds& world) {
   for (;;) {
     run r{};
     MPI_Bcast(&r, sizeof r, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -202,10 +211,12 @@ void serve(comm& world) {
   }
 }
 
-void register_all(comm& world) {
-  for (variant how : {variant::commx, variant::raw}) {
-    const char* who = how == variant::commx ? "commx-native" : "raw-mpi";
-    if (world.size() >= 2) {
+void register_all(worlds& world) {
+  for (variant how : {variant::commx, variant::commx_posted, variant::raw}) {
+    const char* who = how == variant::commx          ? "commx-matched"
+                      : how == variant::commx_posted ? "commx-posted"
+                                                     : "raw-mpi";
+    if (world.matched.size() >= 2) {
       benchmark::RegisterBenchmark(
           fmt::format("pingpong/{}", who).c_str(),
           [&world, how](benchmark::State& s) { measure(s, world, kind::pingpong, how); })
@@ -232,8 +243,10 @@ void register_all(comm& world) {
 int main(int argc, char** argv) {
   try {
     const commx::init mpi;
-    comm world(commx::transport::mpi{MPI_COMM_WORLD});
-    if (world.rank() != 0) {
+    using path = commx::transport::mpi::receive_path;
+    worlds world{comm(commx::transport::mpi{MPI_COMM_WORLD, path::matched}),
+                 comm(commx::transport::mpi{MPI_COMM_WORLD, path::posted})};
+    if (world.matched.rank() != 0) {
       serve(world);
       return 0;
     }

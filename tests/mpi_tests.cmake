@@ -39,3 +39,13 @@ endforeach()
 # itself keeps it running. Each needs a process of its own (MPI starts once per process).
 commx_add_mpi_test(transport.mpi.init_owned 2 "[.init_owned]")
 commx_add_mpi_test(transport.mpi.init_borrowed 2 "[.init_borrowed]")
+
+# Receives posted to MPI_Irecv (COMMX_MPI_RECEIVES=posted): everything but the conformance
+# suite's lossless truncation, which that path gives up for MPI's own semantics.
+foreach(suite p2p coll.collectives)
+  list(TRANSFORM commx_mpi_launch REPLACE "@N@" "3" OUTPUT_VARIABLE launch)
+  add_test(NAME ${suite}.mpi.posted.np3
+           COMMAND ${launch} $<TARGET_FILE:${suite}.mpi> --warn NoTests "~[.]~[inproc]~[ending]")
+  set_tests_properties(${suite}.mpi.posted.np3 PROPERTIES TIMEOUT 300
+                       ENVIRONMENT "${commx_mpi_environment};COMMX_MPI_RECEIVES=posted")
+endforeach()

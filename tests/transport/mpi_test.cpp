@@ -269,6 +269,33 @@ TEST_CASE("reductions map onto MPI's ops and MPI_Op_create", "[mpi]") {
   });
 }
 
+TEST_CASE("receives posted to MPI keep MPI's semantics for a buffer too small", "[mpi]") {
+  in_every_rank([] {
+    comm world(commx::transport::mpi{MPI_COMM_WORLD, commx::transport::mpi::receive_path::posted});
+    const int next = (world.rank() + 1) % world.size();
+    const int prev = (world.rank() + world.size() - 1) % world.size();
+    const std::vector<int> out(10, world.rank());
+    std::vector<int> small(4, -1);
+    auto req = world.irecv(prev, 6, std::span<int>(small));
+    world.barrier();  // posted before anything is sent: MPI matches it on arrival
+    world.send(next, 6, out);
+    COMMX_EXPECT_ERROR(commx::errc::truncated, req.wait());
+    // A buffer that fits gets its message straight from MPI.
+    std::vector<int> fits(10, -1);
+    auto again = world.irecv(prev, 7, std::span<int>(fits));
+    world.send(next, 7, out);
+    const commx::status st = again.wait();
+    COMMX_CHECK_EQ(st.source, prev);
+    COMMX_CHECK_EQ(st.bytes, sizeof(int) * 10);
+    COMMX_CHECK(fits == std::vector<int>(10, prev));
+    // Withdrawn before anything matched: MPI_Cancel takes it back.
+    int never = -1;
+    auto withdrawn = world.irecv(prev, 8, never);
+    COMMX_CHECK(withdrawn.cancel());
+    world.barrier();
+  });
+}
+
 TEST_CASE("commx::init initialises and finalises MPI when nobody else did", "[.init_owned]") {
   int initialized = 1;
   MPI_Initialized(&initialized);

@@ -45,6 +45,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <list>
 #include <memory>
@@ -87,22 +88,46 @@ class mpi {
    private:
     friend class mpi;
     static constexpr std::uint32_t no_slot = ~std::uint32_t{0};
-    MPI_Request send_ = MPI_REQUEST_NULL;
-    std::uint32_t slot_ = no_slot;
+    MPI_Request send_ = MPI_REQUEST_NULL;  // a send's, or a receive posted to MPI's
+    std::uint32_t slot_ = no_slot;         // a matched-path receive's slot
+    const detail::mpi::context* posted_ = nullptr;  // set for a receive posted to MPI
+    recv_buffer buffer_{std::span<std::byte>{}};     // ... and its buffer, to check the size
     op_result outcome_{};
   };
+
+  /// How receives meet MPI (see the file comment): `matched` (the default) probes first and
+  /// loses nothing to a buffer that is too small; `posted` hands receives into fixed buffers
+  /// to MPI_Irecv before their message arrives, as an MPI code would, at MPI's own cost and
+  /// with MPI's semantics for a buffer that is too small (errc::truncated, and the message is
+  /// gone, partly written). COMMX_MPI_RECEIVES=posted|matched chooses without recompiling.
+  enum class receive_path { matched, posted };
+
+  /// COMMX_MPI_RECEIVES, or `matched`.
+  /// @throws commx::error errc::invalid_argument for another value.
+  static receive_path receive_path_from_env() {
+    const char* text = std::getenv("COMMX_MPI_RECEIVES");  // NOLINT(concurrency-mt-unsafe)
+    if (text == nullptr || *text == '\0' || std::string_view(text) == "matched") {
+      return receive_path::matched;
+    }
+    if (std::string_view(text) == "posted") return receive_path::posted;
+    throw error(errc::invalid_argument,
+                fmt::format("COMMX_MPI_RECEIVES='{}' is neither 'matched' nor 'posted'", text));
+  }
 
   /// Wraps `comm` (not owned, never freed). Collective over `comm`. MPI must be initialised
   /// (commx::init); `guard`, if given, is kept for as long as the endpoint lives.
   /// @throws commx::error errc::bootstrap_failed when MPI is not initialised.
-  explicit mpi(MPI_Comm comm, std::shared_ptr<init> guard = nullptr)
-      : state_(std::make_unique<state>(comm, std::move(guard))) {}
+  explicit mpi(MPI_Comm comm, receive_path receives = receive_path_from_env(),
+               std::shared_ptr<init> guard = nullptr)
+      : state_(std::make_unique<state>(comm, std::move(guard))) {
+    state_->receives = receives;
+  }
 
   /// The world of a job started by mpirun, srun or mpiexec: MPI_COMM_WORLD, with MPI
   /// initialised if the application has not done it (and finalised when the endpoint closes).
   static mpi from_env() {
     auto guard = std::make_shared<init>();
-    return mpi(MPI_COMM_WORLD, std::move(guard));
+    return mpi(MPI_COMM_WORLD, receive_path_from_env(), std::move(guard));
   }
 
   mpi(mpi&&) noexcept = default;
@@ -142,8 +167,12 @@ class mpi {
   }
 
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
-    (void)context_of(ctx, "irecv", source, tag, buffer.capacity());
+    const detail::mpi::context& c = context_of(ctx, "irecv", source, tag, buffer.capacity());
     request req;
+    if (state_->receives == receive_path::posted && postable(buffer, source, tag)) {
+      post_to_mpi(req, c, source, tag, buffer);
+      return req;
+    }
     req.slot_ = state_->post(source, ctx, tag, buffer);
     return req;
   }
@@ -151,6 +180,7 @@ class mpi {
   bool test(request& req) {
     if (req.slot_ != request::no_slot) return test_receive(req);
     if (req.send_ == MPI_REQUEST_NULL) return true;
+    if (req.posted_ != nullptr) return test_posted(req);
     int done = 0;
     const int code = MPI_Test(&req.send_, &done, MPI_STATUS_IGNORE);
     detail::mpi::check(code, "MPI_Test",
@@ -169,6 +199,7 @@ class mpi {
 
   bool cancel(request& req) {
     if (req.slot_ != request::no_slot) return cancel_receive(req);
+    if (req.posted_ != nullptr) return cancel_posted(req);
     return cancel_send(req);
   }
 
@@ -534,7 +565,79 @@ class mpi {
     std::vector<background_send> orphans;
     std::uint64_t polls = 0;
     detail::mpi::backoff waiting;
+    receive_path receives = receive_path::matched;
   };
+
+  // A receive goes to MPI_Irecv when its buffer is fixed, one MPI communicator can match its
+  // tag, and no receive waits in the endpoint (or message is held) that MPI would overtake.
+  // Never from this rank itself: Open MPI 4.1 reports a truncated receive from self as a
+  // success, so those take the matched path, which checks sizes itself.
+  [[nodiscard]] bool postable(const recv_buffer& buffer, int source, int tag) const {
+    return buffer.capacity() != static_cast<std::size_t>(-1) && source != state_->rank &&
+           (tag != any_tag || state_->tags.banks == 1) && state_->posted.empty() &&
+           state_->held.empty();
+  }
+
+  void post_to_mpi(request& req, const context& c, int source, int tag, recv_buffer buffer) {
+    std::error_code ec;
+    std::byte* into = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
+    const detail::mpi::byte_layout layout(buffer.capacity());
+    const int bank = tag == any_tag ? 0 : state_->tags.bank_of(tag);
+    detail::mpi::check(MPI_Irecv(into, layout.count(), layout.type(), mpi_source(c, source),
+                                 mpi_tag(tag), c.banks[static_cast<std::size_t>(bank)],
+                                 &req.send_),
+                       "MPI_Irecv", where("irecv", source, tag, buffer.capacity()));
+    req.posted_ = &c;
+    req.buffer_ = buffer;
+    req.outcome_.tag = tag;
+  }
+
+  bool test_posted(request& req) {
+    int done = 0;
+    MPI_Status status;
+    const int code = MPI_Test(&req.send_, &done, &status);
+    if (code == MPI_SUCCESS && done == 0) return false;
+    finish_posted(req, code, status);
+    return true;
+  }
+
+  // MPI's truncation is the receive's error; any other failure is thrown.
+  void finish_posted(request& req, int code, const MPI_Status& status) {
+    const int requested_tag = req.outcome_.tag;
+    req.send_ = MPI_REQUEST_NULL;
+    req.outcome_.source = req.posted_->world_of(status.MPI_SOURCE);
+    req.outcome_.tag = requested_tag != any_tag ? requested_tag : status.MPI_TAG;
+    req.posted_ = nullptr;
+    state_->waiting.progressed();
+    if (code != MPI_SUCCESS) {
+      if (detail::mpi::errc_of(code) != errc::truncated) {
+        detail::mpi::fail(code, "MPI_Test", where("recv", unknown, requested_tag, 0));
+      }
+      req.outcome_.bytes = req.buffer_.capacity();
+      req.outcome_.error = make_error_code(errc::truncated);
+      return;
+    }
+    req.outcome_.bytes = detail::mpi::bytes_of(status);
+    (void)req.buffer_.prepare(req.outcome_.bytes, req.outcome_.error);  // whole elements?
+  }
+
+  bool cancel_posted(request& req) {
+    const error_context here = where("irecv", unknown, req.outcome_.tag, 0);
+    detail::mpi::check(MPI_Cancel(&req.send_), "MPI_Cancel", here);
+    MPI_Status status;
+    const int code = MPI_Wait(&req.send_, &status);
+    int cancelled = 0;
+    if (code == MPI_SUCCESS) {
+      detail::mpi::check(MPI_Test_cancelled(&status, &cancelled), "MPI_Test_cancelled", here);
+    }
+    if (cancelled != 0) {
+      req.send_ = MPI_REQUEST_NULL;
+      req.posted_ = nullptr;
+      return true;
+    }
+    finish_posted(req, code, status);
+    return false;
+  }
 
   [[nodiscard]] error_context where(const char* operation, int peer, int tag,
                                     std::size_t bytes) const {
