@@ -86,15 +86,13 @@ void commx_window_recv(comm& world, std::vector<std::vector<std::byte>>& slots,
 void raw_pingpong(std::span<std::byte> out, std::span<std::byte> in, int peer, bool first) {
   const int n = static_cast<int>(out.size());
   if (first) {
-    check(MPI_Send(out.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD),
-          "MPI_Send");
+    check(MPI_Send(out.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD), "MPI_Send");
   }
-  check(MPI_Recv(in.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE),
-        "MPI_Recv");
+  check(
+      MPI_Recv(in.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+      "MPI_Recv");
   if (!first) {
-    check(MPI_Send(in.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD),
-          "MPI_Send");
+    check(MPI_Send(in.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD), "MPI_Send");
   }
 }
 
@@ -106,8 +104,7 @@ void raw_window_send(std::span<const std::byte> out,
           "MPI_Isend");
   }
   check(MPI_Waitall(pingpong::window, sends.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-  check(MPI_Recv(nullptr, 0, MPI_BYTE, 1, pingpong::control_tag, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE),
+  check(MPI_Recv(nullptr, 0, MPI_BYTE, 1, pingpong::control_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
         "MPI_Recv");
 }
 
@@ -123,8 +120,8 @@ void raw_window_recv(std::vector<std::vector<std::byte>>& slots,
 }
 
 void raw_allreduce(std::vector<double>& data) {
-  check(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE,
-                      MPI_SUM, MPI_COMM_WORLD),
+  check(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_DOUBLE, MPI_SUM,
+                      MPI_COMM_WORLD),
         "MPI_Allreduce");
 }
 
@@ -196,8 +193,8 @@ void measure(benchmark::State& state, worlds& world, kind what, variant how) {
   if (what == kind::allreduce) {
     state.SetBytesProcessed(state.iterations() * r.bytes);
   } else {
-    pingpong::report(state, what == kind::pingpong ? pingpong::kind::pingpong
-                                                   : pingpong::kind::bandwidth,
+    pingpong::report(state,
+                     what == kind::pingpong ? pingpong::kind::pingpong : pingpong::kind::bandwidth,
                      r.bytes);
   }
 }

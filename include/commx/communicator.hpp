@@ -477,7 +477,7 @@ class communicator {
                   fmt::format("color {} is negative", color));
     }
     // A transport that makes communicators itself (MPI_Comm_split) is asked to.
-    if constexpr (requires(T& t) { t.split(ctx_, color, key, context_id{}); }) {
+    if constexpr (requires(T & t) { t.split(ctx_, color, key, context_id{}); }) {
       if constexpr (S::enabled) state_->stats.on_call(stats::op::split);
       return adopt(state_->endpoint.split(ctx_, color, key, state_->next_context));
     }
@@ -512,7 +512,7 @@ class communicator {
   /// Collective: one communicator per node, holding the ranks that share this rank's node.
   communicator split_by_node(deadline until = {}) {
     check_valid("split_by_node");
-    if constexpr (requires(T& t) { t.split_by_node(ctx_, rank_, context_id{}); }) {
+    if constexpr (requires(T & t) { t.split_by_node(ctx_, rank_, context_id{}); }) {
       if constexpr (S::enabled) state_->stats.on_call(stats::op::split);
       return adopt(state_->endpoint.split_by_node(ctx_, rank_, state_->next_context));
     }
@@ -568,7 +568,7 @@ class communicator {
     state_->next_context = made.context + 2;
     if (made.members.empty()) return {};
     communicator fresh = child(made.context, std::move(made.members), made.rank);
-    if constexpr (requires(T& t) { t.release(made.context); }) {
+    if constexpr (requires(T & t) { t.release(made.context); }) {
       fresh.lease_ = std::shared_ptr<void>(
           nullptr, [state = state_, ctx = made.context](void*) { state->endpoint.release(ctx); });
     }

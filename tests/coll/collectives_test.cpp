@@ -223,8 +223,7 @@ TEMPLATE_LIST_TEST_CASE("user types and user ops; reduction folds in rank order"
 
 // A transport's own collectives (MPI's) hang or fail as that library does on mismatched calls;
 // only the policies written over commx's point-to-point promise this.
-TEMPLATE_LIST_TEST_CASE("mismatched calls end on every rank, never hang", "[fixed]",
-                        p2p_policies) {
+TEMPLATE_LIST_TEST_CASE("mismatched calls end on every rank, never hang", "[fixed]", p2p_policies) {
   using comm = comm_for<TestType>;
   REQUIRE_NOTHROW(job<comm>(3, [](comm& world) {
     std::vector<int> in(2);

@@ -231,12 +231,11 @@ TEST_CASE("reductions map onto MPI's ops and MPI_Op_create", "[mpi]") {
                    std::int64_t{2});
     COMMX_CHECK_EQ(world.allreduce_value(std::uint32_t{1} << r, std::bit_or<>{}),
                    (std::uint32_t{1} << p) - 1);
-    COMMX_CHECK_EQ(world.allreduce_value(static_cast<float>(r + 1), std::multiplies<float>{}),
-                   [p] {
-                     float f = 1;
-                     for (int i = 1; i <= p; ++i) f *= static_cast<float>(i);
-                     return f;
-                   }());
+    COMMX_CHECK_EQ(world.allreduce_value(static_cast<float>(r + 1), std::multiplies<float>{}), [p] {
+      float f = 1;
+      for (int i = 1; i <= p; ++i) f *= static_cast<float>(i);
+      return f;
+    }());
     // A non-commutative user op: MPI folds it in rank order, on every root.
     mat2 expected = matrix_of(0);
     for (int i = 1; i < p; ++i) expected = mat_product{}(expected, matrix_of(i));

@@ -69,8 +69,8 @@ struct native {
     }
 #endif
     check(p,
-          MPI_Reduce(in, at_root ? data.data() : nullptr, count(data, "reduce"), type<E>(), mpi_op.handle(), root,
-                     comm(p)),
+          MPI_Reduce(in, at_root ? data.data() : nullptr, count(data, "reduce"), type<E>(),
+                     mpi_op.handle(), root, comm(p)),
           "MPI_Reduce");
   }
 
@@ -127,8 +127,8 @@ struct native {
     std::vector<E> kept;
     if (p.rank() == 0) kept.assign(data.begin(), data.end());
     check(p,
-          MPI_Exscan(MPI_IN_PLACE, data.data(), count(data, "exscan"), type<E>(),
-                     mpi_op.handle(), comm(p)),
+          MPI_Exscan(MPI_IN_PLACE, data.data(), count(data, "exscan"), type<E>(), mpi_op.handle(),
+                     comm(p)),
           "MPI_Exscan");
     if (p.rank() == 0) std::ranges::copy(kept, data.begin());
   }
@@ -153,8 +153,8 @@ struct native {
     const std::vector<int> c = at_root ? ints(counts, "scatterv") : std::vector<int>{};
     const std::vector<int> d = at_root ? ints(displs, "scatterv") : std::vector<int>{};
     check(p,
-          MPI_Scatterv(in.data(), c.data(), d.data(), type<E>(), out.data(),
-                       count(out, "scatterv"), type<E>(), root, comm(p)),
+          MPI_Scatterv(in.data(), c.data(), d.data(), type<E>(), out.data(), count(out, "scatterv"),
+                       type<E>(), root, comm(p)),
           "MPI_Scatterv");
   }
 

@@ -88,10 +88,10 @@ class mpi {
    private:
     friend class mpi;
     static constexpr std::uint32_t no_slot = ~std::uint32_t{0};
-    MPI_Request send_ = MPI_REQUEST_NULL;  // a send's, or a receive posted to MPI's
-    std::uint32_t slot_ = no_slot;         // a matched-path receive's slot
+    MPI_Request send_ = MPI_REQUEST_NULL;           // a send's, or a receive posted to MPI's
+    std::uint32_t slot_ = no_slot;                  // a matched-path receive's slot
     const detail::mpi::context* posted_ = nullptr;  // set for a receive posted to MPI
-    recv_buffer buffer_{std::span<std::byte>{}};     // ... and its buffer, to check the size
+    recv_buffer buffer_{std::span<std::byte>{}};    // ... and its buffer, to check the size
     op_result outcome_{};
   };
 
@@ -153,10 +153,9 @@ class mpi {
       data = **copy;
     }
     const detail::mpi::byte_layout layout(data.size());
-    const int code = MPI_Isend(data.data(), layout.count(), layout.type(), c.local_of(dest),
-                               state_->tags.mpi_tag(tag),
-                               c.banks[static_cast<std::size_t>(state_->tags.bank_of(tag))],
-                               &req.send_);
+    const int code = MPI_Isend(
+        data.data(), layout.count(), layout.type(), c.local_of(dest), state_->tags.mpi_tag(tag),
+        c.banks[static_cast<std::size_t>(state_->tags.bank_of(tag))], &req.send_);
     if (code != MPI_SUCCESS && copy) state_->self_copies.erase(*copy);
     detail::mpi::check(code, "MPI_Isend", where("isend", dest, tag, data.size()));
     if (copy) state_->orphans.push_back({std::exchange(req.send_, MPI_REQUEST_NULL), copy});
@@ -345,8 +344,7 @@ class mpi {
       for (held_message& h : held) {
         sink.resize(h.bytes);
         const detail::mpi::byte_layout layout(h.bytes);
-        (void)MPI_Mrecv(sink.data(), layout.count(), layout.type(), &h.message,
-                        MPI_STATUS_IGNORE);
+        (void)MPI_Mrecv(sink.data(), layout.count(), layout.type(), &h.message, MPI_STATUS_IGNORE);
       }
       for (receive& r : slots) {
         if (r.state == phase::receiving) (void)MPI_Wait(&r.mpi, MPI_STATUS_IGNORE);
@@ -442,8 +440,7 @@ class mpi {
     std::optional<found_message> find_message(const receive& r) {
       if (!held.empty()) {
         if (auto i = find_held(r.source, r.ctx, r.tag)) {
-          return found_message{held[*i].message, i, held[*i].source, held[*i].tag,
-                               held[*i].bytes};
+          return found_message{held[*i].message, i, held[*i].source, held[*i].tag, held[*i].bytes};
         }
       }
       const context* c = contexts.find(r.ctx);
@@ -540,8 +537,7 @@ class mpi {
     void retry_orphans() {
       for (std::size_t i = 0; i < orphans.size();) {
         int done = 0;
-        if (MPI_Test(&orphans[i].request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
-            done != 0) {
+        if (MPI_Test(&orphans[i].request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done != 0) {
           if (orphans[i].self_copy) self_copies.erase(*orphans[i].self_copy);
           orphans.erase(orphans.begin() + static_cast<std::ptrdiff_t>(i));
         } else {
@@ -584,8 +580,7 @@ class mpi {
     const detail::mpi::byte_layout layout(buffer.capacity());
     const int bank = tag == any_tag ? 0 : state_->tags.bank_of(tag);
     detail::mpi::check(MPI_Irecv(into, layout.count(), layout.type(), mpi_source(c, source),
-                                 mpi_tag(tag), c.banks[static_cast<std::size_t>(bank)],
-                                 &req.send_),
+                                 mpi_tag(tag), c.banks[static_cast<std::size_t>(bank)], &req.send_),
                        "MPI_Irecv", where("irecv", source, tag, buffer.capacity()));
     req.posted_ = &c;
     req.buffer_ = buffer;
@@ -711,9 +706,9 @@ class mpi {
   // Every rank of the parent learns the largest next free context id among them.
   context_id agree_on(const context& parent, context_id next_free) {
     context_id fresh = next_free;
-    detail::mpi::check(MPI_Allreduce(MPI_IN_PLACE, &fresh, 1, MPI_UINT64_T, MPI_MAX,
-                                     parent.banks[0]),
-                       "MPI_Allreduce", where("split", unknown, unknown, 0));
+    detail::mpi::check(
+        MPI_Allreduce(MPI_IN_PLACE, &fresh, 1, MPI_UINT64_T, MPI_MAX, parent.banks[0]),
+        "MPI_Allreduce", where("split", unknown, unknown, 0));
     return fresh;
   }
 

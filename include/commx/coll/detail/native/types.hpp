@@ -24,25 +24,35 @@ using commx::detail::mpi::check;
 
 /// Whether MPI has a predefined type for E (bool has none that C++ can rely on).
 template <class E>
-inline constexpr bool has_predefined_type =
-    std::is_floating_point_v<E> ||
-    (std::is_integral_v<E> && !std::is_same_v<std::remove_cv_t<E>, bool> && sizeof(E) <= 8);
+inline constexpr bool has_predefined_type = std::is_floating_point_v<E> ||
+                                            (std::is_integral_v<E> &&
+                                             !std::is_same_v<std::remove_cv_t<E>, bool> &&
+                                             sizeof(E) <= 8);
 
 /// MPI's predefined type for an arithmetic E, or MPI_DATATYPE_NULL.
 template <class E>
 MPI_Datatype predefined_type() {
   using T = std::remove_cv_t<E>;
-  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else if constexpr (std::is_same_v<T, long double>) return MPI_LONG_DOUBLE;
-  else if constexpr (std::is_same_v<T, char>) return MPI_CHAR;
+  if constexpr (std::is_same_v<T, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, long double>)
+    return MPI_LONG_DOUBLE;
+  else if constexpr (std::is_same_v<T, char>)
+    return MPI_CHAR;
   else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     constexpr bool s = std::is_signed_v<T>;
-    if constexpr (sizeof(T) == 1) return s ? MPI_INT8_T : MPI_UINT8_T;
-    else if constexpr (sizeof(T) == 2) return s ? MPI_INT16_T : MPI_UINT16_T;
-    else if constexpr (sizeof(T) == 4) return s ? MPI_INT32_T : MPI_UINT32_T;
-    else if constexpr (sizeof(T) == 8) return s ? MPI_INT64_T : MPI_UINT64_T;
-    else return MPI_DATATYPE_NULL;
+    if constexpr (sizeof(T) == 1)
+      return s ? MPI_INT8_T : MPI_UINT8_T;
+    else if constexpr (sizeof(T) == 2)
+      return s ? MPI_INT16_T : MPI_UINT16_T;
+    else if constexpr (sizeof(T) == 4)
+      return s ? MPI_INT32_T : MPI_UINT32_T;
+    else if constexpr (sizeof(T) == 8)
+      return s ? MPI_INT64_T : MPI_UINT64_T;
+    else
+      return MPI_DATATYPE_NULL;
   } else {
     return MPI_DATATYPE_NULL;
   }
@@ -71,9 +81,9 @@ MPI_Datatype datatype() {
 /// @throws commx::error errc::invalid_argument past INT_MAX elements.
 inline int count_of(std::size_t n, const char* operation) {
   if (n > static_cast<std::size_t>(INT_MAX)) [[unlikely]] {
-    throw error(errc::invalid_argument,
-                fmt::format("{}: {} elements is more than MPI's int counts can hold", operation,
-                            n));
+    throw error(
+        errc::invalid_argument,
+        fmt::format("{}: {} elements is more than MPI's int counts can hold", operation, n));
   }
   return static_cast<int>(n);
 }
@@ -97,8 +107,8 @@ MPI_Op predefined_op() {
   } else if constexpr (integer && (std::is_same_v<Op, std::bit_and<>> ||
                                    std::is_same_v<Op, std::bit_and<T>>)) {
     return MPI_BAND;
-  } else if constexpr (integer && (std::is_same_v<Op, std::bit_or<>> ||
-                                   std::is_same_v<Op, std::bit_or<T>>)) {
+  } else if constexpr (integer &&
+                       (std::is_same_v<Op, std::bit_or<>> || std::is_same_v<Op, std::bit_or<T>>)) {
     return MPI_BOR;
   } else if constexpr (integer && (std::is_same_v<Op, std::bit_xor<>> ||
                                    std::is_same_v<Op, std::bit_xor<T>>)) {
@@ -133,8 +143,7 @@ class reduction_op {
     // Made once per (Op, E): the function reads the op object through active_op.
     static const MPI_Op made = [] {
       MPI_Op h = MPI_OP_NULL;
-      check(MPI_Op_create(&apply_user_op<Op, E>, commutative<Op, E> ? 1 : 0, &h),
-            "MPI_Op_create");
+      check(MPI_Op_create(&apply_user_op<Op, E>, commutative<Op, E> ? 1 : 0, &h), "MPI_Op_create");
       return h;
     }();
     handle_ = made;

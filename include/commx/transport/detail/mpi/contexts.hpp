@@ -145,12 +145,12 @@ class context_table {
     std::vector<int> locals(static_cast<std::size_t>(size));
     for (int r = 0; r < size; ++r) locals[static_cast<std::size_t>(r)] = r;
     entry.world_of_local.resize(locals.size());
-    check(MPI_Group_translate_ranks(mine, size, locals.data(), whole,
-                                    entry.world_of_local.data()),
+    check(MPI_Group_translate_ranks(mine, size, locals.data(), whole, entry.world_of_local.data()),
           "MPI_Group_translate_ranks");
     entry.local_of_world.assign(static_cast<std::size_t>(world_size), -1);
     for (int r = 0; r < size; ++r) {
-      entry.local_of_world[static_cast<std::size_t>(entry.world_of_local[static_cast<std::size_t>(r)])] = r;
+      entry.local_of_world[static_cast<std::size_t>(
+          entry.world_of_local[static_cast<std::size_t>(r)])] = r;
     }
     check(MPI_Group_free(&mine), "MPI_Group_free");
     check(MPI_Group_free(&whole), "MPI_Group_free");

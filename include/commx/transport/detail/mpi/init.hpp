@@ -33,8 +33,7 @@ class init {
     detail::mpi::check(MPI_Initialized(&initialized), "MPI_Initialized");
     int provided = 0;
     if (initialized == 0) {
-      detail::mpi::check(MPI_Init_thread(nullptr, nullptr, required, &provided),
-                                    "MPI_Init_thread");
+      detail::mpi::check(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
       owns_ = true;
     } else {
       detail::mpi::check(MPI_Query_thread(&provided), "MPI_Query_thread");
@@ -42,8 +41,8 @@ class init {
     if (provided < required) {
       if (owns_) (void)MPI_Finalize();
       throw error(errc::bootstrap_failed,
-                  fmt::format("commx::init: MPI provides thread level {}, commx needs {}",
-                              provided, required));
+                  fmt::format("commx::init: MPI provides thread level {}, commx needs {}", provided,
+                              required));
     }
   }
   init(const init&) = delete;
