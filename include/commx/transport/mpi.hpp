@@ -10,12 +10,16 @@
 /// never frees it and never sends on it (it works on duplicates, see detail/mpi/contexts.hpp).
 /// World ranks are that communicator's ranks.
 ///
-/// Receives use MPI's matched probe: a posted receive takes the first message MPI_Improbe
-/// matches for it, learns its size, asks the receive buffer for room (`recv_buffer::prepare`)
-/// and only then receives it with MPI_Imrecv. So a buffer that is too small fails with
-/// errc::truncated having written nothing, and the message, already matched, is kept by the
-/// endpoint for the next receive that matches it: nothing is lost, unlike a truncated
-/// MPI_Irecv. Receives are offered messages in the order they were posted.
+/// Receives, by default, use MPI's matched probe: a posted receive takes the first message
+/// MPI_Improbe matches for it, learns its size, asks the receive buffer for room
+/// (`recv_buffer::prepare`) and only then receives it with MPI_Imrecv. So a buffer that is too
+/// small fails with errc::truncated having written nothing, and the message, already matched,
+/// is kept by the endpoint for the next receive that matches it: nothing is lost, unlike a
+/// truncated MPI_Irecv. Receives are offered messages in the order they were posted. The price
+/// is MPI's unexpected-message path on every receive (about 1,200 instructions more per 8-byte
+/// message than MPI_Recv with Open MPI 4.1; bench/README.md). `receive_path::posted`
+/// (COMMX_MPI_RECEIVES=posted) hands receives into fixed buffers to MPI_Irecv instead, at
+/// MPI's cost and with MPI's semantics for a buffer that is too small.
 ///
 /// Waiting: MPI posts no events to sleep on. `event_count()` counts polls, so
 /// `wait_for_event` returns after one step of backing off (detail/mpi/backoff.hpp: poll, then

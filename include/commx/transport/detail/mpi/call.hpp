@@ -106,8 +106,13 @@ class byte_layout {
   bool owned_ = false;
 };
 
-/// The byte count a receive status describes (MPI_Get_elements_x counts past 2 GiB).
+/// The byte count a receive status describes: MPI_Get_count, which costs half what
+/// MPI_Get_elements_x does in Open MPI, unless the message is 2 GiB or more.
 inline std::size_t bytes_of(const MPI_Status& status) {
+  int count = MPI_UNDEFINED;
+  check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+  if (count != MPI_UNDEFINED) [[likely]]
+    return static_cast<std::size_t>(count);
   MPI_Count bytes = 0;
   check(MPI_Get_elements_x(&status, MPI_BYTE, &bytes), "MPI_Get_elements_x");
   return static_cast<std::size_t>(bytes);
