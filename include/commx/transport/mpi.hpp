@@ -104,6 +104,8 @@ class mpi {
   /// to MPI_Irecv before their message arrives, as an MPI code would, at MPI's own cost and
   /// with MPI's semantics for a buffer that is too small (errc::truncated, and the message is
   /// gone, partly written). COMMX_MPI_RECEIVES=posted|matched chooses without recompiling.
+  /// An endpoint with posted receives sets MPI_ERRORS_RETURN on MPI_COMM_WORLD and
+  /// MPI_COMM_SELF, where MPICH reports a truncated receive.
   enum class receive_path { matched, posted };
 
   /// COMMX_MPI_RECEIVES, or `matched`.
@@ -125,6 +127,14 @@ class mpi {
                std::shared_ptr<init> guard = nullptr)
       : state_(std::make_unique<state>(comm, std::move(guard))) {
     state_->receives = receives;
+    if (receives == receive_path::posted) {
+      // MPICH raises a truncated receive's error from MPI_Test on MPI_COMM_WORLD's handler
+      // (or MPI_COMM_SELF's), whatever communicator the receive was on; fatal by default.
+      for (MPI_Comm raised_on : {MPI_COMM_WORLD, MPI_COMM_SELF}) {
+        detail::mpi::check(MPI_Comm_set_errhandler(raised_on, MPI_ERRORS_RETURN),
+                           "MPI_Comm_set_errhandler");
+      }
+    }
   }
 
   /// The world of a job started by mpirun, srun or mpiexec: MPI_COMM_WORLD, with MPI
