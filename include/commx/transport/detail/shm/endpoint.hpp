@@ -145,29 +145,27 @@ class endpoint {
   std::shared_ptr<operation> recv(int from, context_id ctx, int tag, recv_buffer buffer) {
     auto op = std::make_shared<operation>(operation::kind::recv, from, ctx, tag);
     op->buffer = buffer;
-    for (auto queued = unexpected_.begin(); queued != unexpected_.end();) {
-      if (!matches(from, ctx, tag, queued->source, queued->ctx, queued->tag)) {
-        ++queued;
-        continue;
-      }
-      if (queued->large && !still_offered(*queued)) {
-        queued = unexpected_.erase(queued);  // the sender withdrew it
+    for (auto at = unexpected_.find(from, ctx, tag); at != unexpected_.end();
+         at = unexpected_.find(from, ctx, tag)) {
+      queued_message& queued = at->second.front();
+      if (queued.large && !still_offered(queued)) {
+        unexpected_.pop(at);  // the sender withdrew it
         continue;
       }
       std::error_code ec;
-      std::byte* target = buffer.prepare(queued->size, ec);
+      std::byte* target = buffer.prepare(queued.size, ec);
       if (ec) {  // refused: the message stays queued for a receive that fits
-        complete(*op, {queued->source, queued->tag, queued->size, ec});
+        complete(*op, {queued.source, queued.tag, queued.size, ec});
         return op;
       }
-      if (!queued->large) {
-        if (!queued->eager.empty()) std::memcpy(target, queued->eager.data(), queued->size);
-        complete(*op, {queued->source, queued->tag, queued->size, {}});
-        unexpected_.erase(queued);
+      if (!queued.large) {
+        if (!queued.eager.empty()) std::memcpy(target, queued.eager.data(), queued.size);
+        complete(*op, {queued.source, queued.tag, queued.size, {}});
+        unexpected_.pop(at);
         return op;
       }
-      const queued_message offer = *queued;
-      queued = unexpected_.erase(queued);
+      const queued_message offer = std::move(queued);
+      unexpected_.pop(at);
       if (take_offer(op, offer.source, offer.tag, offer.size, offer.ticket, offer.generation,
                      offer.address, target)) {
         return op;
@@ -183,14 +181,13 @@ class endpoint {
 
   std::optional<op_result> probe(int from, context_id ctx, int tag) {
     progress();
-    for (auto queued = unexpected_.begin(); queued != unexpected_.end();) {
-      if (!matches(from, ctx, tag, queued->source, queued->ctx, queued->tag)) {
-        ++queued;
-      } else if (queued->large && !still_offered(*queued)) {
-        queued = unexpected_.erase(queued);
-      } else {
-        return op_result{queued->source, queued->tag, queued->size, {}};
+    for (auto at = unexpected_.find(from, ctx, tag); at != unexpected_.end();
+         at = unexpected_.find(from, ctx, tag)) {
+      const queued_message& queued = at->second.front();
+      if (!queued.large || still_offered(queued)) {
+        return op_result{queued.source, queued.tag, queued.size, {}};
       }
+      unexpected_.pop(at);
     }
     return lost_source(from);
   }
@@ -415,8 +412,7 @@ class endpoint {
       transfer.reset();
     }
     // Its large messages are in memory that is gone.
-    std::erase_if(unexpected_,
-                  [&](const queued_message& m) { return m.large && m.source == peer; });
+    unexpected_.remove_if([&](const queued_message& m) { return m.large && m.source == peer; });
   }
 
   // A receive from `from` that nothing queued satisfies: can anyone still answer it?
@@ -494,14 +490,14 @@ class endpoint {
       posted = posted_.erase(posted);
       if (!ec) return;
     }
-    queued_message message{from, header.ctx, header.tag, bytes, {}};
+    queued_message message{0, from, header.ctx, header.tag, bytes, {}};
     message.eager.resize(bytes);
     ring.read_payload(0, message.eager.data(), bytes);
-    unexpected_.push_back(std::move(message));
+    unexpected_.push(std::move(message));
   }
 
   void arrive_offer(int from, const record& header) {
-    queued_message offer{from, header.ctx, header.tag, header.size, {}};
+    queued_message offer{0, from, header.ctx, header.tag, header.size, {}};
     offer.large = true;
     offer.ticket = header.ticket;
     offer.generation = header.generation;
@@ -535,7 +531,7 @@ class endpoint {
       posted_.insert(posted_.begin(), taken);
       return;
     }
-    unexpected_.push_back(std::move(offer));
+    unexpected_.push(std::move(offer));
   }
 
   bool still_offered(const queued_message& offer) const {
@@ -783,7 +779,7 @@ class endpoint {
   std::vector<process_watch> peers_;
   std::vector<presence> state_;
   std::deque<std::shared_ptr<operation>> posted_;
-  std::deque<queued_message> unexpected_;
+  unexpected_queue unexpected_;
   int any_failed_ = unknown;
   std::uint64_t events_ = 0;
   std::uint32_t departures_seen_ = 0;

@@ -13,8 +13,13 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -73,11 +78,33 @@ class process_watch {
   bool gone_ = false;
 };
 
-/// True when a process with this pid exists (it may be a zombie); for start-up checks of a
-/// segment's creator, where no pidfd is held yet.
-inline bool process_exists(pid_t pid) {
+/// When process `pid` started, in clock ticks since boot (/proc/<pid>/stat, field 22); 0 if
+/// unknown. With the pid it names one process for the machine's uptime: pids are reused,
+/// (pid, start time) pairs are not.
+inline std::uint64_t process_start_time(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char text[1024];
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return 0;
+  text[n] = '\0';
+  // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+  const char* field = std::strrchr(text, ')');
+  if (field == nullptr) return 0;
+  for (int skipped = 0; skipped < 20 && field != nullptr; ++skipped)
+    field = std::strchr(field + 1, ' ');
+  return field == nullptr ? 0 : std::strtoull(field + 1, nullptr, 10);
+}
+
+/// True when the process that was `pid`, started at `start_time` (0: any), still exists (it may
+/// be a zombie); for start-up checks of a segment's creator, where no pidfd is held yet.
+inline bool process_exists(pid_t pid, std::uint64_t start_time = 0) {
   if (pid <= 0) return false;
-  return ::kill(pid, 0) == 0 || errno == EPERM;
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;
+  return start_time == 0 || process_start_time(pid) == start_time;
 }
 
 }  // namespace commx::detail::shm

@@ -10,8 +10,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
+#include <tuple>
 #include <vector>
 
 #include "commx/error.hpp"
@@ -49,6 +53,7 @@ struct operation {
 
 /// A message nobody has asked for yet: a copy of a small one, or a large one's envelope.
 struct queued_message {
+  std::uint64_t order = 0;  // arrival number: wildcards take the earliest
   int source;
   context_id ctx;
   int tag;
@@ -65,5 +70,52 @@ inline bool matches(int want_source, context_id want_ctx, int want_tag, int sour
   return want_ctx == ctx && (want_source == any_source || want_source == source) &&
          (want_tag == any_tag || want_tag == tag);
 }
+
+/// Messages nobody asked for yet, indexed by (source, context, tag): a receive naming all three
+/// finds its message at the front of one queue however many others wait, so a flood of 100,000
+/// messages is received in linear time. Wildcards look at the front of every queue and take
+/// the earliest arrival.
+class unexpected_queue {
+ public:
+  using key = std::tuple<int, context_id, int>;  // source, context, tag
+  using queue = std::deque<queued_message>;
+  using position = std::map<key, queue>::iterator;
+
+  void push(queued_message message) {
+    message.order = next_++;
+    queues_[{message.source, message.ctx, message.tag}].push_back(std::move(message));
+  }
+
+  /// The queue whose front is the first message a receive (from, ctx, tag) matches, or end().
+  position find(int from, context_id ctx, int tag) {
+    if (from != any_source && tag != any_tag) return queues_.find({from, ctx, tag});
+    position best = queues_.end();
+    for (auto it = queues_.begin(); it != queues_.end(); ++it) {
+      const queued_message& front = it->second.front();
+      if (!matches(from, ctx, tag, front.source, front.ctx, front.tag)) continue;
+      if (best == queues_.end() || front.order < best->second.front().order) best = it;
+    }
+    return best;
+  }
+
+  [[nodiscard]] position end() { return queues_.end(); }
+
+  /// Removes the front message of `at`.
+  void pop(position at) {
+    at->second.pop_front();
+    if (at->second.empty()) queues_.erase(at);
+  }
+
+  void remove_if(const std::function<bool(const queued_message&)>& doomed) {
+    for (auto it = queues_.begin(); it != queues_.end();) {
+      std::erase_if(it->second, doomed);
+      it = it->second.empty() ? queues_.erase(it) : std::next(it);
+    }
+  }
+
+ private:
+  std::map<key, queue> queues_;
+  std::uint64_t next_ = 0;
+};
 
 }  // namespace commx::detail::shm

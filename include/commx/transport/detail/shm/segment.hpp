@@ -65,6 +65,7 @@ struct segment_header {
   std::uint64_t ring_bytes = 0;
   std::uint64_t total_bytes = 0;
   std::int32_t creator_pid = 0;
+  std::uint64_t creator_start = 0;  ///< with the pid, names the creator even if pids are reused
   alignas(cache_line) std::atomic<std::uint32_t> ready{0};  ///< futex: 1 once initialised
   std::atomic<std::uint32_t> arrived{0};                    ///< futex: ranks that claimed a slot
   alignas(cache_line) std::atomic<std::uint32_t> departures{0};  ///< bumped when a rank goes
@@ -156,7 +157,14 @@ class segment {
     const segment_layout layout(ranks, ring_bytes);
     for (;;) {
       segment seg = rank == 0 ? create(name, ranks, layout) : open(name, rank, ranks, layout, when);
-      if (seg.wait_for_everyone(rank, when)) {
+      bool everyone = false;
+      try {
+        everyone = seg.wait_for_everyone(rank, when);
+      } catch (...) {
+        if (rank == 0) ::shm_unlink(name.c_str());  // a job that never started leaves nothing
+        throw;
+      }
+      if (everyone) {
         if (rank == 0) ::shm_unlink(name.c_str());  // everyone has it mapped: nobody needs the name
         return seg;
       }
@@ -217,6 +225,7 @@ class segment {
     header->ring_bytes = layout.ring_bytes;
     header->total_bytes = layout.total;
     header->creator_pid = ::getpid();
+    header->creator_start = process_start_time(::getpid());
     seg.slot(0).pid.store(::getpid(), std::memory_order_relaxed);
     seg.slot(0).state.store(presence::present, std::memory_order_relaxed);
     publish_probe(seg.slot(0));
@@ -258,12 +267,12 @@ class segment {
     map(rank);
     segment_header& h = header();
     while (h.ready.load(std::memory_order_acquire) == 0) {
-      if (clock::now() >= when || !process_exists(h.creator_pid)) return false;
+      if (clock::now() >= when || !process_exists(h.creator_pid, h.creator_start)) return false;
       futex_wait(h.ready, 0, std::chrono::milliseconds(5));
     }
     if (h.magic != segment_magic || h.version != segment_version || h.ranks != ranks_ ||
         h.ring_bytes != layout.ring_bytes || h.total_bytes != layout.total ||
-        !process_exists(h.creator_pid) || !is_named_segment()) {
+        !process_exists(h.creator_pid, h.creator_start) || !is_named_segment()) {
       return false;
     }
     std::int32_t free = 0;
@@ -277,10 +286,12 @@ class segment {
     return true;
   }
 
-  // Whether the name still points to the segment this rank mapped.
-  bool is_named_segment() const {
+  // Whether the name points to the segment this rank mapped; with `or_missing`, a name that
+  // is gone counts as pointing to it (rank 0 removes it once everyone arrived, or when it gives
+  // up waiting: neither makes this segment stale).
+  bool is_named_segment(bool or_missing = false) const {
     const int fd = ::shm_open(name_.c_str(), O_RDONLY | O_CLOEXEC, 0);
-    if (fd < 0) return false;
+    if (fd < 0) return or_missing && errno == ENOENT;
     struct stat named {};
     struct stat mine {};
     const bool same = ::fstat(fd, &named) == 0 && ::fstat(fd_, &mine) == 0 &&
@@ -296,12 +307,16 @@ class segment {
     for (;;) {
       const std::uint32_t arrived = h.arrived.load(std::memory_order_acquire);
       if (arrived >= everyone) return true;
-      if (rank != 0) {
-        const bool named = is_named_segment();  // before re-reading arrived: see below
-        // Rank 0 removes the name only after everyone arrived, so a missing name with fewer
-        // arrivals means the segment is stale.
+      // A newer segment under the name, or a creator that is gone: this one is stale.
+      if (rank != 0 && (!is_named_segment(/*or_missing=*/true) ||
+                        !process_exists(h.creator_pid, h.creator_start))) {
         if (h.arrived.load(std::memory_order_acquire) >= everyone) return true;
-        if (!named || !process_exists(h.creator_pid)) return false;
+        // Give the slot back: should this judgement have been wrong, the rank can rejoin.
+        slot(rank).state.store(presence::absent, std::memory_order_release);
+        std::int32_t mine = ::getpid();
+        slot(rank).pid.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
+        h.arrived.fetch_sub(1, std::memory_order_acq_rel);
+        return false;
       }
       if (clock::now() >= when) {
         std::vector<int> missing;
