@@ -239,8 +239,10 @@ class endpoint {
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     progress();
     if (events_ != seen) return;
-    // A peer that answers at once answers within microseconds: spin that long, then give the
-    // core away a few turns (on an oversubscribed machine the peer may need it), then sleep.
+    // A peer that answers at once answers within microseconds: spin that long. Then give the
+    // core away, turn after turn, for a while: on an oversubscribed machine the peer needs it,
+    // and a yield that finds nobody else runnable costs less than a futex sleep and wake-up.
+    // Only then sleep.
     for (int spin = 0; spin < spin_rounds; ++spin) {
       if (incoming()) {
         progress();
@@ -248,12 +250,15 @@ class endpoint {
       }
       pause();
     }
-    for (int turn = 0; turn < yield_turns; ++turn) {
-      if (clock::now() >= when) return;
+    const auto yield_until = std::min(when, clock::now() + opts_.yield_period);
+    while (clock::now() < yield_until) {
       ::sched_yield();
-      progress();
-      if (events_ != seen) return;
+      if (incoming()) {
+        progress();
+        if (events_ != seen) return;
+      }
     }
+    if (clock::now() >= when) return;
     rank_slot& me = segment_.slot(rank_);
     me.sleeping.store(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -281,8 +286,7 @@ class endpoint {
     std::shared_ptr<operation> op;  // eager, offer and pieces
   };
 
-  static constexpr int spin_rounds = 256;
-  static constexpr int yield_turns = 8;
+  static constexpr int spin_rounds = 64;
 
   static void pause() {
 #if defined(__x86_64__) || defined(__i386__)

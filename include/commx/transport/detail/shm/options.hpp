@@ -9,6 +9,7 @@
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 16384 |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, >= 4096); same on every rank | by rank count |
 /// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
+/// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 200 |
 
 #include <chrono>
 #include <cstddef>
@@ -39,6 +40,8 @@ struct options {
   std::size_t ring_bytes = 0;
   /// How long start-up waits for every rank to arrive.
   std::chrono::milliseconds startup_timeout{60'000};
+  /// How long a waiting rank yields its core, turn after turn, before it sleeps on its futex.
+  std::chrono::microseconds yield_period{200};
   /// How often a waiting rank checks that its peers' processes still exist.
   std::chrono::milliseconds liveness_period{20};
 
@@ -62,6 +65,9 @@ struct options {
     }
     if (auto text = get("COMMX_SHM_RING_BYTES")) {
       opts.ring_bytes = parse_bytes(*text, "COMMX_SHM_RING_BYTES");
+    }
+    if (auto text = get("COMMX_SHM_YIELD_US")) {
+      opts.yield_period = std::chrono::microseconds(parse_bytes(*text, "COMMX_SHM_YIELD_US"));
     }
     if (auto text = get("COMMX_SHM_STARTUP_TIMEOUT")) {
       char* end = nullptr;
