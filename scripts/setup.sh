@@ -9,6 +9,8 @@ packages=(
   libasio-dev libfmt-dev catch2 libcereal-dev libbenchmark-dev
   # Open MPI: the benchmarks compare commx with its collectives (and CI compiles that driver).
   libopenmpi-dev openmpi-bin python3
+  # MPICH beside it: bench/shm_vs_mpi.sh measures shm against both MPIs in one run.
+  libmpich-dev mpich
 )
 
 missing=()

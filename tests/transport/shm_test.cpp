@@ -310,3 +310,42 @@ TEST_CASE("under commxrun, a rank killed by SIGKILL fails the job and leaves no 
   }
 }
 #endif
+
+TEST_CASE("more large messages in flight both ways than there are offer tickets", "[shm]") {
+  // 40 large messages each way against 16 tickets per pair: offers wait for tickets, and the
+  // answers that free tickets must get past them.
+  constexpr int count = 40;
+  constexpr std::size_t words = (std::size_t{64} << 10) / 4;
+  job_spec job{commx::test::shm_ranks::fresh_token(), 2, {}};
+  std::vector<rank_process> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(start_rank(job, r, [r]() -> std::string {
+      comm world = comm::from_env();
+      const int other = 1 - r;
+      std::vector<std::vector<std::uint32_t>> out(count);
+      std::vector<std::vector<std::uint32_t>> in(count, std::vector<std::uint32_t>(words));
+      std::vector<comm::request> requests;
+      for (int i = 0; i < count; ++i) {
+        auto& message = out[static_cast<std::size_t>(i)];
+        message.resize(words);
+        for (std::size_t w = 0; w < words; ++w) message[w] = word_of(r, i, static_cast<int>(w));
+        requests.push_back(world.isend(other, 4, message));
+      }
+      for (int i = 0; i < count; ++i) {
+        requests.push_back(world.irecv(other, 4, std::span(in[static_cast<std::size_t>(i)])));
+      }
+      commx::wait_all(requests, 60s);
+      for (int i = 0; i < count; ++i) {
+        for (std::size_t w = 0; w < words; ++w) {
+          if (in[static_cast<std::size_t>(i)][w] != word_of(other, i, static_cast<int>(w))) {
+            return fmt::format("message {} word {} differs", i, w);
+          }
+        }
+      }
+      return {};
+    }));
+  }
+  wait_all(ranks, 120s);
+  INFO(commx::test::shm_ranks::failures(ranks));
+  CHECK(commx::test::shm_ranks::failures(ranks).empty());
+}

@@ -77,6 +77,7 @@ class endpoint {
     producers_.resize(n);
     consumers_.resize(n);
     outbox_.resize(n);
+    urgent_.resize(n);
     in_flight_.resize(n);
     transfers_.resize(n);
     generations_.assign(n, 0);
@@ -212,9 +213,8 @@ class endpoint {
       }
     } else {
       auto& queue = outbox_[static_cast<std::size_t>(op.peer)];
-      auto waiting = std::find_if(queue.begin(), queue.end(), [&](const outgoing& o) {
-        return o.op.get() == &op && o.what != outgoing::kind::pieces;
-      });
+      auto waiting = std::find_if(queue.begin(), queue.end(),
+                                  [&](const outgoing& o) { return o.op.get() == &op; });
       if (waiting != queue.end()) {  // not in the ring yet
         queue.erase(waiting);
         complete(op, {op.peer, op.tag, 0, make_error_code(errc::cancelled)});
@@ -403,10 +403,12 @@ class endpoint {
       complete(*op, lost(peer, 0));
       return true;
     });
-    for (outgoing& o : outbox_[p]) {
-      if (o.op && !o.op->done) complete(*o.op, lost(peer, o.op->payload.size()));
+    for (auto* queue : {&outbox_[p], &urgent_[p]}) {
+      for (outgoing& o : *queue) {
+        if (o.op && !o.op->done) complete(*o.op, lost(peer, o.op->payload.size()));
+      }
+      queue->clear();
     }
-    outbox_[p].clear();
     for (auto& op : in_flight_[p]) {
       if (op && !op->done) complete(*op, lost(peer, op->payload.size()));
       op.reset();
@@ -435,7 +437,8 @@ class endpoint {
     check_departures();
     for (int peer = 0; peer < size_; ++peer) drain(peer, drain_limit);
     for (int peer = 0; peer < size_; ++peer) {
-      if (!outbox_[static_cast<std::size_t>(peer)].empty()) flush(peer);
+      const auto p = static_cast<std::size_t>(peer);
+      if (!outbox_[p].empty() || !urgent_[p].empty()) flush(peer);
     }
     // A caller that polls test() instead of waiting still learns of dead peers.
     if (++idle_polls_ >= 1024) {
@@ -599,7 +602,7 @@ class endpoint {
   void arrive_clear_to_send(int from, const record& header) {
     auto& op = in_flight_[static_cast<std::size_t>(from)][header.ticket % tickets_per_pair];
     if (!op || op->generation != header.generation) return;  // cancelled meanwhile
-    outbox_[static_cast<std::size_t>(from)].push_back({outgoing::kind::pieces, {}, op});
+    urgent_[static_cast<std::size_t>(from)].push_back({outgoing::kind::pieces, {}, op});
   }
 
   void arrive_piece(int from, const record& header, const ring_consumer& ring) {
@@ -655,24 +658,37 @@ class endpoint {
         if (t.get() == &op) t.reset();
       }
     }
-    for (auto& queue : outbox_) {
-      std::erase_if(queue, [&](const outgoing& o) { return o.op.get() == &op; });
+    for (auto* queues : {&outbox_, &urgent_}) {
+      for (auto& queue : *queues) {
+        std::erase_if(queue, [&](const outgoing& o) { return o.op.get() == &op; });
+      }
     }
   }
 
   void send_control(int to, const record& header) {
     const auto t = static_cast<std::size_t>(to);
     if (state_[t] != presence::present) return;
-    outbox_[t].push_back({outgoing::kind::control, header, nullptr});
+    urgent_[t].push_back({outgoing::kind::control, header, nullptr});
     flush(to);
   }
 
-  // Writes what waits for `to` into its ring, in order, as far as room allows.
+  // Writes what waits for `to` into its ring as far as room allows: answers and pieces first,
+  // then messages in order. Answers must not wait behind an offer that waits for a ticket: the
+  // ticket comes free only when the peer's answer or our pieces get through.
   void flush(int to) {
     const auto t = static_cast<std::size_t>(to);
-    auto& queue = outbox_[t];
-    ring_producer& ring = producers_[t];
     bool wrote = false;
+    write_queue(to, urgent_[t], wrote);
+    write_queue(to, outbox_[t], wrote);
+    if (wrote) {
+      producers_[t].publish();
+      wake(to);
+    }
+  }
+
+  void write_queue(int to, std::deque<outgoing>& queue, bool& wrote) {
+    const auto t = static_cast<std::size_t>(to);
+    ring_producer& ring = producers_[t];
     while (!queue.empty()) {
       outgoing& next = queue.front();
       if (next.what == outgoing::kind::eager) {
@@ -720,10 +736,6 @@ class endpoint {
       }
       wrote = true;
       queue.pop_front();
-    }
-    if (wrote) {
-      ring.publish();
-      wake(to);
     }
   }
 
@@ -774,9 +786,10 @@ class endpoint {
   bool cross_memory_ = false;
   bool left_ = false;
 
-  std::vector<ring_producer> producers_;  // to each peer
-  std::vector<ring_consumer> consumers_;  // from each peer
-  std::vector<std::deque<outgoing>> outbox_;
+  std::vector<ring_producer> producers_;      // to each peer
+  std::vector<ring_consumer> consumers_;      // from each peer
+  std::vector<std::deque<outgoing>> outbox_;  // messages (eager, offers), in order
+  std::vector<std::deque<outgoing>> urgent_;  // answers (cts, fin) and pieces
   std::vector<std::vector<std::shared_ptr<operation>>> in_flight_;  // offers, by ticket
   std::vector<std::vector<std::shared_ptr<operation>>> transfers_;  // pieces coming, by ticket
   std::vector<std::uint64_t> generations_;
