@@ -5,7 +5,7 @@
 /// segment, with no daemon, no socket and nothing that needs root.
 ///
 /// Small messages go through a lock-free ring per ordered pair of ranks (no lock and no system
-/// call on the way); large ones (above COMMX_SHM_LARGE_THRESHOLD, 16 KiB by default) are copied
+/// call on the way); large ones (above COMMX_SHM_LARGE_THRESHOLD, 32 KiB by default) are copied
 /// once, straight from the sender's memory with process_vm_readv, when the kernel allows it, and
 /// otherwise in pipelined pieces through the ring. Messages nobody asked for yet go to a private
 /// queue in the receiving process, so senders never deadlock. A waiting rank spins briefly,

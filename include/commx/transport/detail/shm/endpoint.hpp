@@ -345,10 +345,14 @@ class endpoint {
     }
   }
 
-  // Anything new in our rings, or a rank gone? (Loads only: the spin loop's test.)
+  // Anything new in our rings, room in a ring we wait to write to, or a rank gone? (Loads
+  // only: the spin loop's test.)
   bool incoming() const {
     for (const ring_consumer& c : consumers_) {
       if (c.has_data()) return true;
+    }
+    for (std::size_t p = 0; p < producers_.size(); ++p) {
+      if ((!outbox_[p].empty() || !urgent_[p].empty()) && producers_[p].room_freed()) return true;
     }
     return segment_.header().departures.load(std::memory_order_relaxed) != departures_seen_;
   }

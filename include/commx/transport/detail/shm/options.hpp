@@ -6,7 +6,7 @@
 /// | variable | meaning | default |
 /// |---|---|---|
 /// | COMMX_SHM_LARGE | `auto`, `cma` or `copy`: how a large message travels | auto (cma when the kernel allows it) |
-/// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 16384 |
+/// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768 |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, >= 4096); same on every rank | by rank count |
 /// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
 /// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 200 |
@@ -35,7 +35,7 @@ struct options {
   large_path large = large_path::automatic;
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
   /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/README.md.
-  std::size_t large_threshold = std::size_t{16} << 10;
+  std::size_t large_threshold = std::size_t{32} << 10;
   /// Bytes per ring; 0 picks by rank count (all rings together stay near 32 MiB).
   std::size_t ring_bytes = 0;
   /// How long start-up waits for every rank to arrive.

@@ -118,7 +118,10 @@ class ring_producer {
   /// Makes every record written so far visible to the consumer.
   void publish() { ring_.control().tail.store(tail_, std::memory_order_release); }
 
-  [[nodiscard]] bool empty_as_far_as_known() const { return tail_ == head_; }
+  /// Whether the consumer has freed space since we last looked (one load, nothing written).
+  [[nodiscard]] bool room_freed() const {
+    return ring_.control().head.load(std::memory_order_acquire) != head_;
+  }
 
  private:
   ring_buffer ring_;
