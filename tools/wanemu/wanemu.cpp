@@ -423,9 +423,10 @@ void print_stats(const pump& p) {
   const wanemu::link_counters& c = p.link.counters();
   fmt::print(
       "wanemu: stats {} packets_in={} bytes_in={} dropped_loss={} dropped_queue={} "
-      "dropped_ring={} write_errors={} packets_out={} bytes_out={} max_queue_bytes={}\n",
+      "dropped_ring={} write_errors={} packets_out={} bytes_out={} max_queue_bytes={} "
+      "undelivered={}\n",
       p.name, c.packets_in, c.bytes_in, c.dropped_loss, c.dropped_queue, c.dropped_ring,
-      p.write_errors, c.packets_out, c.bytes_out, c.max_queue_bytes);
+      p.write_errors, c.packets_out, c.bytes_out, c.max_queue_bytes, p.link.ring().packets());
 }
 
 int run(const options& o) {
