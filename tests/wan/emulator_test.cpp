@@ -131,7 +131,7 @@ struct transfer_result {
   std::uint64_t received = 0;
   std::uint64_t first_mismatch = UINT64_MAX;
   double goodput_bps = 0;
-  std::uint32_t peer_window = 0;  // the receive window the sender saw last (tcpi_snd_wnd)
+  std::uint32_t peer_window = 0;  // the largest receive window the sender saw (tcpi_snd_wnd)
 };
 
 template <typename ConfigureReceiver, typename ConfigureSender>
@@ -182,7 +182,7 @@ transfer_result transfer(const emulator& emu, std::uint64_t total, std::uint64_t
       tcp_info info{};
       socklen_t length = sizeof info;
       if (::getsockopt(s.get(), IPPROTO_TCP, TCP_INFO, &info, &length) == 0)
-        result.peer_window = info.tcpi_snd_wnd;
+        result.peer_window = std::max(result.peer_window, info.tcpi_snd_wnd);
     }
     ::shutdown(s.get(), SHUT_WR);
     char ack = 0;
@@ -239,35 +239,41 @@ TEST_CASE("the round-trip time is twice the one-way delay", "[wan][emulator]") {
   const double median = rtts_ms[rtts_ms.size() / 2];
   INFO("one-way delay " << delay_ms << " ms; ping-pong RTT min " << rtts_ms.front()
                         << " ms, median " << median << " ms, max " << rtts_ms.back() << " ms");
+  fmt::print("wan.emulator: one-way delay {} ms: RTT min {:.2f} median {:.2f} max {:.2f} ms\n",
+             delay_ms, rtts_ms.front(), median, rtts_ms.back());
   CHECK(rtts_ms.front() >= 2 * delay_ms);  // the emulator never delivers early
   CHECK(median <= 2 * delay_ms + 10);
 }
 
 TEST_CASE("a single stream with a 64 KiB window gets window / RTT", "[wan][emulator]") {
   // RTT 20 ms: 64 KiB / 20 ms = 26 Mbit/s, far below the 200 Mbit/s bottleneck, so the window
-  // alone sets the rate. The window: Linux doubles SO_RCVBUF (64 KiB -> 128 KiB of buffer) and
-  // advertises the part of the buffer it expects to hold payload (about 60% with TUN's packets:
-  // 78 KiB here), so SO_RCVBUF alone gives more than 64 KiB; TCP_WINDOW_CLAMP caps the
-  // advertised window at exactly 64 KiB (rounded down to whole segments or the window scale).
+  // alone sets the rate.
+  //
+  // Getting a 64 KiB window: Linux doubles SO_RCVBUF and advertises the part of the doubled
+  // buffer it expects to fill with payload: the ratio of a segment's length to its skb's
+  // truesize, measured per socket (Linux 6.x; about 0.61 with TUN's 1500-byte packets). So
+  // SO_RCVBUF = 64 KiB advertises 78.6 KiB here, and 52 KiB advertises 62 KiB. TCP_WINDOW_CLAMP
+  // does not help: when the ratio is measured the kernel resets the clamp from the buffer size
+  // (seen here: a 64 KiB clamp over a 128 KiB SO_RCVBUF let the window reach 128 KiB in one run
+  // of three). So the receiver sets SO_RCVBUF = 52 KiB and the test reads the window the sender
+  // actually saw (tcpi_snd_wnd): about 64 KiB, and the goodput must be that window / RTT.
   constexpr double delay_ms = 10;
-  constexpr int window = 64 * 1024;
+  constexpr int receive_buffer = 52 * 1024;
   emulator emu(link_config{.delay_ms = delay_ms, .rate_mbit = 200});
   const transfer_result r = transfer(
-      emu, 3 << 20, 512 << 10,
-      [](socket_fd& s) {
-        s.set(SOL_SOCKET, SO_RCVBUF, window);
-        s.set(IPPROTO_TCP, TCP_WINDOW_CLAMP, window);
-      },
-      [](socket_fd& s) { s.set(SOL_SOCKET, SO_SNDBUF, window); });
+      emu, 3 << 20, 512 << 10, [](socket_fd& s) { s.set(SOL_SOCKET, SO_RCVBUF, receive_buffer); },
+      no_options);
   REQUIRE(r.received == 3u << 20);
   REQUIRE(r.first_mismatch == UINT64_MAX);
-  const double expected_bps = window * 8 / (2 * delay_ms / 1e3);
+  const double window_per_rtt_bps = r.peer_window * 8 / (2 * delay_ms / 1e3);
   INFO("peer window " << r.peer_window << " B, goodput " << r.goodput_bps / 1e6
-                      << " Mbit/s, window/RTT " << expected_bps / 1e6 << " Mbit/s");
-  CHECK(r.peer_window >= window - 4096);
-  CHECK(r.peer_window <= window);
-  CHECK(r.goodput_bps >= 0.5 * expected_bps);
-  CHECK(r.goodput_bps <= 1.2 * expected_bps);
+                      << " Mbit/s, window/RTT " << window_per_rtt_bps / 1e6 << " Mbit/s");
+  fmt::print("wan.emulator: window {} B, RTT {} ms: goodput {:.2f} Mbit/s, window/RTT {:.2f}\n",
+             r.peer_window, 2 * delay_ms, r.goodput_bps / 1e6, window_per_rtt_bps / 1e6);
+  CHECK(r.peer_window >= 56 * 1024);
+  CHECK(r.peer_window <= 68 * 1024);
+  CHECK(r.goodput_bps >= 0.5 * window_per_rtt_bps);
+  CHECK(r.goodput_bps <= 1.2 * window_per_rtt_bps);
 }
 
 TEST_CASE("a stream with an open window gets the bottleneck rate, never more", "[wan][emulator]") {
@@ -278,6 +284,8 @@ TEST_CASE("a stream with an open window gets the bottleneck rate, never more", "
   REQUIRE(r.received == 4u << 20);
   REQUIRE(r.first_mismatch == UINT64_MAX);
   INFO("goodput " << r.goodput_bps / 1e6 << " Mbit/s on a " << rate_mbit << " Mbit/s link");
+  fmt::print("wan.emulator: {} Mbit/s link: goodput {:.2f} Mbit/s\n", rate_mbit,
+             r.goodput_bps / 1e6);
   // The rate counts IP bytes: TCP payload is at most 1448 of every 1500.
   CHECK(r.goodput_bps <= rate_mbit * 1e6);
   CHECK(r.goodput_bps >= 0.75 * rate_mbit * 1e6 * 1448 / 1500);
@@ -297,6 +305,9 @@ TEST_CASE("a transfer over a lossy link arrives byte for byte", "[wan][emulator]
   INFO("a->b: " << forward.at("packets_in") << " packets, " << forward.at("dropped_loss")
                 << " lost; b->a: " << backward.at("packets_in") << " packets, "
                 << backward.at("dropped_loss") << " lost");
+  fmt::print("wan.emulator: loss {}: a->b {} of {} packets lost, b->a {} of {}\n", loss,
+             forward.at("dropped_loss"), forward.at("packets_in"), backward.at("dropped_loss"),
+             backward.at("packets_in"));
   CHECK(forward.at("dropped_loss") > 0);
   const double rate = static_cast<double>(forward.at("dropped_loss")) /
                       static_cast<double>(forward.at("packets_in"));
