@@ -11,6 +11,8 @@ packages=(
   libopenmpi-dev openmpi-bin python3
   # The main job's chart (scripts/md_compare.py).
   python3-matplotlib
+  # The wide-area link emulator (tools/wanemu) and its iperf3 ceiling (bench/wan/).
+  iproute2 iperf3
 )
 
 missing=()
