@@ -46,8 +46,7 @@ class Emulator:
                 "--addr-a", ADDR_A + "/24", "--addr-b", ADDR_B + "/24",
                 "--delay-ms", str(delay_ms), "--rate-mbit", str(rate_mbit),
                 "--loss", str(loss), "--seed", str(seed)] + extra
-        # wanemu plays the network: run at a higher priority than the hosts' programs, so that a
-        # loaded machine delays it less (it blocks in epoll between packets).
+        # Run above the machine's other load (it blocks in epoll between packets).
         args = ["nice", "-n", str(nice)] + args
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                      text=True)
@@ -102,41 +101,69 @@ class Emulator:
         return stats
 
 
-def run_iperf(emu, streams, duration, omit, window, congestion):
-    """One iperf3 run from ns_a to ns_b; returns (received Mbit/s, retransmits)."""
-    server = subprocess.Popen(["ip", "netns", "exec", emu.ns_b, "iperf3", "-s", "-1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def wait_listening(ns, ports, deadline):
+    """Waits (bounded) until every port listens in namespace ns."""
+    while True:
+        out = subprocess.run(["ip", "netns", "exec", ns, "ss", "-Hltn"], capture_output=True,
+                             text=True, timeout=10).stdout
+        listening = {int(line.split()[3].rsplit(":", 1)[1]) for line in out.splitlines()
+                     if line.strip()}
+        if set(ports) <= listening:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"iperf3 servers did not listen on {ports} in {ns}")
+        time.sleep(0.05)
+
+
+def run_iperf(emu, streams, processes, duration, omit, window, congestion, nice):
+    """One measurement from ns_a to ns_b: `streams` TCP streams spread over `processes` iperf3
+    client/server pairs started together (iperf3 3.12 is single-threaded: one process cannot
+    keep 64 streams' buffers full). Returns (received Mbit/s, retransmits, CPU % of the iperf3
+    senders, CPU % of the receivers), summed over the pairs."""
+    niced = ["nice", "-n", str(nice)]
+    processes = max(1, min(processes, streams))
+    counts = [streams // processes + (1 if k < streams % processes else 0)
+              for k in range(processes)]
+    ports = [5201 + k for k in range(processes)]
+    servers = [subprocess.Popen(niced + ["ip", "netns", "exec", emu.ns_b, "iperf3", "-s", "-1",
+                                         "-p", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for port in ports]
+    clients = []
     try:
-        args = ["ip", "netns", "exec", emu.ns_a, "iperf3", "-c", ADDR_B, "-P", str(streams),
-                "-t", str(duration), "-O", str(omit), "-J"]
-        if window:
-            args += ["-w", window]
-        if congestion:
-            args += ["-C", congestion]
-        # The server needs a moment to listen: retry the connection for up to 5 s.
-        deadline = time.monotonic() + 5
-        while True:
-            client = subprocess.run(args, capture_output=True, text=True,
-                                    timeout=duration + omit + 60)
-            result = json.loads(client.stdout) if client.stdout.strip() else {}
-            if "end" in result and "sum_received" in result["end"]:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("iperf3 failed: " + (result.get("error") or client.stderr))
-            time.sleep(0.2)
-        end = result["end"]
-        cpu = end.get("cpu_utilization_percent", {})
-        return (end["sum_received"]["bits_per_second"] / 1e6,
-                end["sum_sent"].get("retransmits", 0),
-                cpu.get("host_total", 0), cpu.get("remote_total", 0))
+        wait_listening(emu.ns_b, ports, time.monotonic() + 10)
+        for port, count in zip(ports, counts):
+            args = niced + ["ip", "netns", "exec", emu.ns_a, "iperf3", "-c", ADDR_B,
+                            "-p", str(port), "-P", str(count), "-t", str(duration),
+                            "-O", str(omit), "-J"]
+            if window:
+                args += ["-w", window]
+            if congestion:
+                args += ["-C", congestion]
+            clients.append(subprocess.Popen(args, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True))
+        total = [0.0, 0, 0.0, 0.0]
+        for client in clients:
+            out, err = client.communicate(timeout=duration + omit + 60)
+            result = json.loads(out) if out.strip() else {}
+            if "end" not in result or "sum_received" not in result["end"]:
+                raise RuntimeError("iperf3 failed: " + (result.get("error") or err))
+            end = result["end"]
+            cpu = end.get("cpu_utilization_percent", {})
+            total[0] += end["sum_received"]["bits_per_second"] / 1e6
+            total[1] += end["sum_sent"].get("retransmits", 0)
+            total[2] += cpu.get("host_total", 0)
+            total[3] += cpu.get("remote_total", 0)
+        return tuple(total)
     finally:
-        if server.poll() is None:
-            server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        for proc in clients + servers:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def main():
@@ -151,10 +178,14 @@ def main():
     parser.add_argument("--omit", type=int, default=2, help="seconds of slow start not counted")
     parser.add_argument("--congestion", default=None, help="TCP congestion control (iperf3 -C)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--processes", type=int, default=4,
+                        help="iperf3 client/server pairs the streams are spread over")
     parser.add_argument("--wanemu-arg", action="append", default=[],
                         help="extra wanemu argument (repeatable), e.g. --wanemu-arg=--threads=1")
-    parser.add_argument("--wanemu-nice", type=int, default=-10,
-                        help="niceness of wanemu (default -10: the link is not the host's load)")
+    parser.add_argument("--nice", type=int, default=-10,
+                        help="niceness of wanemu and iperf3 (default -10: on a shared machine, "
+                             "measure the link rather than the other load; run the transport's "
+                             "benchmark at the same niceness)")
     parser.add_argument("--markdown", help="also write the table to this file")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -171,14 +202,15 @@ def main():
         spec = CASES[case]
         rate = args.rate_mbit if spec["rate_mbit"] is None else spec["rate_mbit"]
         emu = Emulator(args.wanemu, f"commx-bench{os.getpid()}-", args.delay_ms, rate,
-                       spec["loss"], args.seed, extra, args.wanemu_nice)
+                       spec["loss"], args.seed, extra, args.nice)
         print(emu.ready_line, flush=True)
         results = {}
         try:
             for p in streams:
                 cpu0, t0 = emu.cpu_seconds(), time.monotonic()
                 mbit, retrans, cpu_client, cpu_server = run_iperf(
-                    emu, p, args.duration, args.omit, spec["window"], args.congestion)
+                    emu, p, args.processes, args.duration, args.omit, spec["window"],
+                    args.congestion, args.nice)
                 busy = (emu.cpu_seconds() - cpu0) / (time.monotonic() - t0)
                 results[p] = (mbit, retrans, busy)
                 print(f"{case:10s} streams={p:3d} {mbit:8.1f} Mbit/s retransmits={retrans} "
@@ -196,7 +228,8 @@ def main():
     header = ("| case | link | " + " | ".join(f"{p} stream{'s' if p > 1 else ''}" for p in streams)
               + " | wanemu CPU (% of a core) |")
     lines = [f"iperf3 throughput (Mbit/s received), one-way delay {args.delay_ms:g} ms, "
-             f"congestion control {cc}, {args.duration} s per run after {args.omit} s omitted:",
+             f"congestion control {cc}, {args.duration} s per run after {args.omit} s omitted, "
+             f"nice {args.nice}, streams spread over up to {args.processes} iperf3 processes:",
              "", header, "|" + "---|" * (len(streams) + 3)]
     for case, rate, results in rows:
         link = f"{rate:g} Mbit/s" if rate else "unlimited"

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -144,9 +146,9 @@ class emulator {
     if (pid_ > 0) {
       ::kill(pid_, SIGTERM);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (read_some(deadline)) {
+      while (read_some(deadline)) {  // until end of output: wanemu is exiting
       }
-      if (::waitpid(pid_, &status_, WNOHANG) == 0) {  // still running after the deadline
+      if (!exited_by(deadline)) {
         ::kill(pid_, SIGKILL);
         ::waitpid(pid_, &status_, 0);
       }
@@ -204,6 +206,19 @@ class emulator {
     ::close(pipe_fds[1]);
     pid_ = pid;
     out_ = pipe_fds[0];
+  }
+
+  /// Reaps wanemu if it exits by `deadline` (a pidfd: no polling loop with sleeps).
+  bool exited_by(std::chrono::steady_clock::time_point deadline) {
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    if (pidfd >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      pollfd p{pidfd, POLLIN, 0};
+      ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(left.count(), 0)));
+      ::close(pidfd);
+    }
+    return ::waitpid(pid_, &status_, WNOHANG) == pid_;
   }
 
   /// Appends what wanemu wrote, waiting until `deadline`; false on end of output or deadline.
