@@ -100,6 +100,25 @@ struct queued_message {
   std::shared_ptr<operation> self_send;  // self rendezvous
 };
 
+/// What a transport built on this engine (transport::wan) plugs in to carry the data of large
+/// messages over connections of its own. Every hook is optional: unset, the engine is plain tcp.
+struct extension {
+  /// A clear-to-send came for rendezvous send `op` to `peer`: true when the extension carries
+  /// its data itself (and completes `op` through engine::complete), false to leave it to tcp.
+  std::function<bool(int peer, const std::shared_ptr<operation>& op)> carry_data;
+  /// A connection from `peer` that authenticated with purpose::stream (the engine does not
+  /// keep it).
+  std::function<void(int peer, asio::ip::tcp::socket socket)> adopt_stream;
+  /// `peer` is gone (finished, or failed with `why`): the extension drops what it holds for it.
+  std::function<void(int peer, std::error_code why)> peer_gone;
+};
+
+/// A rendezvous receive waiting for its data, as an extension sees it.
+struct awaited_receive {
+  operation* op;  ///< null: the receive was cancelled, the data is dropped
+  std::uint64_t size;
+};
+
 class engine {
  public:
   explicit engine(config cfg)
@@ -127,6 +146,44 @@ class engine {
     auto ep = acceptor_->local_endpoint(ec);
     if (ec) return std::nullopt;
     return ep;
+  }
+
+  // --- for an extension (transport::wan) -------------------------------------------------
+
+  void extend(extension hooks) { ext_ = std::move(hooks); }
+  asio::io_context& io() { return io_; }
+  /// Peer `peer`'s listen endpoint from the rendezvous table.
+  [[nodiscard]] asio::ip::tcp::endpoint endpoint_of_rank(int peer) const {
+    return endpoint_of(table_.at(index(peer)));
+  }
+  [[nodiscard]] bool connected(int peer) const {
+    return peers_[index(peer)].state == presence::present;
+  }
+  /// Completes `op` (a send whose data the extension carried) with `result`.
+  void complete(operation& op, op_result result) { finish(op, result); }
+  /// The receive waiting for rendezvous `cookie`'s data from `peer`, if any.
+  [[nodiscard]] std::optional<awaited_receive> awaited(int peer, std::uint64_t cookie) const {
+    const auto& waiting = peers_[index(peer)].awaiting_data;
+    const auto it = waiting.find(cookie);
+    if (it == waiting.end()) return std::nullopt;
+    return awaited_receive{it->second.op.get(), it->second.size};
+  }
+  /// All of rendezvous `cookie`'s data from `peer` has arrived: its receive completes.
+  void finish_awaited(int peer, std::uint64_t cookie) {
+    auto& waiting = peers_[index(peer)].awaiting_data;
+    const auto it = waiting.find(cookie);
+    if (it == waiting.end()) return;
+    std::shared_ptr<operation> op = std::move(it->second.op);
+    waiting.erase(it);
+    if (op) finish(*op, op->result);
+  }
+  /// Ends the job's connection with `peer` as failed: what waits on it completes with `why`.
+  void fail_peer(int peer, errc why, std::string_view text) {
+    if (!connected(peer)) return;
+    fmt::print(stderr, "commx {}: rank {}: closing the connection to rank {}: {}\n",
+               ext_.carry_data ? "wan" : "tcp", rank(), peer, text);
+    std::fflush(stderr);
+    gone(peer, presence::failed, make_error_code(why));
   }
 
   // --- the transport's operations -------------------------------------------------------
@@ -647,6 +704,7 @@ class engine {
         std::shared_ptr<operation> op = std::move(it->second);
         link.awaiting_cts.erase(it);
         op->where = operation::stage::writing;
+        if (ext_.carry_data && ext_.carry_data(peer, op)) return;
         out_frame& f = link.conn->out.emplace_back();
         f.header =
             encode(frame_header{frame_kind::data, 0, rank(), 0, 0, op->payload.size(), op->cookie});
@@ -812,6 +870,7 @@ class engine {
       finish(*op, result);
       return true;
     });
+    if (ext_.peer_gone) ext_.peer_gone(peer, why);
     ++events_;
   }
 
@@ -836,6 +895,11 @@ class engine {
 
   handshake::verdict_code welcome(const handshake::hello& h) const {
     if (h.size != size() || h.rank == rank()) return handshake::verdict_code::unexpected;
+    if (h.why == handshake::purpose::stream) {
+      return ext_.adopt_stream && peers_[index(h.rank)].state == presence::present
+                 ? handshake::verdict_code::accepted
+                 : handshake::verdict_code::unexpected;
+    }
     const bool expected = h.why == handshake::purpose::join
                               ? rank() == 0 && !joined_
                               : rank() != 0 && h.rank > rank() && h.rank != 0;
@@ -869,6 +933,10 @@ class engine {
         [this](server_session& s, bool ok, const std::string& why) {
           --pending_handshakes_;
           if (!ok) return log_refusal(s.remote, why);
+          if (s.peer.why == handshake::purpose::stream) {
+            if (ext_.adopt_stream) ext_.adopt_stream(s.peer.rank, std::move(s.socket));
+            return;
+          }
           adopt(s.peer.rank, std::move(s.socket));
         });
     session->start();
@@ -1156,6 +1224,7 @@ class engine {
   bool have_table_ = false;
   bool have_abort_ = false;
   std::string abort_text_;
+  extension ext_;
 };
 
 }  // namespace commx::detail::tcp

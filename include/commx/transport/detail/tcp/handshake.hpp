@@ -44,8 +44,9 @@ inline constexpr std::size_t verdict_size = 8;
 
 /// Why the connection is being made.
 enum class purpose : std::uint8_t {
-  join = 1,  ///< a rank joins the job at rank 0 (the rendezvous); the connection stays as theirs
-  peer = 2,  ///< a rank connects to a lower rank, once the table is known
+  join = 1,    ///< a rank joins the job at rank 0 (the rendezvous); the connection stays as theirs
+  peer = 2,    ///< a rank connects to a lower rank, once the table is known
+  stream = 3,  ///< an extra connection to a connected peer (transport::wan's data streams)
 };
 
 enum class verdict_code : std::uint32_t {
@@ -139,7 +140,8 @@ inline std::optional<hello> decode_hello(std::span<const std::byte, hello_size> 
     return std::nullopt;
   const auto why = wire::get(&in[5], 1);
   if (why != static_cast<std::uint8_t>(purpose::join) &&
-      why != static_cast<std::uint8_t>(purpose::peer))
+      why != static_cast<std::uint8_t>(purpose::peer) &&
+      why != static_cast<std::uint8_t>(purpose::stream))
     return std::nullopt;
   const auto rank = wire::get(&in[8], 4);
   const auto size = wire::get(&in[12], 4);

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `transport::wan`: the tcp transport (rendezvous, framing, authentication, failure handling:
+/// detail/tcp/) where the path to each peer is, besides tcp's control connection, N parallel
+/// TCP data streams (MPWide's lesson: on a long fat link one stream cannot fill the pipe, 8-32
+/// can). Small messages go whole, eagerly, on the control connection; a large message's
+/// payload is split into chunks spread over the streams and reassembled in order, straight
+/// into the receiver's buffer (detail/wan/paths.hpp, chunk frames in detail/wan/wire.hpp).
+///
+/// Each path is tuned (streams, chunk size, socket buffers, pacing, congestion control) from
+/// the environment or a path file (detail/wan/config.hpp), and can be retuned at run time:
+/// `retune(peer, tuning)` closes the path's streams after what they carry, and reopens them
+/// under the new tuning, losing and repeating nothing. A data stream that breaks loses the
+/// peer: what waits on it completes with errc::peer_lost (errc::protocol_violation for a bad
+/// frame), and stderr names the stream.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+
+#include "commx/transport/concept.hpp"
+#include "commx/transport/detail/tcp/engine.hpp"
+#include "commx/transport/detail/wan/config.hpp"
+#include "commx/transport/detail/wan/paths.hpp"
+
+namespace commx::transport {
+
+class wan {
+ public:
+  static constexpr std::string_view name = "wan";
+  using config = detail::wan::config;
+  using path_config = detail::wan::path_config;
+  using path_state = detail::wan::path_state;
+
+  /// Null when the operation completed at once, successfully (the common eager send).
+  using request = std::shared_ptr<detail::tcp::operation>;
+
+  /// Joins the job `cfg` describes and opens every path's data streams.
+  /// @throws commx::error errc::bootstrap_failed (naming what is missing or wrong),
+  ///   errc::authentication_failed, errc::invalid_argument (a tuning the kernel refuses).
+  explicit wan(config cfg)
+      : engine_(std::make_unique<detail::tcp::engine>(cfg.base)),
+        paths_(std::make_unique<detail::wan::paths>(*engine_, std::move(cfg))) {
+    engine_->join();
+    paths_->open_all();
+  }
+
+  /// Joins the job this process belongs to, as the environment describes it.
+  static wan from_env() { return wan(detail::wan::config_from_env()); }
+
+  [[nodiscard]] int rank() const { return engine_->rank(); }
+  [[nodiscard]] int size() const { return engine_->size(); }
+  [[nodiscard]] int node_of(int peer) const { return engine_->node_of(peer); }
+
+  request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+    return engine_->isend(dest, ctx, tag, data);
+  }
+
+  request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
+    return engine_->irecv(source, ctx, tag, buffer);
+  }
+
+  bool test(request& req) { return engine_->test(req); }
+
+  const op_result& result(const request& req) const {
+    static const op_result delivered{};
+    return req ? req->result : delivered;
+  }
+
+  bool cancel(request& req) {
+    // A send whose chunks are on their way completes from a copy instead.
+    if (paths_->detach(req)) return false;
+    return engine_->cancel(req);
+  }
+
+  std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
+    return engine_->iprobe(source, ctx, tag);
+  }
+
+  [[nodiscard]] std::uint64_t event_count() const { return engine_->event_count(); }
+
+  void wait_for_event(std::uint64_t seen, clock::time_point when) {
+    engine_->wait_for_event(seen, when);
+  }
+
+  // --- path control -----------------------------------------------------------------------
+
+  /// Closes the path to `peer` and reopens it under `tuning`, without losing or repeating
+  /// a byte of what is in flight; returns once it runs on the new tuning. The peer needs only
+  /// to keep calling into its transport (any wait does).
+  /// @throws commx::error errc::peer_lost, errc::timeout, errc::invalid_argument.
+  void retune(int peer, const path_config& tuning) { paths_->retune(peer, tuning); }
+
+  /// What the path to `peer` runs on now: its tuning, epoch and open streams.
+  [[nodiscard]] path_state path(int peer) const { return paths_->state(peer); }
+
+  /// The socket of data stream `k` of the path to `peer`, or -1 (tests break one with it).
+  [[nodiscard]] int native_stream(int peer, int k) const { return paths_->native_stream(peer, k); }
+
+ private:
+  // Destroyed in reverse: the streams close (and say so) before the control connections.
+  std::unique_ptr<detail::tcp::engine> engine_;
+  std::unique_ptr<detail::wan::paths> paths_;
+};
+
+static_assert(transport<wan>);
+
+}  // namespace commx::transport
