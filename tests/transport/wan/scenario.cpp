@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+// One rank of a two-rank wan job (started by commxrun, or over the link emulator by
+// wan_test.cpp) for what only real processes and sockets show. The first argument names the
+// scenario; exit status 0 means every check held on this rank.
+//
+// - transfer [MiB] [rounds]: rank 0 and rank 1 exchange patterned messages, checked byte for byte
+// - retune: rank 0 retunes the path mid-run, while both ranks keep large messages in flight in
+//   both directions; every message arrives whole, once, in order
+// - break_stream: rank 0 shuts one data stream's socket down in the middle of a large transfer;
+//   both ranks get errc::peer_lost, neither hangs nor sees a short message
+
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/sockios.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/communicator.hpp"
+#include "commx/transport/wan.hpp"
+#include "support/check.hpp"
+
+namespace {
+
+using comm = commx::communicator<commx::transport::wan>;
+using commx::clock;
+using namespace std::chrono_literals;
+
+/// Message `round` from `from`: a pattern no shifted, short or repeated copy matches.
+std::vector<std::uint32_t> pattern(std::size_t words, int from, int round) {
+  std::vector<std::uint32_t> v(words);
+  std::uint32_t x = 0x9e3779b9U * static_cast<std::uint32_t>(from * 1000 + round + 1);
+  for (auto& w : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    w = x;
+  }
+  return v;
+}
+
+void check_same(const std::vector<std::uint32_t>& got, const std::vector<std::uint32_t>& want,
+                const char* what, int round) {
+  COMMX_CHECK_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      commx::test::fail_check(
+          __FILE__, __LINE__,
+          fmt::format("{} round {}: word {} of {} differs", what, round, i, got.size()));
+    }
+  }
+}
+
+/// Both ranks send `rounds` messages of `bytes` to each other at once and check what arrives.
+void exchange(comm& world, std::size_t bytes, int rounds, int tag) {
+  const int other = 1 - world.rank();
+  for (int round = 0; round < rounds; ++round) {
+    const auto out = pattern(bytes / 4, world.rank(), round);
+    std::vector<std::uint32_t> in;
+    auto send = world.isend(other, tag, out);
+    world.recv(other, tag, in);
+    send.wait();
+    check_same(in, pattern(bytes / 4, other, round), "exchange", round);
+  }
+}
+
+void transfer(comm& world, int argc, char** argv) {
+  const std::size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 16;
+  const int rounds = argc > 3 ? std::atoi(argv[3]) : 2;
+  exchange(world, mib << 20, rounds, 1);
+}
+
+void retune(comm& world) {
+  auto& t = world.transport();
+  const int other = 1 - world.rank();
+  const std::size_t words = (std::size_t{6} << 20) / 4;
+  const commx::transport::wan::path_config tunings[] = {
+      {2, std::size_t{64} << 10, 0, 0, 0, ""},
+      {7, std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{1} << 20, 0, ""},
+      {1, std::size_t{1} << 20, 0, 0, 0, ""},
+  };
+  constexpr int rounds = 9;
+  // Every round: two large messages each way in flight, and rank 0 retunes while they are.
+  for (int round = 0; round < rounds; ++round) {
+    const auto a = pattern(words, world.rank(), 2 * round);
+    const auto b = pattern(words + 1, world.rank(), 2 * round + 1);
+    std::vector<std::uint32_t> in_a;
+    std::vector<std::uint32_t> in_b;
+    auto ra = world.irecv(other, 5, in_a);
+    auto rb = world.irecv(other, 5, in_b);
+    auto sa = world.isend(other, 5, a);
+    auto sb = world.isend(other, 5, b);
+    if (world.rank() == 0 && round % 3 != 2) {
+      const auto& tuning = tunings[static_cast<std::size_t>(round) % 3];
+      const auto before = t.path(other).epoch;
+      t.retune(other, tuning);
+      const auto now = t.path(other);
+      COMMX_CHECK(now.epoch > before);
+      COMMX_CHECK_EQ(now.open_streams, tuning.streams);
+      COMMX_CHECK(now.tuning == tuning);
+    }
+    ra.wait();
+    rb.wait();
+    sa.wait();
+    sb.wait();
+    check_same(in_a, pattern(words, other, 2 * round), "retune a", round);
+    check_same(in_b, pattern(words + 1, other, 2 * round + 1), "retune b", round);
+  }
+  // The other side follows the tuning its peer chose, once it has read the new streams'
+  // openings (messages keep its transport busy meanwhile; bounded).
+  const int expected = tunings[(rounds - 2) % 3].streams;
+  for (int i = 0; i < 100 && t.path(other).open_streams != expected; ++i) {
+    exchange(world, std::size_t{1} << 20, 1, 6);
+  }
+  COMMX_CHECK_EQ(t.path(other).open_streams, expected);
+  COMMX_CHECK(t.path(other).tuning == tunings[(rounds - 2) % 3]);
+  COMMX_CHECK(t.path(other).epoch > 1);
+}
+
+void break_stream(comm& world) {
+  auto& t = world.transport();
+  const std::size_t words = (std::size_t{256} << 20) / 4;
+  if (world.rank() == 0) {
+    std::vector<std::uint32_t> out(words, 7);
+    world.barrier();
+    auto send = world.isend(1, 3, out);
+    // Wait (bounded) until stream 1 has chunk bytes queued in the kernel: mid-transfer.
+    const int fd = t.native_stream(1, 1);
+    COMMX_CHECK(fd >= 0);
+    const auto until = clock::now() + 60s;
+    for (int queued = 0; queued == 0 && clock::now() < until;) {
+      if (send.test()) break;
+      if (::ioctl(fd, SIOCOUTQ, &queued) != 0) queued = 0;
+      std::this_thread::yield();
+    }
+    COMMX_CHECK(!send.test());  // still in flight, or the test shows nothing
+    ::shutdown(fd, SHUT_RDWR);
+    const auto e = COMMX_EXPECT_ERROR(commx::errc::peer_lost, send.wait());
+    std::fprintf(stderr, "rank 0 got: %s\n", e.what());
+  } else {
+    std::vector<std::uint32_t> in(words, 0);
+    auto recv = world.irecv(0, 3, std::span<std::uint32_t>(in));
+    world.barrier();
+    const auto e = COMMX_EXPECT_ERROR(commx::errc::peer_lost, recv.wait());
+    std::fprintf(stderr, "rank 1 got: %s\n", e.what());
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string_view scenario = argc > 1 ? argv[1] : "";
+  try {
+    comm world = comm::from_env();
+    if (world.size() != 2) {
+      std::fprintf(stderr, "wan_scenario: needs 2 ranks\n");
+      return 2;
+    }
+    if (scenario == "transfer") {
+      transfer(world, argc, argv);
+    } else if (scenario == "retune") {
+      retune(world);
+    } else if (scenario == "break_stream") {
+      break_stream(world);
+    } else {
+      std::fprintf(stderr, "wan_scenario: unknown scenario '%.*s'\n",
+                   static_cast<int>(scenario.size()), scenario.data());
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wan_scenario %.*s: %s\n", static_cast<int>(scenario.size()),
+                 scenario.data(), e.what());
+    return 1;
+  }
+  return 0;
+}
