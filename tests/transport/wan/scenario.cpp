@@ -4,7 +4,7 @@
 // scenario; exit status 0 means every check held on this rank.
 //
 // - transfer [MiB] [rounds]: rank 0 and rank 1 exchange patterned messages, checked byte for byte
-// - retune: rank 0 retunes the path mid-run, while both ranks keep large messages in flight in
+// - retune [KiB]: rank 0 retunes the path mid-run, while both ranks keep large messages in flight in
 //   both directions; every message arrives whole, once, in order
 // - break_stream: rank 0 shuts one data stream's socket down in the middle of a large transfer;
 //   both ranks get errc::peer_lost, neither hangs nor sees a short message
@@ -80,10 +80,11 @@ void transfer(comm& world, int argc, char** argv) {
   exchange(world, mib << 20, rounds, 1);
 }
 
-void retune(comm& world) {
+void retune(comm& world, int argc, char** argv) {
   auto& t = world.transport();
   const int other = 1 - world.rank();
-  const std::size_t words = (std::size_t{6} << 20) / 4;
+  const std::size_t kib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 6144;
+  const std::size_t words = (kib << 10) / 4;
   const commx::transport::wan::path_config tunings[] = {
       {2, std::size_t{64} << 10, 0, 0, 0, ""},
       {7, std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{1} << 20, 0, ""},
@@ -169,7 +170,7 @@ int main(int argc, char** argv) {
     if (scenario == "transfer") {
       transfer(world, argc, argv);
     } else if (scenario == "retune") {
-      retune(world);
+      retune(world, argc, argv);
     } else if (scenario == "break_stream") {
       break_stream(world);
     } else {
