@@ -117,6 +117,16 @@ TEST_CASE("wan over the emulator: a data stream shut down mid-transfer fails bot
   CHECK(s1 == 0);
 }
 
+TEST_CASE("wan over the emulator: autotune measures the path, picks, and the path works",
+          "[wan][emu]") {
+  link_config l = lossy(0);
+  l.delay_ms = 25;  // a 50 ms round trip
+  const auto [s0, s1] = run_job(
+      l, {"COMMX_WAN_STREAMS=1", "COMMX_WAN_RCVBUF=64K", "COMMX_WAN_AUTOTUNE=1"}, {"autotune"});
+  CHECK(s0 == 0);
+  CHECK(s1 == 0);
+}
+
 int main(int argc, char** argv) {
   if (const auto why = commx::test::wan::emulator_unavailable()) {
     std::printf("SKIP: the wan transport's emulator tests need root and /dev/net/tun: %s\n",

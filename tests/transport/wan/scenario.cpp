@@ -6,6 +6,7 @@
 // - transfer [MiB] [rounds]: rank 0 and rank 1 exchange patterned messages, checked byte for byte
 // - retune [KiB]: rank 0 retunes the path mid-run, while both ranks keep large messages in flight in
 //   both directions; every message arrives whole, once, in order
+// - autotune: under COMMX_WAN_AUTOTUNE=1, the path was measured and tuned, and works
 // - break_stream: rank 0 shuts one data stream's socket down in the middle of a large transfer;
 //   both ranks get errc::peer_lost, neither hangs nor sees a short message
 
@@ -78,6 +79,20 @@ void transfer(comm& world, int argc, char** argv) {
   const std::size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 16;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 2;
   exchange(world, mib << 20, rounds, 1);
+}
+
+/// COMMX_WAN_AUTOTUNE=1: the rank that opened the path (rank 1) measured it and says what it
+/// picked; the path runs on that; a transfer then checks out byte for byte.
+void autotuned(comm& world) {
+  auto& t = world.transport();
+  const int other = 1 - world.rank();
+  if (world.rank() == 1) {
+    const auto state = t.path(other);
+    COMMX_CHECK(!state.autotuned.empty());
+    COMMX_CHECK_EQ(state.open_streams, state.tuning.streams);
+    std::fprintf(stderr, "autotuned: %s\n", state.autotuned.c_str());
+  }
+  exchange(world, std::size_t{8} << 20, 2, 1);
 }
 
 void retune(comm& world, int argc, char** argv) {
@@ -171,6 +186,8 @@ int main(int argc, char** argv) {
       transfer(world, argc, argv);
     } else if (scenario == "retune") {
       retune(world, argc, argv);
+    } else if (scenario == "autotune") {
+      autotuned(world);
     } else if (scenario == "break_stream") {
       break_stream(world);
     } else {

@@ -12,6 +12,7 @@
 /// | COMMX_WAN_PACING | SO_MAX_PACING_RATE of each stream, bytes per second (0: none) |
 /// | COMMX_WAN_CC | TCP_CONGESTION of each stream (`bbr`, `cubic`; empty: the system's default) |
 /// | COMMX_WAN_PATHS | a file of per-path overrides, one path a line: `A B key=value...` |
+/// | COMMX_WAN_AUTOTUNE | `1`: at start-up, measure each path (RTT, throughput as streams double) and pick its streams and chunk; one line per path on stderr (paths.hpp) |
 ///
 /// A path file line names two ranks (`*` for any) and overrides keys `streams`, `chunk`,
 /// `sndbuf`, `rcvbuf`, `pacing`, `cc` for the path between them; sizes take K, M, G suffixes;

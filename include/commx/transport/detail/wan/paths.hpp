@@ -35,6 +35,8 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <asio.hpp>
@@ -119,7 +121,8 @@ struct stream {
   bool in_payload = false;
   stream_header current{};
   std::uint64_t remaining = 0;
-  std::string tuning;  ///< an opening frame's text, as it arrives
+  std::string tuning;               ///< an opening frame's text, as it arrives
+  std::uint64_t probe_written = 0;  ///< probe bytes written (autotune)
 };
 
 /// A large message whose data this rank is sending as chunks.
@@ -146,6 +149,7 @@ struct path_state {
   std::uint64_t epoch = 0;
   int open_streams = 0;
   bool reopening = false;
+  std::string autotuned;  ///< what autotune measured and picked, as it printed it; empty: not run
 };
 
 class paths {
@@ -202,6 +206,11 @@ class paths {
                       engine_.rank(), missing,
                       std::chrono::duration<double>(cfg_.base.timeout).count()));
     }
+    if (cfg_.autotune) {
+      for (int peer = 0; peer < engine_.rank(); ++peer) {
+        if (engine_.connected(peer)) autotune(peer);
+      }
+    }
   }
 
   /// Closes the path to `peer` and reopens it with `tuning` (a new epoch), without losing or
@@ -233,7 +242,7 @@ class paths {
     const path& p = peers_.at(index(peer));
     int open = 0;
     for (const auto& s : p.streams) open += s->active ? 1 : 0;
-    return {p.tuning, p.epoch, open, p.reopening};
+    return {p.tuning, p.epoch, open, p.reopening, p.autotuned};
   }
 
   /// The socket of data stream `k` to `peer` (for tests that break one), or -1.
@@ -278,6 +287,8 @@ class paths {
     std::unordered_map<std::uint64_t, assembly> arriving;
     bool reopening = false;  ///< this rank closed the path and reopens it when the old is gone
     std::size_t turn = 0;    ///< the stream the next round of chunks starts at
+    bool probing = false;    ///< autotune: keep every stream's queue full of probe frames
+    std::string autotuned;
   };
 
   static constexpr std::size_t queue_depth = 2;  ///< chunks queued per stream
@@ -311,6 +322,101 @@ class paths {
       ++active;
     }
     return active == p.expected;
+  }
+
+  // --- autotune ---------------------------------------------------------------------------
+
+  /// Bytes of the path's streams the peer has acknowledged so far (written minus unacked).
+  [[nodiscard]] std::uint64_t unacked(int peer) const {
+    std::uint64_t total = 0;
+    for (const auto& s : peers_[index(peer)].streams) {
+      int queued = 0;
+      if (::ioctl(s->conn.socket.native_handle(), SIOCOUTQ, &queued) == 0 && queued > 0)
+        total += static_cast<std::uint64_t>(queued);
+    }
+    return total;
+  }
+
+  /// The smallest smoothed round-trip time of the path's streams, as the kernel measured it.
+  [[nodiscard]] std::chrono::microseconds path_rtt(int peer) const {
+    std::uint32_t best = 0;
+    for (const auto& s : peers_[index(peer)].streams) {
+      tcp_info info{};
+      socklen_t len = sizeof info;
+      if (::getsockopt(s->conn.socket.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
+          info.tcpi_rtt > 0 && (best == 0 || info.tcpi_rtt < best))
+        best = info.tcpi_rtt;
+    }
+    return std::chrono::microseconds(best);
+  }
+
+  /// Fills the path's streams with probe frames for `span` and returns the rate the peer
+  /// acknowledged over its second half, bytes per second (the first half is slow start).
+  double probe(int peer, clock::duration span) {
+    path& p = peers_[index(peer)];
+    std::uint64_t written = 0;
+    const auto count_written = [&] {
+      std::uint64_t w = 0;
+      for (const auto& s : p.streams) w += s->probe_written;
+      return w;
+    };
+    p.probing = true;
+    for (auto& s : p.streams) s->probe_written = 0;
+    service(peer);
+    const clock::time_point start = clock::now();
+    const clock::time_point half = start + span / 2;
+    const clock::time_point end = start + span;
+    run_until([&] { return clock::now() >= half || !engine_.connected(peer); }, half);
+    const std::uint64_t acked_half = count_written() - unacked(peer);
+    run_until([&] { return clock::now() >= end || !engine_.connected(peer); }, end);
+    written = count_written();
+    const std::uint64_t acked_end = written - std::min(written, unacked(peer));
+    p.probing = false;
+    const double seconds = std::chrono::duration<double>(clock::now() - half).count();
+    return acked_end > acked_half && seconds > 0
+               ? static_cast<double>(acked_end - acked_half) / seconds
+               : 0.0;
+  }
+
+  /// Measures the path (round-trip time, throughput as streams double), picks its stream
+  /// count and chunk size, says so on stderr, and retunes the path to them. MPWide's lesson:
+  /// streams help while the window, not the link, limits each one; past that they add only
+  /// congestion, so the doubling stops once throughput grows by less than 15%.
+  void autotune(int peer) {
+    path& p = peers_[index(peer)];
+    const auto rtt = std::max(path_rtt(peer), std::chrono::microseconds(100));
+    const auto span = std::clamp<clock::duration>(rtt * 12, std::chrono::milliseconds(100),
+                                                  std::chrono::milliseconds(1500));
+    path_config best = p.tuning;
+    double best_rate = probe(peer, span);
+    for (int streams = p.tuning.streams * 2; streams <= 64 && engine_.connected(peer);
+         streams *= 2) {
+      path_config next = best;
+      next.streams = streams;
+      retune(peer, next);
+      const double rate = probe(peer, span);
+      if (rate < best_rate * 1.15) break;
+      best = next;
+      best_rate = rate;
+    }
+    // A chunk about half of what one stream carries in a round trip (at least 64 KiB, at most
+    // 4 MiB): large enough to cost few headers, small enough to spread a message evenly.
+    const double per_stream_bdp =
+        best_rate * std::chrono::duration<double>(rtt).count() / best.streams;
+    std::size_t chunk = std::size_t{64} << 10;
+    while (chunk < (std::size_t{4} << 20) && static_cast<double>(chunk) * 2 < per_stream_bdp)
+      chunk *= 2;
+    best.chunk = chunk;
+    p.autotuned = fmt::format(
+        "path to rank {}: rtt {:.2f} ms, {:.0f} Mbit/s measured -> streams {}, chunk {} KiB, "
+        "buffers {}",
+        peer, std::chrono::duration<double, std::milli>(rtt).count(), best_rate * 8 / 1e6,
+        best.streams, chunk >> 10,
+        best.rcvbuf > 0 ? fmt::format("{} KiB (as configured)", best.rcvbuf >> 10)
+                        : std::string("kernel-autotuned"));
+    fmt::print(stderr, "commx wan: rank {}: autotune: {}\n", engine_.rank(), p.autotuned);
+    std::fflush(stderr);
+    if (!(best == p.tuning) && engine_.connected(peer)) retune(peer, best);
   }
 
   // --- opening ----------------------------------------------------------------------------
@@ -451,6 +557,18 @@ class paths {
     return false;
   }
 
+  /// Filler for a stream while the path is measured (autotune).
+  bool next_probe(path& p, stream& s) {
+    if (!p.probing) return false;
+    static const std::vector<std::byte> filler(std::size_t{256} << 10);
+    tcp::out_frame& f = s.conn.out.emplace_back();
+    const auto bytes =
+        encode(stream_header{stream_kind::probe, engine_.rank(), 0, 0, 0, filler.size()});
+    std::copy(bytes.begin(), bytes.end(), f.header.begin());
+    f.payload = filler;
+    return true;
+  }
+
   /// Hands chunks to the streams with room, writes what they take, and closes streams whose
   /// queues ran dry after a close was asked for.
   void service(int peer) {
@@ -465,7 +583,7 @@ class paths {
         for (std::size_t i = 0; i < n; ++i) {
           stream& s = *p.streams[(p.turn + i) % n];
           if (!s.active || s.conn.out.size() >= queue_depth) continue;
-          if (next_chunk(p, s)) again = given = true;
+          if (next_chunk(p, s) || next_probe(p, s)) again = given = true;
         }
       }
       if (n > 0) p.turn = (p.turn + 1) % n;
@@ -483,7 +601,10 @@ class paths {
     tcp::connection& c = s->conn;
     if (!c.open) return true;
     const int peer = s->peer;
-    const std::error_code ec = c.flush([&](tcp::out_frame& f) { written(peer, f); });
+    const std::error_code ec = c.flush([&](tcp::out_frame& f) {
+      if (f.cookie == 0 && f.payload.size() > 0 && f.owned.empty()) s->probe_written += f.total();
+      written(peer, f);
+    });
     if (ec) {
       broken(*s, fmt::format("write failed: {}", ec.message()));
       return false;
@@ -684,6 +805,8 @@ class paths {
         a.got[k] = true;
         break;
       }
+      case stream_kind::probe:
+        break;  // its filler is read and dropped
       case stream_kind::close:
         s->close_received = true;
         s->current = h;
