@@ -75,6 +75,36 @@ void exchange(comm& world, std::size_t bytes, int rounds, int tag) {
   }
 }
 
+/// For bench/wan/wan_streams.py: rank 0 sends `rounds` messages of `mib` MiB to rank 1, each
+/// answered by an empty message once it is whole (after one unmeasured warm-up message), and
+/// prints the rate: bytes over the time from the first send to the last answer.
+void bench(comm& world, int argc, char** argv) {
+  const std::size_t bytes = (argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 64) << 20;
+  const int rounds = argc > 3 ? std::atoi(argv[3]) : 2;
+  std::vector<std::byte> buffer(bytes, std::byte{0x5a});
+  std::vector<std::byte> none;
+  clock::duration total{};
+  for (int round = -1; round < rounds; ++round) {
+    const auto start = clock::now();
+    if (world.rank() == 0) {
+      world.send(1, 9, buffer);
+      world.recv(1, 10, none);
+    } else {
+      world.recv(0, 9, buffer);
+      COMMX_CHECK(buffer.front() == std::byte{0x5a} && buffer.back() == std::byte{0x5a});
+      world.send(0, 10, none);
+    }
+    if (round >= 0) total += clock::now() - start;
+    if (round == rounds - 1 && world.rank() == 0) {
+      const double seconds = std::chrono::duration<double>(total).count();
+      std::printf("wan_bench bytes=%zu rounds=%d seconds=%.3f mbit=%.1f streams=%d\n", bytes,
+                  rounds, seconds, static_cast<double>(bytes) * rounds * 8 / seconds / 1e6,
+                  world.transport().path(1).open_streams);
+      std::fflush(stdout);
+    }
+  }
+}
+
 void transfer(comm& world, int argc, char** argv) {
   const std::size_t mib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 16;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 2;
@@ -186,6 +216,8 @@ int main(int argc, char** argv) {
       transfer(world, argc, argv);
     } else if (scenario == "retune") {
       retune(world, argc, argv);
+    } else if (scenario == "bench") {
+      bench(world, argc, argv);
     } else if (scenario == "autotune") {
       autotuned(world);
     } else if (scenario == "break_stream") {
