@@ -288,6 +288,9 @@ class paths {
     bool reopening = false;  ///< this rank closed the path and reopens it when the old is gone
     std::size_t turn = 0;    ///< the stream the next round of chunks starts at
     bool probing = false;    ///< autotune: keep every stream's queue full of probe frames
+    std::deque<std::weak_ptr<stream>> to_connect;  ///< streams of this epoch not yet connecting
+    int connecting = 0;                            ///< handshakes under way
+    clock::time_point connect_until{};
     std::string autotuned;
   };
 
@@ -443,11 +446,32 @@ class paths {
       s->index = k;
       s->epoch = p.epoch;
       p.streams.push_back(s);
+      p.to_connect.push_back(s);
+    }
+    p.connect_until = until;
+    connect_more(peer);
+  }
+
+  /// Starts connecting the path's next streams, a few at a time: the peer's engine refuses
+  /// handshakes beyond a bound (tcp's max_pending_handshakes), and 64 at once would hit it.
+  void connect_more(int peer) {
+    path& p = peers_[index(peer)];
+    constexpr int at_once = 8;
+    while (p.connecting < at_once && !p.to_connect.empty()) {
+      auto s = p.to_connect.front().lock();
+      p.to_connect.pop_front();
+      if (!s) continue;
+      ++p.connecting;
+      const clock::time_point until = p.connect_until;
+      const asio::ip::tcp::endpoint where = engine_.endpoint_of_rank(peer);
       std::weak_ptr<stream> weak = s;
-      s->conn.socket.async_connect(where, [this, weak, peer, until](std::error_code cec) {
+      s->conn.socket.async_connect(where, [this, weak, until](std::error_code cec) {
         auto st = weak.lock();
         if (!st) return;
-        if (cec) return broken(*st, fmt::format("cannot connect: {}", cec.message()));
+        if (cec) {
+          --peers_[index(st->peer)].connecting;
+          return broken(*st, fmt::format("cannot connect: {}", cec.message()));
+        }
         authenticate(st, until);
       });
     }
@@ -464,8 +488,10 @@ class paths {
                                                 const std::string& why, bool) {
           auto st = weak.lock();
           if (!st) return;
+          --peers_[index(st->peer)].connecting;
           st->conn.socket = std::move(cs.socket);
           if (!ok) return broken(*st, fmt::format("handshake failed: {}", why));
+          connect_more(st->peer);
           st->conn.socket.non_blocking(true);
           st->conn.socket.set_option(asio::ip::tcp::no_delay(true));
           st->conn.detect_dead_host(std::chrono::duration_cast<std::chrono::seconds>(
@@ -524,7 +550,13 @@ class paths {
   bool carry(int peer, const std::shared_ptr<operation>& op) {
     path& p = peers_[index(peer)];
     if (op->payload.empty()) return false;  // nothing to chunk: tcp's empty data frame
-    p.sending.push_back({op, op->cookie, op->payload, {}, p.tuning.chunk});
+    // A message smaller than streams x chunk is cut finer, so that it still spreads over
+    // every stream (whole 4 KiB pages, at most the path's chunk).
+    const std::uint64_t streams = static_cast<std::uint64_t>(std::max(p.tuning.streams, 1));
+    const std::uint64_t share = (op->payload.size() + streams - 1) / streams;
+    const std::uint64_t chunk = std::clamp<std::uint64_t>(
+        (share + min_chunk - 1) / min_chunk * min_chunk, min_chunk, p.tuning.chunk);
+    p.sending.push_back({op, op->cookie, op->payload, {}, chunk});
     service(peer);
     return true;
   }
@@ -879,6 +911,8 @@ class paths {
     path& p = peers_[index(peer)];
     for (auto& s : p.streams) s->conn.close();
     p.streams.clear();
+    p.to_connect.clear();
+    p.connecting = 0;
     p.reopening = false;
     for (outgoing& o : p.sending) {
       if (o.op && !o.op->done) engine_.complete(*o.op, {peer, any_tag, 0, why});
