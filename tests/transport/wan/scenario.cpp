@@ -165,12 +165,21 @@ void retune(comm& world, int argc, char** argv) {
   // The other side follows the tuning its peer chose, once it has read the new streams'
   // openings (messages keep its transport busy meanwhile; bounded).
   const int expected = tunings[(rounds - 2) % 3].streams;
-  for (int i = 0; i < 100 && t.path(other).open_streams != expected; ++i) {
+  // The state as both ranks saw it when they agreed (once the first is done and leaves, its
+  // peer's path closes).
+  auto seen = t.path(other);
+  for (int i = 0; i < 100; ++i) {
+    // Both ranks go round the same number of times: they agree on whether both are there.
+    seen = t.path(other);
+    const int here = seen.open_streams == expected ? 1 : 0;
+    int there = 0;
+    world.sendrecv(other, 7, here, other, 7, there);
+    if (here == 1 && there == 1) break;
     exchange(world, std::size_t{1} << 20, 1, 6);
   }
-  COMMX_CHECK_EQ(t.path(other).open_streams, expected);
-  COMMX_CHECK(t.path(other).tuning == tunings[(rounds - 2) % 3]);
-  COMMX_CHECK(t.path(other).epoch > 1);
+  COMMX_CHECK_EQ(seen.open_streams, expected);
+  COMMX_CHECK(seen.tuning == tunings[(rounds - 2) % 3]);
+  COMMX_CHECK(seen.epoch > 1);
 }
 
 void break_stream(comm& world) {
