@@ -7,7 +7,7 @@
 // - retune [KiB]: rank 0 retunes the path mid-run, while both ranks keep large messages in flight in
 //   both directions; every message arrives whole, once, in order
 // - autotune: under COMMX_WAN_AUTOTUNE=1, the path was measured and tuned, and works
-// - break_stream: rank 0 shuts one data stream's socket down in the middle of a large transfer;
+// - break_stream: rank 1 shuts one data stream's socket down in the middle of a large transfer;
 //   both ranks get errc::peer_lost, neither hangs nor sees a short message
 
 #include <sys/ioctl.h>
@@ -189,23 +189,25 @@ void break_stream(comm& world) {
     std::vector<std::uint32_t> out(words, 7);
     world.barrier();
     auto send = world.isend(1, 3, out);
-    // Wait (bounded) until stream 1 has chunk bytes queued in the kernel: mid-transfer.
-    const int fd = t.native_stream(1, 1);
-    COMMX_CHECK(fd >= 0);
-    const auto until = clock::now() + 60s;
-    for (int queued = 0; queued == 0 && clock::now() < until;) {
-      if (send.test()) break;
-      if (::ioctl(fd, SIOCOUTQ, &queued) != 0) queued = 0;
-      std::this_thread::yield();
-    }
-    COMMX_CHECK(!send.test());  // still in flight, or the test shows nothing
-    ::shutdown(fd, SHUT_RDWR);
     const auto e = COMMX_EXPECT_ERROR(commx::errc::peer_lost, send.wait());
     std::fprintf(stderr, "rank 0 got: %s\n", e.what());
   } else {
     std::vector<std::uint32_t> in(words, 0);
     auto recv = world.irecv(0, 3, std::span<std::uint32_t>(in));
     world.barrier();
+    // Chunks waiting in stream 1's socket: mid-transfer. This rank does not read them meanwhile
+    // (no call into the transport), so the sender stalls on full buffers and cannot finish
+    // first. Bounded.
+    const int fd = t.native_stream(0, 1);
+    COMMX_CHECK(fd >= 0);
+    const auto until = clock::now() + 60s;
+    int waiting = 0;
+    while (waiting == 0 && clock::now() < until) {
+      if (::ioctl(fd, FIONREAD, &waiting) != 0) waiting = 0;
+      std::this_thread::yield();
+    }
+    COMMX_CHECK(waiting > 0);
+    ::shutdown(fd, SHUT_RDWR);
     const auto e = COMMX_EXPECT_ERROR(commx::errc::peer_lost, recv.wait());
     std::fprintf(stderr, "rank 1 got: %s\n", e.what());
   }
