@@ -195,17 +195,21 @@ void break_stream(comm& world) {
     std::vector<std::uint32_t> in(words, 0);
     auto recv = world.irecv(0, 3, std::span<std::uint32_t>(in));
     world.barrier();
-    // Chunks waiting in stream 1's socket: mid-transfer. This rank does not read them meanwhile
-    // (no call into the transport), so the sender stalls on full buffers and cannot finish
-    // first. Bounded.
+    // Drive the transfer (the clear-to-send leaves from inside a call into the transport) until
+    // chunks wait unread in stream 1's socket: mid-transfer. From then on this rank makes no
+    // call into the transport, so the sender stalls on full buffers and cannot finish first.
+    // Bounded in time; 256 MiB cannot arrive between two looks at the socket.
     const int fd = t.native_stream(0, 1);
     COMMX_CHECK(fd >= 0);
     const auto until = clock::now() + 60s;
     int waiting = 0;
-    while (waiting == 0 && clock::now() < until) {
+    bool arrived = false;
+    while (waiting == 0 && !arrived && clock::now() < until) {
+      arrived = recv.test().has_value();
       if (::ioctl(fd, FIONREAD, &waiting) != 0) waiting = 0;
-      std::this_thread::yield();
+      if (waiting == 0) std::this_thread::yield();
     }
+    COMMX_CHECK(!arrived);
     COMMX_CHECK(waiting > 0);
     ::shutdown(fd, SHUT_RDWR);
     const auto e = COMMX_EXPECT_ERROR(commx::errc::peer_lost, recv.wait());
