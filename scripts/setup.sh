@@ -11,6 +11,11 @@ packages=(
   # commx::mpi is built and tested against it, and against MPICH (the "mpich" preset).
   # Open MPI stays the system's default MPI (its alternatives rank higher on Debian).
   libopenmpi-dev openmpi-bin libmpich-dev mpich python3
+  # The main job's chart (scripts/md_compare.py).
+  python3-matplotlib
+  # tcp: OpenSSL's libcrypto (HMAC), ip for the network-namespace tests, clang with libFuzzer for
+  # the frame and handshake fuzz target, iperf3 for the loopback bandwidth reference.
+  libssl-dev iproute2 clang libclang-rt-14-dev iperf3
 )
 
 missing=()
