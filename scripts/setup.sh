@@ -14,7 +14,8 @@ packages=(
   # The main job's chart (scripts/md_compare.py).
   python3-matplotlib
   # tcp: OpenSSL's libcrypto (HMAC), ip for the network-namespace tests, clang with libFuzzer for
-  # the frame and handshake fuzz target, iperf3 for the loopback bandwidth reference.
+  # the frame and handshake fuzz target, iperf3 for the loopback bandwidth reference (and, with
+  # ip, for the wide-area link emulator tools/wanemu and its iperf3 ceiling in bench/wan/).
   libssl-dev iproute2 clang libclang-rt-14-dev iperf3
 )
 
