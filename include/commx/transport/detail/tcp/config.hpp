@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// What a TCP endpoint is told by its environment, read and checked once at start-up:
+///
+/// | variable | meaning |
+/// |---|---|
+/// | COMMX_RANK/SIZE (or srun's, mpirun's, PMI's) | this rank and the job's size (bootstrap.hpp) |
+/// | COMMX_ROOT | host:port (`[v6]:port` for IPv6) where rank 0 listens for the rendezvous |
+/// | COMMX_TOKEN | the job's shared secret; connections prove they hold it |
+/// | COMMX_ADDR | the address this rank listens on (default: the one it reaches the root from) |
+/// | COMMX_IFACE | or: the interface whose address it listens on (`eth1`) |
+/// | COMMX_PORT_RANGE | `lo-hi`: listen on the first free port in the range (firewalls) |
+/// | COMMX_TIMEOUT | seconds the rendezvous may take, as for every blocking call (60) |
+/// | COMMX_TCP_EAGER | largest message sent without a rendezvous, bytes (64 KiB, <= 1 MiB) |
+/// | COMMX_TCP_WINDOW | eager bytes a sender may have unconsumed at each receiver (4 MiB) |
+/// | COMMX_TCP_POLL | times a wait polls the sockets, yielding in between, before it blocks in epoll (16) |
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <asio.hpp>
+
+#include "commx/bootstrap.hpp"
+#include "commx/error.hpp"
+#include "commx/options.hpp"
+#include "commx/transport/detail/tcp/wire.hpp"
+
+namespace commx::detail::tcp {
+
+struct config {
+  int rank = 0;
+  int size = 1;
+  std::string root_host;
+  std::uint16_t root_port = 0;
+  std::string token;
+  std::optional<asio::ip::address> listen_address;  ///< unset: the one that reaches the root
+  std::uint16_t port_low = 0;                       ///< 0: any free port
+  std::uint16_t port_high = 0;
+  clock::duration timeout = std::chrono::seconds(60);
+  std::size_t eager_threshold = std::size_t{64} << 10;
+  std::size_t window = std::size_t{4} << 20;
+  std::size_t poll_turns = 16;
+};
+
+/// "host:port" or "[v6]:port" split in two.
+inline std::pair<std::string, std::uint16_t> split_host_port(const std::string& text,
+                                                             const char* variable) {
+  const auto colon = text.rfind(':');
+  std::string host = colon == std::string::npos ? std::string() : text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  const std::string port = colon == std::string::npos ? std::string() : text.substr(colon + 1);
+  char* end = nullptr;
+  const long value = port.empty() ? -1 : std::strtol(port.c_str(), &end, 10);
+  if (host.empty() || port.empty() || *end != '\0' || value < 1 || value > 65535) {
+    throw error(errc::bootstrap_failed,
+                fmt::format("{}='{}' is not host:port (or [ipv6]:port)", variable, text));
+  }
+  return {host, static_cast<std::uint16_t>(value)};
+}
+
+/// The first address of interface `name`, IPv4 preferred.
+inline asio::ip::address interface_address(const std::string& name) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) {
+    throw error(errc::bootstrap_failed, "COMMX_IFACE: cannot list the network interfaces");
+  }
+  std::optional<asio::ip::address> v4;
+  std::optional<asio::ip::address> v6;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || name != i->ifa_name) continue;
+    if (i->ifa_addr->sa_family == AF_INET && !v4) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+      v4 = asio::ip::address_v4(ntohl(in->sin_addr.s_addr));
+    } else if (i->ifa_addr->sa_family == AF_INET6 && !v6) {
+      const auto* in = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+      asio::ip::address_v6::bytes_type bytes{};
+      std::memcpy(bytes.data(), in->sin6_addr.s6_addr, bytes.size());
+      v6 = asio::ip::address_v6(bytes, in->sin6_scope_id);
+    }
+  }
+  ::freeifaddrs(list);
+  if (v4) return *v4;
+  if (v6) return *v6;
+  throw error(errc::bootstrap_failed,
+              fmt::format("COMMX_IFACE='{}': no such interface with an address", name));
+}
+
+inline std::size_t size_from_env(const bootstrap::lookup& get, const char* variable,
+                                 std::size_t fallback, std::size_t low, std::size_t high) {
+  const auto text = get(variable);
+  if (!text) return fallback;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text->c_str(), &end, 10);
+  if (text->empty() || *end != '\0' || value < low || value > high) {
+    throw error(errc::bootstrap_failed,
+                fmt::format("{}='{}' is not a byte count in [{}, {}]", variable, *text, low, high));
+  }
+  return static_cast<std::size_t>(value);
+}
+
+/// Reads and checks the environment.
+/// @throws commx::error errc::bootstrap_failed naming the variable that is missing or wrong.
+inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_env) {
+  const bootstrap::environment env = bootstrap::from_env(get);
+  config c;
+  c.rank = env.rank;
+  c.size = env.size;
+  const auto timeout_text = get("COMMX_TIMEOUT");
+  c.timeout = commx::detail::timeout_from_env(timeout_text ? timeout_text->c_str() : nullptr,
+                                              std::chrono::seconds(60));
+  c.eager_threshold =
+      size_from_env(get, "COMMX_TCP_EAGER", c.eager_threshold, 0, max_eager_payload);
+  c.window = size_from_env(get, "COMMX_TCP_WINDOW", c.window, std::size_t{64} << 10, max_window);
+  c.poll_turns = size_from_env(get, "COMMX_TCP_POLL", c.poll_turns, 0, 1 << 20);
+  if (c.size == 1) return c;  // a job of one needs no network
+  if (!env.root) {
+    throw error(errc::bootstrap_failed,
+                fmt::format("tcp: rank {} of {}: COMMX_ROOT (host:port of the rendezvous) is not "
+                            "set; commxrun sets it, under srun or mpirun set it yourself",
+                            c.rank, c.size));
+  }
+  if (!env.token || env.token->empty()) {
+    throw error(errc::bootstrap_failed,
+                fmt::format("tcp: rank {} of {}: COMMX_TOKEN (the job's shared secret) is not set",
+                            c.rank, c.size));
+  }
+  std::tie(c.root_host, c.root_port) = split_host_port(*env.root, "COMMX_ROOT");
+  c.token = *env.token;
+  if (const auto addr = get("COMMX_ADDR")) {
+    std::error_code ec;
+    c.listen_address = asio::ip::make_address(*addr, ec);
+    if (ec) {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("COMMX_ADDR='{}' is not an IPv4 or IPv6 address", *addr));
+    }
+  } else if (const auto iface = get("COMMX_IFACE")) {
+    c.listen_address = interface_address(*iface);
+  }
+  if (const auto range = get("COMMX_PORT_RANGE")) {
+    const auto dash = range->find('-');
+    char* end1 = nullptr;
+    char* end2 = nullptr;
+    const std::string lo = range->substr(0, dash);
+    const std::string hi = dash == std::string::npos ? lo : range->substr(dash + 1);
+    const long low = std::strtol(lo.c_str(), &end1, 10);
+    const long high = std::strtol(hi.c_str(), &end2, 10);
+    if (lo.empty() || hi.empty() || *end1 != '\0' || *end2 != '\0' || low < 1 || high > 65535 ||
+        low > high) {
+      throw error(
+          errc::bootstrap_failed,
+          fmt::format("COMMX_PORT_RANGE='{}' is not lo-hi with 1 <= lo <= hi <= 65535", *range));
+    }
+    c.port_low = static_cast<std::uint16_t>(low);
+    c.port_high = static_cast<std::uint16_t>(high);
+  }
+  return c;
+}
+
+}  // namespace commx::detail::tcp

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The TCP transport's frames: a fixed 40-byte header, encoded little-endian field by field
+/// (never by copying a struct), and a decoder that checks every field before anything acts on
+/// it. A header that fails a check is a protocol violation: the receiver closes that
+/// connection. The checks here are those a header can fail on its own; those that need the
+/// connection's state (is this rendezvous id one I asked for?) are the engine's.
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 4 | magic "CMXF" |
+/// | 4 | 1 | protocol version |
+/// | 5 | 1 | kind (`frame_kind`) |
+/// | 6 | 2 | flags, 0 |
+/// | 8 | 4 | source world rank |
+/// | 12 | 4 | tag |
+/// | 16 | 8 | communicator context id |
+/// | 24 | 8 | length: payload bytes that follow (eager, data, bootstrap), the message size (rts) |
+/// | 32 | 8 | cookie: rendezvous id (rts, cts, data, revoke), bytes returned (credit) |
+///
+/// Bootstrap payloads: an `address` frame carries one 20-byte endpoint (family 4 or 6, a zero
+/// byte, port, 16 address bytes; IPv4 in the first 4, the rest zero); a `table` frame one per
+/// rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "commx/transport/message.hpp"
+
+namespace commx::detail::tcp {
+
+inline constexpr std::uint32_t frame_magic = 0x46584d43;  // "CMXF" as it reads on the wire
+inline constexpr std::uint8_t protocol_version = 1;
+inline constexpr std::size_t header_size = 40;
+/// The largest eager payload any sender may use, whatever its configuration.
+inline constexpr std::size_t max_eager_payload = std::size_t{1} << 20;
+/// The largest message: 1 TiB, well past any buffer, well short of overflowing anything.
+inline constexpr std::uint64_t max_message_size = std::uint64_t{1} << 40;
+/// The largest eager window a receiver may grant, so credits are checked against a bound.
+inline constexpr std::uint64_t max_window = std::uint64_t{1} << 32;
+inline constexpr std::size_t endpoint_size = 20;
+inline constexpr std::size_t max_ranks = std::size_t{1} << 20;
+inline constexpr std::size_t max_abort_text = 4096;
+
+enum class frame_kind : std::uint8_t {
+  eager = 1,  ///< a message with its payload
+  rts,        ///< ready to send: a large message's envelope; the payload waits for a cts
+  cts,        ///< clear to send: the receiver has a buffer for rendezvous `cookie`
+  data,       ///< the payload of rendezvous `cookie`, straight into the receiver's buffer
+  credit,     ///< the receiver took `cookie` bytes of eager messages: the sender may send more
+  revoke,     ///< the sender withdrew rendezvous `cookie`
+  bye,        ///< the sender is leaving the job (finished, not failed): nothing more follows
+  address,    ///< bootstrap: a rank's listen endpoint, to rank 0
+  table,      ///< bootstrap: every rank's listen endpoint, from rank 0
+  abort,      ///< bootstrap: rank 0 gives up; the payload says why
+};
+inline constexpr std::uint8_t last_frame_kind = static_cast<std::uint8_t>(frame_kind::abort);
+
+struct frame_header {
+  frame_kind kind = frame_kind::eager;
+  std::uint16_t flags = 0;
+  int source = 0;
+  int tag = 0;
+  context_id context = 0;
+  std::uint64_t length = 0;
+  std::uint64_t cookie = 0;
+};
+
+using header_bytes = std::array<std::byte, header_size>;
+
+namespace wire {
+
+inline void put(std::byte* at, std::uint64_t value, std::size_t bytes) {
+  for (std::size_t i = 0; i < bytes; ++i) at[i] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
+}
+
+inline std::uint64_t get(const std::byte* at, std::size_t bytes) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < bytes; ++i)
+    value |= static_cast<std::uint64_t>(std::to_integer<std::uint8_t>(at[i])) << (8 * i);
+  return value;
+}
+
+}  // namespace wire
+
+inline header_bytes encode(const frame_header& h) {
+  header_bytes out{};
+  wire::put(&out[0], frame_magic, 4);
+  wire::put(&out[4], protocol_version, 1);
+  wire::put(&out[5], static_cast<std::uint8_t>(h.kind), 1);
+  wire::put(&out[6], h.flags, 2);
+  wire::put(&out[8], static_cast<std::uint32_t>(h.source), 4);
+  wire::put(&out[12], static_cast<std::uint32_t>(h.tag), 4);
+  wire::put(&out[16], h.context, 8);
+  wire::put(&out[24], h.length, 8);
+  wire::put(&out[32], h.cookie, 8);
+  return out;
+}
+
+/// A decoded header, or why it was refused.
+struct decoded {
+  frame_header header;
+  std::string_view error;  ///< empty when the header is valid
+  [[nodiscard]] bool ok() const { return error.empty(); }
+};
+
+/// Decodes and validates a header that arrived from `expected_source` (the rank at the other
+/// end of the connection). Checks every field a header can get wrong on its own.
+inline decoded decode(std::span<const std::byte, header_size> in, int expected_source) {
+  decoded d;
+  frame_header& h = d.header;
+  if (wire::get(&in[0], 4) != frame_magic) return {h, "bad magic"};
+  if (wire::get(&in[4], 1) != protocol_version) return {h, "unsupported protocol version"};
+  const auto kind = static_cast<std::uint8_t>(wire::get(&in[5], 1));
+  if (kind < 1 || kind > last_frame_kind) return {h, "unknown frame kind"};
+  h.kind = static_cast<frame_kind>(kind);
+  h.flags = static_cast<std::uint16_t>(wire::get(&in[6], 2));
+  h.source = static_cast<int>(static_cast<std::int32_t>(wire::get(&in[8], 4)));
+  h.tag = static_cast<int>(static_cast<std::int32_t>(wire::get(&in[12], 4)));
+  h.context = wire::get(&in[16], 8);
+  h.length = wire::get(&in[24], 8);
+  h.cookie = wire::get(&in[32], 8);
+  if (h.flags != 0) return {h, "unknown flags"};
+  if (h.source != expected_source) return {h, "source is not the connected peer"};
+  const bool message = h.kind == frame_kind::eager || h.kind == frame_kind::rts;
+  if (message && h.tag < 0) return {h, "negative tag"};
+  if (!message && (h.tag != 0 || h.context != 0)) return {h, "tag or context on a control frame"};
+  switch (h.kind) {
+    case frame_kind::eager:
+      if (h.length > max_eager_payload) return {h, "eager payload too large"};
+      if (h.cookie != 0) return {h, "cookie on an eager frame"};
+      break;
+    case frame_kind::rts:
+      if (h.length > max_message_size) return {h, "message too large"};
+      if (h.cookie == 0) return {h, "rendezvous without an id"};
+      break;
+    case frame_kind::data:
+      if (h.length > max_message_size) return {h, "message too large"};
+      if (h.cookie == 0) return {h, "rendezvous without an id"};
+      break;
+    case frame_kind::cts:
+    case frame_kind::revoke:
+      if (h.length != 0) return {h, "payload on a control frame"};
+      if (h.cookie == 0) return {h, "rendezvous without an id"};
+      break;
+    case frame_kind::credit:
+      if (h.length != 0) return {h, "payload on a control frame"};
+      if (h.cookie == 0 || h.cookie > max_window) return {h, "credit out of range"};
+      break;
+    case frame_kind::bye:
+      if (h.length != 0 || h.cookie != 0) return {h, "payload on a control frame"};
+      break;
+    case frame_kind::address:
+      if (h.length != endpoint_size || h.cookie != 0) return {h, "malformed address frame"};
+      break;
+    case frame_kind::table:
+      if (h.length == 0 || h.length % endpoint_size != 0 || h.length / endpoint_size > max_ranks ||
+          h.cookie != 0)
+        return {h, "malformed table frame"};
+      break;
+    case frame_kind::abort:
+      if (h.length > max_abort_text || h.cookie != 0) return {h, "malformed abort frame"};
+      break;
+  }
+  return d;
+}
+
+/// A listen endpoint as the bootstrap frames carry it.
+struct endpoint_record {
+  bool v6 = false;
+  std::uint16_t port = 0;
+  std::array<std::uint8_t, 16> address{};
+};
+
+inline std::array<std::byte, endpoint_size> encode(const endpoint_record& e) {
+  std::array<std::byte, endpoint_size> out{};
+  wire::put(&out[0], e.v6 ? 6 : 4, 1);
+  wire::put(&out[2], e.port, 2);
+  for (std::size_t i = 0; i < 16; ++i) out[4 + i] = static_cast<std::byte>(e.address[i]);
+  return out;
+}
+
+/// Decodes one endpoint record; nullopt if any field is out of range.
+inline std::optional<endpoint_record> decode_endpoint(std::span<const std::byte> in) {
+  if (in.size() != endpoint_size) return std::nullopt;
+  const auto family = wire::get(&in[0], 1);
+  if ((family != 4 && family != 6) || wire::get(&in[1], 1) != 0) return std::nullopt;
+  endpoint_record e;
+  e.v6 = family == 6;
+  e.port = static_cast<std::uint16_t>(wire::get(&in[2], 2));
+  if (e.port == 0) return std::nullopt;
+  for (std::size_t i = 0; i < 16; ++i) {
+    e.address[i] = std::to_integer<std::uint8_t>(in[4 + i]);
+    if (!e.v6 && i >= 4 && e.address[i] != 0) return std::nullopt;
+  }
+  return e;
+}
+
+/// Decodes a table of `ranks` records; nullopt if its size or any record is wrong.
+inline std::optional<std::vector<endpoint_record>> decode_table(std::span<const std::byte> in,
+                                                                std::size_t ranks) {
+  if (in.size() != ranks * endpoint_size) return std::nullopt;
+  std::vector<endpoint_record> table;
+  table.reserve(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    auto e = decode_endpoint(in.subspan(r * endpoint_size, endpoint_size));
+    if (!e) return std::nullopt;
+    table.push_back(*e);
+  }
+  return table;
+}
+
+}  // namespace commx::detail::tcp

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `transport::tcp`: ranks are processes, on one host or many, with one direct TCP connection
+/// per pair of ranks (no daemon between them: HPVM's and PVM's lesson). The job starts with a
+/// rendezvous at COMMX_ROOT: rank 0 listens there and collects every rank's listen endpoint,
+/// then hands out the table (rank to endpoint, O(1) lookup), and each rank connects to the
+/// ranks below it. Every connection is authenticated by a challenge-response HMAC over the
+/// job token (COMMX_TOKEN), which never crosses the wire; a stranger is refused and logged, and
+/// the job goes on. Only a C++ compiler and one open port per rank are needed (MPWide's
+/// lesson): no daemon, no administrator rights.
+///
+/// Messages: small ones go eagerly, within a per-peer window the receiver gives back as its user
+/// takes them; large ones wait for their receive and then go straight from the sender's buffer
+/// into the receiver's (engine.hpp). Frames are validated before anything acts on them
+/// (wire.hpp); a bad one closes that connection and raises errc::protocol_violation where it
+/// matters. A peer that dies raises errc::peer_lost at once on every rank that waits on it; one
+/// that hangs, errc::timeout at the deadline.
+///
+/// The environment it reads is listed in detail/tcp/config.hpp. Locality: ranks that listen on
+/// the same host address share a node.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <utility>
+
+#include "commx/transport/concept.hpp"
+#include "commx/transport/detail/tcp/config.hpp"
+#include "commx/transport/detail/tcp/engine.hpp"
+
+namespace commx::transport {
+
+class tcp {
+ public:
+  static constexpr std::string_view name = "tcp";
+  using config = detail::tcp::config;
+
+  /// Null when the operation completed at once, successfully (the common eager send).
+  using request = std::shared_ptr<detail::tcp::operation>;
+
+  /// Joins the job `cfg` describes.
+  /// @throws commx::error errc::bootstrap_failed (naming what is missing or wrong),
+  ///   errc::authentication_failed.
+  explicit tcp(config cfg) : engine_(std::make_unique<detail::tcp::engine>(std::move(cfg))) {
+    engine_->join();
+  }
+
+  /// Joins the job this process belongs to, as the environment describes it (commxrun, srun,
+  /// mpirun; see detail/tcp/config.hpp).
+  static tcp from_env() { return tcp(detail::tcp::config_from_env()); }
+
+  [[nodiscard]] int rank() const { return engine_->rank(); }
+  [[nodiscard]] int size() const { return engine_->size(); }
+  [[nodiscard]] int node_of(int peer) const { return engine_->node_of(peer); }
+
+  request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+    return engine_->isend(dest, ctx, tag, data);
+  }
+
+  request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
+    return engine_->irecv(source, ctx, tag, buffer);
+  }
+
+  bool test(request& req) { return engine_->test(req); }
+
+  const op_result& result(const request& req) const {
+    static const op_result delivered{};
+    return req ? req->result : delivered;
+  }
+
+  bool cancel(request& req) { return engine_->cancel(req); }
+
+  std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
+    return engine_->iprobe(source, ctx, tag);
+  }
+
+  [[nodiscard]] std::uint64_t event_count() const { return engine_->event_count(); }
+
+  void wait_for_event(std::uint64_t seen, clock::time_point when) {
+    engine_->wait_for_event(seen, when);
+  }
+
+  /// This rank's listen endpoint, as "address:port" (tests connect strangers to it).
+  [[nodiscard]] std::optional<std::pair<std::string, std::uint16_t>> listen_endpoint() const {
+    auto ep = engine_->listen_endpoint();
+    if (!ep) return std::nullopt;
+    return std::pair{ep->address().to_string(), ep->port()};
+  }
+
+ private:
+  std::unique_ptr<detail::tcp::engine> engine_;
+};
+
+static_assert(transport<tcp>);
+
+}  // namespace commx::transport

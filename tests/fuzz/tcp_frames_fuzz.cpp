@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+// libFuzzer target: random bytes into everything the TCP transport decodes from a peer it
+// does not trust yet or at all: frame headers (as a stream, as the reader cuts it), bootstrap
+// endpoints and tables, and every handshake message. None may crash, read out of bounds or
+// trip UBSan; what decodes must re-encode to the same bytes.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <string_view>
+
+#include "commx/transport/detail/tcp/handshake.hpp"
+#include "commx/transport/detail/tcp/wire.hpp"
+
+namespace tcp = commx::detail::tcp;
+namespace hs = commx::detail::tcp::handshake;
+
+namespace {
+
+void require(bool condition) {
+  if (!condition) std::abort();
+}
+
+void frames(std::span<const std::byte> in) {
+  // As a stream: header after header, skipping the payload a valid header announces.
+  while (in.size() >= tcp::header_size) {
+    const auto d = tcp::decode(in.first<tcp::header_size>(), 1);
+    if (!d.ok()) return;  // the connection would be closed here
+    const auto again = tcp::encode(d.header);
+    require(std::equal(again.begin(), again.end(), in.begin()));
+    in = in.subspan(tcp::header_size);
+    const std::size_t skip =
+        d.header.kind == tcp::frame_kind::rts ? 0 : static_cast<std::size_t>(d.header.length);
+    if (d.header.kind == tcp::frame_kind::table)
+      (void)tcp::decode_table(in.first(std::min(skip, in.size())), skip / tcp::endpoint_size);
+    if (skip > in.size()) return;
+    in = in.subspan(skip);
+  }
+}
+
+void endpoints(std::span<const std::byte> in) {
+  if (in.size() >= tcp::endpoint_size) {
+    if (auto e = tcp::decode_endpoint(in.first(tcp::endpoint_size))) {
+      const auto again = tcp::encode(*e);
+      require(std::equal(again.begin(), again.end(), in.begin()));
+    }
+  }
+  (void)tcp::decode_table(in, in.size() / tcp::endpoint_size);
+}
+
+void handshake(std::span<const std::byte> in) {
+  constexpr std::string_view token = "0123456789abcdef0123456789abcdef";
+  if (in.size() >= hs::hello_size) {
+    if (auto h = hs::decode_hello(in.first<hs::hello_size>())) {
+      require(h->rank >= 0 && h->rank < h->size);
+    }
+  }
+  const hs::hello_bytes sent = hs::encode(hs::hello{hs::purpose::peer, 1, 2, {}});
+  if (in.size() >= hs::challenge_size) {
+    // Random bytes never carry a valid proof.
+    require(!hs::check_challenge(token, sent, in.first<hs::challenge_size>()));
+  }
+  if (in.size() >= hs::response_size) {
+    const hs::challenge_bytes challenge = hs::make_challenge(token, sent, {0, 2, {}});
+    require(!hs::check_response(token, sent, challenge, in.first<hs::response_size>()));
+  }
+  if (in.size() >= hs::verdict_size) (void)hs::decode_verdict(in.first<hs::verdict_size>());
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const auto in = std::as_bytes(std::span(data + 1, size - 1));
+  switch (data[0] % 3) {
+    case 0:
+      frames(in);
+      break;
+    case 1:
+      endpoints(in);
+      break;
+    default:
+      handshake(in);
+      break;
+  }
+  return 0;
+}

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+// One rank of a TCP job that tcp_test.cpp starts as real processes (by hand, under mpirun or in
+// network namespaces) to check what only processes can show: strangers, signals, missing
+// ranks, several hosts. The first argument names the scenario. Every rank prints what it saw
+// as whole lines on stdout, which the test reads; "ready" lines tell the test when a rank is
+// where the scenario needs it before it sends a signal. Exit status 0 means every check held.
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <numeric>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "commx/communicator.hpp"
+#include "commx/transport/tcp.hpp"
+#include "support/check.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using comm = commx::communicator<commx::transport::tcp>;
+using commx::clock;
+
+void say(const std::string& line) {
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+/// Blocks until the test writes a line on our stdin (a pipe), and returns it.
+std::string wait_for_line() {
+  std::string line;
+  if (!std::getline(std::cin, line)) throw std::runtime_error("stdin closed before a go-ahead");
+  return line;
+}
+
+/// Waits for a line on stdin while serving the network: the rank stays inside the transport
+/// (blocking in epoll, 20 ms at a time) so that it handles whatever connects meanwhile.
+std::string wait_for_line_serving(comm& world) {
+  for (;;) {
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0) return wait_for_line();
+    auto& t = world.transport();
+    t.wait_for_event(t.event_count(), clock::now() + 20ms);
+  }
+}
+
+/// Every rank sends every rank a small and a large message, then an allreduce: the job works.
+void exchange(comm& world) {
+  const int n = world.size();
+  std::vector<comm::request> sends;
+  std::vector<std::vector<int>> small(static_cast<std::size_t>(n)), large(small.size());
+  for (int dest = 0; dest < n; ++dest) {
+    small[static_cast<std::size_t>(dest)].assign(8, world.rank() * 100 + dest);
+    large[static_cast<std::size_t>(dest)].assign(300000, world.rank() * 100 + dest);
+    sends.push_back(world.isend(dest, 1, small[static_cast<std::size_t>(dest)]));
+    sends.push_back(world.isend(dest, 2, large[static_cast<std::size_t>(dest)]));
+  }
+  for (int source = 0; source < n; ++source) {
+    std::vector<int> got;
+    world.recv(source, 2, got);
+    COMMX_CHECK(got == std::vector<int>(300000, source * 100 + world.rank()));
+    world.recv(source, 1, got);
+    COMMX_CHECK(got == std::vector<int>(8, source * 100 + world.rank()));
+  }
+  commx::wait_all(sends);
+  const int sum = world.allreduce_value(world.rank(), std::plus<>{});
+  COMMX_CHECK_EQ(sum, n * (n - 1) / 2);
+}
+
+void print_endpoint(comm& world) {
+  const auto ep = world.transport().listen_endpoint();
+  COMMX_CHECK(ep.has_value());
+  say(fmt::format("endpoint {} {}", ep->first, ep->second));
+}
+
+/// Strangers connect to both ranks' ports while rank 1 waits in a receive: they are refused,
+/// and the job goes on.
+void strangers(comm& world) {
+  COMMX_CHECK_EQ(world.size(), 2);
+  print_endpoint(world);
+  world.barrier();
+  if (world.rank() == 0) {
+    say("ready");
+    wait_for_line_serving(world);  // the test has finished with its strangers
+    world.send(1, 3, 42);
+    int back = 0;
+    world.recv(1, 4, back);
+    COMMX_CHECK_EQ(back, 43);
+  } else {
+    say("ready");
+    int got = 0;
+    world.recv(0, 3, got, 120s);  // strangers come and go meanwhile
+    world.send(0, 4, got + 1);
+  }
+  exchange(world);
+  say("done");
+}
+
+/// Rank 2 is killed while ranks 0 and 1 wait on it: a receive naming it, an any_source
+/// receive (rank 0), a large send it never takes (rank 1). Each ends with peer_lost well within
+/// twice the timeout, and later operations on rank 2 fail at once.
+void killed(comm& world) {
+  COMMX_CHECK_EQ(world.size(), 3);
+  world.barrier();
+  if (world.rank() == 2) {
+    say("ready");
+    int never = 0;
+    world.recv(0, 99, never, 600s);
+    return;
+  }
+  int from_victim = 0;
+  int from_anyone = 0;
+  std::vector<char> big(1 << 20, 'x');
+  std::vector<comm::request> pending;
+  pending.push_back(world.irecv(2, 5, from_victim));
+  if (world.rank() == 0) pending.push_back(world.irecv(commx::any_source, 6, from_anyone));
+  if (world.rank() == 1) pending.push_back(world.isend(2, 7, big));
+  say("ready");
+  const auto start = clock::now();
+  for (auto& req : pending) COMMX_EXPECT_ERROR(commx::errc::peer_lost, req.wait());
+  const auto waited = clock::now() - start;
+  COMMX_CHECK(waited < 2 * world.timeout());
+  COMMX_EXPECT_ERROR(commx::errc::peer_lost, world.send(2, 8, 1));
+  COMMX_EXPECT_ERROR(commx::errc::peer_lost, world.recv(2, 8, from_victim));
+  // The survivors still talk to each other.
+  const int other = 1 - world.rank();
+  int got = -1;
+  const int mine = world.rank();
+  auto s = world.isend(other, 9, mine);
+  world.recv(other, 9, got);
+  s.wait();
+  COMMX_CHECK_EQ(got, other);
+  say(fmt::format("peer_lost after {} ms",
+                  std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+}
+
+/// Rank 1 is stopped (SIGSTOP): rank 0's receive from it ends with timeout at its deadline.
+void stopped(comm& world) {
+  COMMX_CHECK_EQ(world.size(), 2);
+  world.barrier();
+  if (world.rank() == 1) {
+    say("ready");
+    int never = 0;
+    world.recv(0, 99, never, 600s);
+    return;
+  }
+  say("ready");
+  wait_for_line();  // rank 1 is stopped now
+  int got = -1;
+  const auto start = clock::now();
+  COMMX_EXPECT_ERROR(commx::errc::timeout, world.recv(1, 5, got, 1s));
+  const auto waited = clock::now() - start;
+  COMMX_CHECK(waited >= 1s);
+  COMMX_CHECK(waited < 2 * world.timeout());
+  COMMX_CHECK_EQ(got, -1);
+  say(fmt::format("timeout after {} ms",
+                  std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+}
+
+/// A peer sends a frame that breaks the protocol (the test plays that peer): receives from it
+/// end with protocol_violation, now and later.
+void violated(comm& world) {
+  COMMX_CHECK_EQ(world.size(), 2);
+  COMMX_CHECK_EQ(world.rank(), 0);
+  int got = -1;
+  auto req = world.irecv(1, 5, got);
+  say("ready");
+  COMMX_EXPECT_ERROR(commx::errc::protocol_violation, req.wait(60s));
+  COMMX_EXPECT_ERROR(commx::errc::protocol_violation, world.recv(1, 5, got));
+  COMMX_CHECK_EQ(got, -1);
+  say("protocol_violation");
+}
+
+/// Exchanges messages and reports where each rank is, for the multi-host and mpirun tests.
+void hosts(comm& world) {
+  print_endpoint(world);
+  exchange(world);
+  std::string nodes;
+  for (int r = 0; r < world.size(); ++r)
+    nodes += fmt::format("{}{}", r ? " " : "", world.node_of(r));
+  say(fmt::format("rank {} of {} nodes {}", world.rank(), world.size(), nodes));
+  world.barrier();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string_view scenario = argc > 1 ? argv[1] : "";
+  try {
+    comm world = comm::from_env();
+    if (scenario == "strangers") {
+      strangers(world);
+    } else if (scenario == "killed") {
+      killed(world);
+    } else if (scenario == "stopped") {
+      stopped(world);
+    } else if (scenario == "violated") {
+      violated(world);
+    } else if (scenario == "hosts") {
+      hosts(world);
+    } else {
+      say(fmt::format("unknown scenario '{}'", scenario));
+      return 2;
+    }
+  } catch (const commx::error& e) {
+    say(fmt::format("error {}: {}", e.code().message(), e.what()));
+    return 3;
+  } catch (const std::exception& e) {
+    say(fmt::format("failed: {}", e.what()));
+    return 1;
+  }
+  return 0;
+}

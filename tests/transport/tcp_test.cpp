@@ -1,0 +1,622 @@
+// SPDX-License-Identifier: MIT
+// The TCP transport beyond the shared suites: frame and handshake checks on their own, and real
+// processes (tcp/scenario.cpp) for what only processes show: strangers at a rank's port, a
+// killed or stopped peer, a rendezvous with a rank missing, a peer that breaks the protocol,
+// IPv6, ranks on different hosts (network namespaces), and ranks started by mpirun.
+
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "commx/communicator.hpp"
+#include "commx/transport/detail/tcp/handshake.hpp"
+#include "commx/transport/detail/tcp/wire.hpp"
+#include "commx/transport/tcp.hpp"
+#include "support/check.hpp"
+#include "transport/tcp/processes.hpp"
+
+namespace {
+
+namespace tcp = commx::detail::tcp;
+namespace hs = commx::detail::tcp::handshake;
+using namespace std::chrono_literals;
+using commx::test::child;
+using clock_type = std::chrono::steady_clock;
+
+const std::string token(64, 'a');
+const std::string scenario = COMMX_TCP_SCENARIO;
+
+// --- frames ----------------------------------------------------------------------------------
+
+tcp::decoded decode(const tcp::header_bytes& bytes, int source) {
+  return tcp::decode(std::span<const std::byte, tcp::header_size>(bytes), source);
+}
+
+TEST_CASE("a frame header survives encoding and decoding", "[tcp][frame]") {
+  const tcp::frame_header h{tcp::frame_kind::eager, 0, 3, 1 << 29, 0x1234567890abcdefULL, 100, 0};
+  const auto d = decode(tcp::encode(h), 3);
+  REQUIRE(d.ok());
+  CHECK(d.header.kind == h.kind);
+  CHECK(d.header.source == 3);
+  CHECK(d.header.tag == h.tag);
+  CHECK(d.header.context == h.context);
+  CHECK(d.header.length == 100);
+}
+
+TEST_CASE("every malformed header field is refused before anything acts on it", "[tcp][frame]") {
+  const tcp::frame_header good{tcp::frame_kind::rts, 0, 1, 7, 2, 1 << 20, 9};
+  REQUIRE(decode(tcp::encode(good), 1).ok());
+  auto broken = [&](auto mutate) {
+    tcp::header_bytes b = tcp::encode(good);
+    mutate(b);
+    return decode(b, 1);
+  };
+  CHECK(broken([](auto& b) { b[0] = std::byte{'X'}; }).error == "bad magic");
+  CHECK(broken([](auto& b) { b[4] = std::byte{2}; }).error == "unsupported protocol version");
+  CHECK(broken([](auto& b) { b[5] = std::byte{0}; }).error == "unknown frame kind");
+  CHECK(broken([](auto& b) { b[5] = std::byte{200}; }).error == "unknown frame kind");
+  CHECK(broken([](auto& b) { b[6] = std::byte{1}; }).error == "unknown flags");
+  CHECK(!decode(tcp::encode(good), 2).ok());  // source is not the connected peer
+  auto with = [](tcp::frame_header h) { return decode(tcp::encode(h), 1); };
+  CHECK(!with({tcp::frame_kind::eager, 0, 1, -1, 0, 1, 0}).ok());  // negative tag
+  CHECK(!with({tcp::frame_kind::eager, 0, 1, 0, 0, tcp::max_eager_payload + 1, 0}).ok());
+  CHECK(!with({tcp::frame_kind::rts, 0, 1, 0, 0, tcp::max_message_size + 1, 1}).ok());
+  CHECK(!with({tcp::frame_kind::rts, 0, 1, 0, 0, 10, 0}).ok());  // no rendezvous id
+  CHECK(!with({tcp::frame_kind::cts, 0, 1, 0, 0, 5, 1}).ok());   // payload on a control frame
+  CHECK(!with({tcp::frame_kind::cts, 0, 1, 4, 0, 0, 1}).ok());   // tag on a control frame
+  CHECK(!with({tcp::frame_kind::credit, 0, 1, 0, 0, 0, 0}).ok());
+  CHECK(!with({tcp::frame_kind::credit, 0, 1, 0, 0, 0, tcp::max_window + 1}).ok());
+  CHECK(!with({tcp::frame_kind::bye, 0, 1, 0, 0, 1, 0}).ok());
+  CHECK(!with({tcp::frame_kind::address, 0, 1, 0, 0, 19, 0}).ok());
+  CHECK(!with({tcp::frame_kind::table, 0, 1, 0, 0, 30, 0}).ok());
+  CHECK(!with({tcp::frame_kind::abort, 0, 1, 0, 0, tcp::max_abort_text + 1, 0}).ok());
+  CHECK(with({tcp::frame_kind::data, 0, 1, 0, 0, 1 << 22, 5}).ok());
+}
+
+TEST_CASE("endpoint records and tables are checked field by field", "[tcp][frame]") {
+  tcp::endpoint_record v4;
+  v4.port = 4242;
+  v4.address = {127, 0, 0, 1};
+  const auto bytes = tcp::encode(v4);
+  const auto back = tcp::decode_endpoint(bytes);
+  REQUIRE(back);
+  CHECK(back->port == 4242);
+  CHECK(back->address == v4.address);
+  auto bad = bytes;
+  bad[0] = std::byte{5};
+  CHECK(!tcp::decode_endpoint(bad));
+  bad = bytes;
+  bad[10] = std::byte{1};  // bytes past an IPv4 address must be zero
+  CHECK(!tcp::decode_endpoint(bad));
+  bad = bytes;
+  bad[2] = bad[3] = std::byte{0};  // port 0
+  CHECK(!tcp::decode_endpoint(bad));
+  std::vector<std::byte> table(bytes.begin(), bytes.end());
+  table.insert(table.end(), bytes.begin(), bytes.end());
+  CHECK(tcp::decode_table(table, 2));
+  CHECK(!tcp::decode_table(table, 3));
+}
+
+// --- the handshake ---------------------------------------------------------------------------
+
+struct exchange {
+  hs::hello_bytes hello;
+  hs::challenge_bytes challenge;
+};
+
+exchange start(const std::string& client_token, const std::string& server_token) {
+  const hs::hello_bytes hello = hs::encode(hs::hello{hs::purpose::peer, 2, 4, hs::fresh_nonce()});
+  const auto parsed = hs::decode_hello(hello);
+  REQUIRE(parsed);
+  CHECK(parsed->rank == 2);
+  CHECK(parsed->size == 4);
+  (void)client_token;
+  return {hello, hs::make_challenge(server_token, hello, {1, 4, hs::fresh_nonce()})};
+}
+
+TEST_CASE("the handshake: both sides prove the token without sending it", "[tcp][handshake]") {
+  const exchange e = start(token, token);
+  const auto c = hs::check_challenge(token, e.hello, e.challenge);
+  REQUIRE(c);
+  CHECK(c->rank == 1);
+  const auto response = hs::make_response(token, e.hello, e.challenge);
+  CHECK(hs::check_response(token, e.hello, e.challenge, response));
+  // The token appears in none of the messages.
+  for (std::span<const std::byte> m :
+       {std::span<const std::byte>(e.hello), std::span<const std::byte>(e.challenge),
+        std::span<const std::byte>(response)}) {
+    const std::string_view text(reinterpret_cast<const char*>(m.data()), m.size());
+    CHECK(text.find(token.substr(0, 8)) == std::string_view::npos);
+  }
+}
+
+TEST_CASE("the handshake: a wrong token fails on either side", "[tcp][handshake]") {
+  const std::string other(64, 'b');
+  const exchange impostor_server = start(token, other);
+  CHECK(!hs::check_challenge(token, impostor_server.hello, impostor_server.challenge));
+  const exchange e = start(token, token);
+  const auto forged = hs::make_response(other, e.hello, e.challenge);
+  CHECK(!hs::check_response(token, e.hello, e.challenge, forged));
+  // A response for another challenge (a replay) fails too.
+  const exchange fresh = start(token, token);
+  const auto replayed = hs::make_response(token, e.hello, e.challenge);
+  CHECK(!hs::check_response(token, fresh.hello, fresh.challenge, replayed));
+}
+
+TEST_CASE("the handshake: malformed hellos are refused", "[tcp][handshake]") {
+  hs::hello_bytes h = hs::encode(hs::hello{hs::purpose::join, 1, 2, {}});
+  REQUIRE(hs::decode_hello(h));
+  auto bad = h;
+  bad[0] = std::byte{'G'};  // "GET / HTTP/1.1" and friends
+  CHECK(!hs::decode_hello(bad));
+  bad = h;
+  bad[5] = std::byte{9};
+  CHECK(!hs::decode_hello(bad));
+  CHECK(!hs::decode_hello(hs::encode(hs::hello{hs::purpose::peer, 2, 2, {}})));  // rank >= size
+  CHECK(!hs::decode_hello(hs::encode(hs::hello{hs::purpose::peer, 0, 0, {}})));
+}
+
+// --- two ranks as threads of this process ----------------------------------------------------
+
+using comm = commx::communicator<commx::transport::tcp>;
+
+int free_port();
+
+/// Runs fn(world) on two tcp ranks that are threads of this process (each its own endpoint),
+/// and rethrows the first failure.
+template <class Fn>
+void two_threads(Fn fn) {
+  const int port = free_port();
+  std::exception_ptr failure;
+  std::mutex mutex;
+  {
+    std::vector<std::jthread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.emplace_back([&, r] {
+        try {
+          tcp::config cfg;
+          cfg.rank = r;
+          cfg.size = 2;
+          cfg.root_host = "127.0.0.1";
+          cfg.root_port = static_cast<std::uint16_t>(port);
+          cfg.token = token;
+          cfg.timeout = 20s;
+          comm world{commx::transport::tcp(cfg)};
+          fn(world);
+        } catch (...) {
+          std::lock_guard lock(mutex);
+          if (!failure) failure = std::current_exception();
+        }
+      });
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+TEST_CASE("a large send withdrawn at its deadline is never delivered", "[tcp][threads]") {
+  REQUIRE_NOTHROW(two_threads([](comm& world) {
+    if (world.rank() == 0) {
+      std::vector<char> big(1 << 20, 'x');  // above the eager threshold: waits for a receive
+      COMMX_EXPECT_ERROR(commx::errc::timeout, world.send(1, 5, big, 50ms));
+      world.barrier();
+      world.barrier();
+      world.send(1, 5, 7);
+    } else {
+      world.barrier();  // the withdrawal came before rank 0's part of the barrier
+      COMMX_CHECK(!world.iprobe(0, 5).has_value());
+      world.barrier();
+      int got = 0;
+      world.recv(0, 5, got);
+      COMMX_CHECK_EQ(got, 7);
+    }
+  }));
+}
+
+TEST_CASE("a flood of small messages is held within the window, and none is lost",
+          "[tcp][threads]") {
+  REQUIRE_NOTHROW(two_threads([](comm& world) {
+    constexpr int count = 3000;  // 3000 x 4 KiB: three times the 4 MiB window
+    if (world.rank() == 0) {
+      std::vector<std::vector<int>> out(count, std::vector<int>(1024));
+      std::vector<comm::request> sends;
+      for (int i = 0; i < count; ++i) {
+        out[static_cast<std::size_t>(i)].assign(1024, i);
+        sends.push_back(world.isend(1, 3, out[static_cast<std::size_t>(i)]));
+      }
+      world.barrier();
+      commx::wait_all(sends);
+    } else {
+      world.barrier();  // rank 0 posted all its sends before rank 1 receives any
+      for (int i = 0; i < count; ++i) {
+        std::vector<int> got;
+        world.recv(0, 3, got);
+        COMMX_CHECK(got == std::vector<int>(1024, i));
+      }
+    }
+  }));
+}
+
+// --- processes -------------------------------------------------------------------------------
+
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(s);
+  return ntohs(addr.sin_port);
+}
+
+std::vector<std::string> rank_env(int rank, int size, const std::string& root,
+                                  std::vector<std::string> extra = {}) {
+  extra.push_back(fmt::format("COMMX_RANK={}", rank));
+  extra.push_back(fmt::format("COMMX_SIZE={}", size));
+  extra.push_back("COMMX_ROOT=" + root);
+  extra.push_back("COMMX_TOKEN=" + token);
+  return extra;
+}
+
+/// A job of `size` ranks of the scenario, started by hand; `skip` ranks are never started.
+std::vector<std::unique_ptr<child>> start_job(const std::string& name, int size,
+                                              std::vector<std::string> extra = {},
+                                              std::vector<int> skip = {}, std::string root = {}) {
+  if (root.empty()) root = fmt::format("127.0.0.1:{}", free_port());
+  std::vector<std::unique_ptr<child>> ranks;
+  for (int r = 0; r < size; ++r) {
+    if (std::find(skip.begin(), skip.end(), r) != skip.end()) continue;
+    ranks.push_back(std::make_unique<child>(std::vector<std::string>{scenario, name},
+                                            rank_env(r, size, root, extra)));
+  }
+  return ranks;
+}
+
+void require_exit(child& c, int expected, clock_type::time_point until) {
+  const auto status = c.finish(until);
+  INFO(c.transcript());
+  REQUIRE(status.has_value());
+  REQUIRE(*status == expected);
+}
+
+/// A blocking client socket with a receive timeout, for strangers.
+struct client_socket {
+  int fd = -1;
+  explicit client_socket(const std::string& address, int port) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    ::inet_pton(AF_INET, address.c_str(), &addr.sin_addr);
+    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  }
+  ~client_socket() { ::close(fd); }
+  void send(std::span<const std::byte> bytes) const {
+    REQUIRE(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(bytes.size()));
+  }
+  /// Reads exactly out.size() bytes; false at end of stream.
+  bool receive(std::span<std::byte> out) const {
+    std::size_t got = 0;
+    while (got < out.size()) {
+      const ssize_t n = ::recv(fd, out.data() + got, out.size() - got, 0);
+      if (n <= 0) return false;
+      got += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+  /// True once the other side has closed (the next read ends the stream).
+  [[nodiscard]] bool closed_by_peer() const {
+    std::byte b{};
+    const ssize_t n = ::recv(fd, &b, 1, 0);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  }
+};
+
+/// Runs the handshake as a client holding `key` and claiming to be rank `rank` of `size`;
+/// returns the verdict, or nullopt if the acceptor closed first or failed its own proof.
+std::optional<hs::verdict_code> try_handshake(const client_socket& s, const std::string& key,
+                                              hs::purpose why, int rank, int size) {
+  const hs::hello_bytes hello = hs::encode(hs::hello{why, rank, size, hs::fresh_nonce()});
+  s.send(hello);
+  hs::challenge_bytes challenge{};
+  if (!s.receive(challenge)) return std::nullopt;
+  s.send(hs::make_response(key, hello, challenge));
+  hs::verdict_bytes verdict{};
+  if (!s.receive(verdict)) return std::nullopt;
+  return hs::decode_verdict(verdict);
+}
+
+TEST_CASE("strangers at a rank's port are refused and logged, and the job goes on",
+          "[tcp][process]") {
+  const auto until = clock_type::now() + 60s;
+  auto job = start_job("strangers", 2);
+  std::vector<std::pair<std::string, int>> endpoints;
+  for (auto& rank : job) {
+    std::optional<std::string> line;
+    while ((line = rank->read_line(until)) && !line->starts_with("endpoint ")) {
+    }
+    INFO(rank->transcript());
+    REQUIRE(line);
+    char address[64] = {};
+    int port = 0;
+    REQUIRE(std::sscanf(line->c_str(), "endpoint %63s %d", address, &port) == 2);
+    endpoints.emplace_back(address, port);
+    REQUIRE(rank->expect("ready", until));
+  }
+  for (std::size_t r = 0; r < job.size(); ++r) {
+    const auto& [address, port] = endpoints[r];
+    {  // garbage: an HTTP request
+      client_socket s(address, port);
+      const std::string get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n........................";
+      s.send(std::as_bytes(std::span(get.data(), get.size())));
+      CHECK(s.closed_by_peer());
+    }
+    {  // a wrong token: refused with bad_proof
+      client_socket s(address, port);
+      const auto verdict = try_handshake(s, std::string(64, 'b'), hs::purpose::peer, 1, 2);
+      REQUIRE(verdict.has_value());
+      CHECK(*verdict == hs::verdict_code::bad_proof);
+    }
+    {  // the right token, but a rank that is already connected: refused as unexpected
+      client_socket s(address, port);
+      const auto verdict =
+          try_handshake(s, token, r == 0 ? hs::purpose::join : hs::purpose::peer, 1, 2);
+      REQUIRE(verdict.has_value());
+      CHECK(*verdict == hs::verdict_code::unexpected);
+    }
+    {  // a stranger that connects and leaves at once
+      client_socket s(address, port);
+    }
+  }
+  for (auto& rank : job) {
+    CHECK(rank->expect("malformed hello", until));
+    CHECK(rank->expect("wrong token", until));
+    CHECK(rank->expect("is not expected here", until));
+    CHECK(rank->expect("closed before a whole hello", until));
+  }
+  job[0]->write_line("go");
+  for (auto& rank : job) {
+    CHECK(rank->expect("done", until));
+    require_exit(*rank, 0, until);
+  }
+}
+
+TEST_CASE("a killed peer is reported as peer_lost on every rank waiting on it", "[tcp][process]") {
+  const auto until = clock_type::now() + 60s;
+  auto job = start_job("killed", 3, {"COMMX_TIMEOUT=10"});
+  for (auto& rank : job) {
+    INFO(rank->transcript());
+    REQUIRE(rank->expect("ready", until));
+  }
+  job[2]->signal(SIGKILL);
+  for (int r = 0; r < 2; ++r) {
+    CHECK(job[static_cast<std::size_t>(r)]->expect("peer_lost after", until));
+    require_exit(*job[static_cast<std::size_t>(r)], 0, until);
+  }
+  require_exit(*job[2], 128 + SIGKILL, until);
+}
+
+TEST_CASE("a stopped peer gives timeout at the deadline", "[tcp][process]") {
+  const auto until = clock_type::now() + 60s;
+  auto job = start_job("stopped", 2, {"COMMX_TIMEOUT=10"});
+  for (auto& rank : job) {
+    INFO(rank->transcript());
+    REQUIRE(rank->expect("ready", until));
+  }
+  job[1]->signal(SIGSTOP);
+  job[0]->write_line("stopped");
+  CHECK(job[0]->expect("timeout after", until));
+  job[1]->signal(SIGKILL);  // rank 0 may now leave without waiting for its goodbye
+  require_exit(*job[0], 0, until);
+  require_exit(*job[1], 128 + SIGKILL, until);
+}
+
+TEST_CASE("a rendezvous that never completes names the missing ranks", "[tcp][process]") {
+  const auto until = clock_type::now() + 60s;
+  auto job = start_job("hosts", 4, {"COMMX_TIMEOUT=2"}, {2});
+  for (auto& rank : job) {
+    CHECK(rank->expect("bootstrap failed", until));
+    INFO(rank->transcript());
+    CHECK(rank->transcript().find("rank 2 of 4 did not join") != std::string::npos);
+    require_exit(*rank, 3, until);
+  }
+}
+
+TEST_CASE("a frame that breaks the protocol closes the connection: protocol_violation",
+          "[tcp][process]") {
+  const auto until = clock_type::now() + 60s;
+  const int port = free_port();
+  // Rank 0 is real; the test plays rank 1, which holds the token but sends a bad frame.
+  child rank0({scenario, "violated"}, rank_env(0, 2, fmt::format("127.0.0.1:{}", port)));
+  std::optional<client_socket> s;
+  for (int attempt = 0; attempt < 500 && !s; ++attempt) {
+    // Rank 0 listens once it has started; until then a connect is refused.
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    if (up)
+      s.emplace("127.0.0.1", port);
+    else {
+      pollfd none{-1, 0, 0};
+      ::poll(&none, 0, 10);  // back off while rank 0 starts
+    }
+  }
+  REQUIRE(s);
+  REQUIRE(try_handshake(*s, token, hs::purpose::join, 1, 2) == hs::verdict_code::accepted);
+  tcp::endpoint_record me;
+  me.port = 1;
+  me.address = {127, 0, 0, 1};
+  const auto address_header =
+      tcp::encode(tcp::frame_header{tcp::frame_kind::address, 0, 1, 0, 0, tcp::endpoint_size, 0});
+  s->send(address_header);
+  s->send(tcp::encode(me));
+  tcp::header_bytes table_header{};
+  REQUIRE(s->receive(table_header));
+  const auto table = decode(table_header, 0);
+  REQUIRE(table.ok());
+  std::vector<std::byte> entries(static_cast<std::size_t>(table.header.length));
+  REQUIRE(s->receive(entries));
+  REQUIRE(rank0.expect("ready", until));
+  auto bad = tcp::encode(tcp::frame_header{tcp::frame_kind::eager, 0, 1, 5, 0, 4, 0});
+  bad[0] = std::byte{'Z'};
+  s->send(bad);
+  CHECK(rank0.expect("bad magic", until));
+  CHECK(rank0.expect("protocol_violation", until));
+  CHECK(s->closed_by_peer());
+  require_exit(rank0, 0, until);
+}
+
+TEST_CASE("IPv6 and a port range", "[tcp][process]") {
+  const auto until = clock_type::now() + 60s;
+  const int port = free_port();
+  const std::string range = fmt::format("{}-{}", port + 1, port + 200);
+  auto job = start_job("hosts", 3, {"COMMX_ADDR=::1", "COMMX_PORT_RANGE=" + range}, {},
+                       fmt::format("[::1]:{}", port));
+  for (auto& rank : job) {
+    std::optional<std::string> line;
+    while ((line = rank->read_line(until)) && !line->starts_with("endpoint ")) {
+    }
+    INFO(rank->transcript());
+    REQUIRE(line);
+    char address[64] = {};
+    int listen = 0;
+    REQUIRE(std::sscanf(line->c_str(), "endpoint %63s %d", address, &listen) == 2);
+    CHECK(std::string(address) == "::1");
+    if (listen != port) {  // rank 0 listens at the root; the others within the range
+      CHECK(listen > port);
+      CHECK(listen <= port + 200);
+    }
+    CHECK(rank->expect("nodes 0 0 0", until));
+    require_exit(*rank, 0, until);
+  }
+}
+
+/// Runs a command to its end (bounded); true when it exits 0.
+bool run(const std::vector<std::string>& argv) {
+  child c(argv, {});
+  const auto status = c.finish(clock_type::now() + 30s);
+  if (!status || *status != 0) WARN(fmt::format("{} failed: {}", argv[0], c.transcript()));
+  return status && *status == 0;
+}
+
+/// Two network namespaces joined by a veth pair, 10.231.<n>.1 and .2: two hosts as far as TCP
+/// can tell. Removed again when the test ends, whatever happened.
+class two_hosts {
+ public:
+  explicit two_hosts(int n)
+      : a_(fmt::format("commx_tcp_a{}", ::getpid())),
+        b_(fmt::format("commx_tcp_b{}", ::getpid())),
+        interface_a(fmt::format("cxa{}", ::getpid() % 100000)),
+        interface_b(fmt::format("cxb{}", ::getpid() % 100000)),
+        address_a(fmt::format("10.231.{}.1", n)),
+        address_b(fmt::format("10.231.{}.2", n)) {
+    const std::string ip = COMMX_IP;
+    const std::string& va = interface_a;
+    const std::string& vb = interface_b;
+    ready = run({ip, "netns", "add", a_}) && run({ip, "netns", "add", b_}) &&
+            run({ip, "link", "add", va, "type", "veth", "peer", "name", vb}) &&
+            run({ip, "link", "set", va, "netns", a_}) &&
+            run({ip, "link", "set", vb, "netns", b_}) &&
+            run({ip, "-n", a_, "addr", "add", address_a + "/24", "dev", va}) &&
+            run({ip, "-n", b_, "addr", "add", address_b + "/24", "dev", vb}) &&
+            run({ip, "-n", a_, "link", "set", va, "up"}) &&
+            run({ip, "-n", b_, "link", "set", vb, "up"}) &&
+            run({ip, "-n", a_, "link", "set", "lo", "up"}) &&
+            run({ip, "-n", b_, "link", "set", "lo", "up"});
+  }
+  two_hosts(const two_hosts&) = delete;
+  two_hosts& operator=(const two_hosts&) = delete;
+  ~two_hosts() {
+    // Deleting a namespace deletes the veth end inside it, and so the pair.
+    run({COMMX_IP, "netns", "del", a_});
+    run({COMMX_IP, "netns", "del", b_});
+  }
+
+  /// The command that runs argv on host a or b.
+  [[nodiscard]] std::vector<std::string> on(bool a, std::vector<std::string> argv) const {
+    argv.insert(argv.begin(), {COMMX_IP, "netns", "exec", a ? a_ : b_});
+    return argv;
+  }
+
+ private:
+  std::string a_;
+  std::string b_;
+
+ public:
+  std::string interface_a;
+  std::string interface_b;
+  std::string address_a;
+  std::string address_b;
+  bool ready = false;
+};
+
+TEST_CASE("ranks on two hosts (network namespaces) connect across them", "[tcp][process]") {
+  if (::geteuid() != 0 || std::string_view(COMMX_IP).empty()) {
+    WARN("skipped: network namespaces need root and iproute2's ip");
+    return;
+  }
+  const auto until = clock_type::now() + 60s;
+  two_hosts hosts(::getpid() % 200 + 1);
+  REQUIRE(hosts.ready);
+  const std::string root = fmt::format("{}:{}", hosts.address_a, 29000 + ::getpid() % 1000);
+  std::vector<std::unique_ptr<child>> job;
+  for (int r = 0; r < 3; ++r) {
+    // Rank 0 on host a, ranks 1 and 2 on host b; rank 2 names its interface (COMMX_IFACE),
+    // rank 1 listens where it reaches the root from.
+    std::vector<std::string> extra;
+    if (r == 2) extra.push_back("COMMX_IFACE=" + hosts.interface_b);
+    job.push_back(std::make_unique<child>(hosts.on(r == 0, {scenario, "hosts"}),
+                                          rank_env(r, 3, root, extra)));
+  }
+  for (int r = 0; r < 3; ++r) {
+    child& rank = *job[static_cast<std::size_t>(r)];
+    CHECK(
+        rank.expect(r == 0 ? "endpoint " + hosts.address_a : "endpoint " + hosts.address_b, until));
+    CHECK(rank.expect(fmt::format("rank {} of 3 nodes 0 1 1", r), until));
+    require_exit(rank, 0, until);
+  }
+}
+
+TEST_CASE("ranks started by mpirun take rank and size from Open MPI", "[tcp][process]") {
+  if (std::string_view(COMMX_MPIRUN).empty()) {
+    WARN("skipped: no mpirun");
+    return;
+  }
+  const auto until = clock_type::now() + 120s;
+  child mpirun(
+      {COMMX_MPIRUN, "--oversubscribe", "-np", "3", scenario, "hosts"},
+      {fmt::format("COMMX_ROOT=127.0.0.1:{}", free_port()), "COMMX_TOKEN=" + token,
+       "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "OMPI_MCA_btl=self,tcp"});
+  const auto status = mpirun.finish(until);
+  INFO(mpirun.transcript());
+  REQUIRE(status.has_value());
+  CHECK(*status == 0);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(mpirun.transcript().find(fmt::format("rank {} of 3 nodes 0 0 0", r)) !=
+          std::string::npos);
+  }
+}
+
+}  // namespace
