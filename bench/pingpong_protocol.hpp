@@ -27,11 +27,10 @@ inline constexpr int data_tag = 0;
 /// Messages in flight per bandwidth iteration (as OSU's osu_bw), then one zero-byte ack.
 inline constexpr int window = 64;
 
-/// 0 B, 8 B, then x8 up to 4 MiB.
+/// 0 B, 8 B, then 1 KiB to 4 MiB in steps of 4.
 inline void sizes(benchmark::internal::Benchmark* b) {
-  b->Arg(0);
-  for (std::int64_t bytes = 8; bytes <= (std::int64_t{4} << 20); bytes *= 8) b->Arg(bytes);
-  b->Arg(std::int64_t{4} << 20);
+  b->Arg(0)->Arg(8);
+  for (std::int64_t bytes = 1024; bytes <= (std::int64_t{4} << 20); bytes *= 4) b->Arg(bytes);
 }
 
 /// Ping-pong reports the half round trip ("latency"), as PMB and OSU do.

@@ -7,10 +7,15 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build pkg-config clang-format
   libasio-dev libfmt-dev catch2 libcereal-dev libbenchmark-dev
-  # Open MPI: the benchmarks compare commx with its collectives (and CI compiles that driver).
-  libopenmpi-dev openmpi-bin python3
+  # Open MPI: the benchmarks compare commx with its collectives (and CI compiles that driver);
+  # commx::mpi is built and tested against it, and against MPICH (the "mpich" preset).
+  # Open MPI stays the system's default MPI (its alternatives rank higher on Debian).
+  libopenmpi-dev openmpi-bin libmpich-dev mpich python3
+  # The main job's chart (scripts/md_compare.py).
+  python3-matplotlib
   # tcp: OpenSSL's libcrypto (HMAC), ip for the network-namespace tests, clang with libFuzzer for
-  # the frame and handshake fuzz target, iperf3 for the loopback bandwidth reference.
+  # the frame and handshake fuzz target, iperf3 for the loopback bandwidth reference (and, with
+  # ip, for the wide-area link emulator tools/wanemu and its iperf3 ceiling in bench/wan/).
   libssl-dev iproute2 clang libclang-rt-14-dev iperf3
 )
 

@@ -23,6 +23,9 @@ run_preset() {
 
 run_preset dev
 
+# transport::mpi and coll::native against MPICH too: only the MPI targets and their tests.
+run_preset mpich
+
 # Sanitizers: leaks, overflows and undefined behaviour; then data races between ranks.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

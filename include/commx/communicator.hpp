@@ -476,6 +476,11 @@ class communicator {
       throw_error(errc::invalid_argument, where("split", unknown, unknown, 0),
                   fmt::format("color {} is negative", color));
     }
+    // A transport that makes communicators itself (MPI_Comm_split) is asked to.
+    if constexpr (requires(T & t) { t.split(ctx_, color, key, context_id{}); }) {
+      if constexpr (S::enabled) state_->stats.on_call(stats::op::split);
+      return adopt(state_->endpoint.split(ctx_, color, key, state_->next_context));
+    }
     struct entry {
       int color;
       int key;
@@ -501,22 +506,16 @@ class communicator {
     const int new_rank = static_cast<int>(std::ranges::find(members, rank_) - members.begin());
     for (int& r : members) r = group_->world_of(r);
 
-    communicator child;
-    child.state_ = state_;
-    child.group_ =
-        std::make_shared<const detail::group>(std::move(members), state_->endpoint.size());
-    child.ctx_ = fresh;
-    child.rank_ = new_rank;
-    child.collective_calls_ = std::make_shared<std::uint32_t>(0);
-    child.timeout_ = timeout_;
-    child.checks_ = checks_;
-    child.reduction_ = reduction_;
-    return child;
+    return child(fresh, std::move(members), new_rank);
   }
 
   /// Collective: one communicator per node, holding the ranks that share this rank's node.
   communicator split_by_node(deadline until = {}) {
     check_valid("split_by_node");
+    if constexpr (requires(T & t) { t.split_by_node(ctx_, rank_, context_id{}); }) {
+      if constexpr (S::enabled) state_->stats.on_call(stats::op::split);
+      return adopt(state_->endpoint.split_by_node(ctx_, rank_, state_->next_context));
+    }
     return split(state_->endpoint.node_of(group_->world_of(rank_)), rank_, until);
   }
 
@@ -537,6 +536,7 @@ class communicator {
     view.timeout_ = timeout_;
     view.checks_ = checks_;
     view.reduction_ = reduction_;
+    view.lease_ = lease_;
     return view;
   }
 
@@ -545,6 +545,36 @@ class communicator {
   friend class communicator;
 
   static std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
+
+  // A new communicator of `members` (world ranks, in rank order) on contexts fresh, fresh + 1.
+  communicator child(context_id fresh, std::vector<int> members, int new_rank) const {
+    communicator made;
+    made.state_ = state_;
+    made.group_ =
+        std::make_shared<const detail::group>(std::move(members), state_->endpoint.size());
+    made.ctx_ = fresh;
+    made.rank_ = new_rank;
+    made.collective_calls_ = std::make_shared<std::uint32_t>(0);
+    made.timeout_ = timeout_;
+    made.checks_ = checks_;
+    made.reduction_ = reduction_;
+    return made;
+  }
+
+  // What a transport's own split made (see transport/concept.hpp). When the transport frees
+  // what it made for a context (`release`), the last handle onto the new communicator tells it.
+  template <class Made>
+  communicator adopt(Made&& made) {
+    state_->next_context = made.context + 2;
+    if (made.members.empty()) return {};
+    communicator fresh = child(made.context, std::move(made.members), made.rank);
+    if constexpr (requires(T & t) { t.release(made.context); }) {
+      fresh.lease_ = std::shared_ptr<void>(
+          nullptr, [state = state_, ctx = made.context](void*) { state->endpoint.release(ctx); });
+    }
+    return fresh;
+  }
+
   template <class Span>
   using element_of = detail::span_element<Span>;
 
@@ -775,6 +805,8 @@ class communicator {
   clock::duration timeout_{};
   check_level checks_ = check_level::basic;
   reduction_order reduction_ = reduction_order::policy;
+  // Held by every handle onto a communicator whose transport resources are freed with it.
+  std::shared_ptr<void> lease_;
 };
 
 }  // namespace commx

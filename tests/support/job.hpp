@@ -53,19 +53,26 @@ inline options process_options() {
   return opts;
 }
 
-/// This process's world, joined once: a second rendezvous in one process would be a second
-/// job. Every communicator a test uses is split from it, whatever its collectives policy.
-template <class Stats>
-communicator<transport_under_test, coll::flat, Stats>& process_world() {
-  static auto world =
-      communicator<transport_under_test, coll::flat, Stats>::from_env(process_options());
-  return world;
-}
-
 [[noreturn]] inline void fail_rank(int rank, const char* what) {
   fmt::print(stderr, "rank {}: test job failed: {}\n", rank, what);
   std::fflush(stderr);
   std::_Exit(1);
+}
+
+/// This process's world, joined once: a second rendezvous in one process would be a second
+/// job. Every communicator a test uses is split from it, whatever its collectives policy.
+/// A rank that cannot join ends at once: retrying in the next test case would be a second
+/// rendezvous that its peers, already past the first, never join.
+template <class Stats>
+communicator<transport_under_test, coll::flat, Stats>& process_world() {
+  static auto world = [] {
+    try {
+      return communicator<transport_under_test, coll::flat, Stats>::from_env(process_options());
+    } catch (const std::exception& e) {
+      fail_rank(unknown, e.what());
+    }
+  }();
+  return world;
 }
 
 }  // namespace job_internals

@@ -18,6 +18,9 @@
 //   2                  bad usage
 //   1                  commxrun could not set up or start the ranks
 //
+// After the ranks have ended, commxrun removes the job's shared-memory segment name
+// (transport::shm), in case a rank was killed while the job was starting and left it behind.
+//
 // The event loop is a single poll() over the ranks' output pipes and a signalfd that carries
 // SIGCHLD, SIGINT, SIGTERM and SIGHUP; all waiting is done by poll's timeout.
 
@@ -44,6 +47,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
@@ -52,6 +56,8 @@
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "commx/transport/detail/shm/segment_name.hpp"
 
 #ifndef COMMXRUN_VERSION
 #define COMMXRUN_VERSION "0.1.0"
@@ -408,6 +414,9 @@ class Launcher {
     setup();
     launch();
     event_loop();
+    // The shm transport removes its segment's name once all ranks have arrived; only a job
+    // stopped during start-up leaves it. No rank runs any more, so nobody can still need it.
+    ::shm_unlink(commx::detail::shm::segment_name("commx:" + token_).c_str());
     return exit_code_;
   }
 
@@ -463,7 +472,8 @@ class Launcher {
 
   void launch() {
     const std::string root = fmt::format("127.0.0.1:{}", choose_port());
-    const std::string token = make_token();
+    token_ = make_token();
+    const std::string& token = token_;
     std::vector<std::string> env = inherited_environment();
     env.push_back(fmt::format("COMMX_SIZE={}", opt_.nranks));
     env.push_back("COMMX_ROOT=" + root);
@@ -789,6 +799,7 @@ class Launcher {
   }
 
   Options opt_;
+  std::string token_;  // COMMX_TOKEN of this job
   std::vector<Rank> ranks_;
   std::unordered_map<pid_t, int> by_pid_;
   ChildContext cx_{};

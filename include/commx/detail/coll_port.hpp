@@ -76,6 +76,12 @@ class coll_port {
     return state_.endpoint.node_of(group_.world_of(peer));
   }
 
+  /// The transport endpoint and this call's context, for a policy that hands the whole
+  /// collective to the transport (coll::native asks transport::mpi for the context's
+  /// MPI_Comm). Policies written over point-to-point never need them.
+  [[nodiscard]] T& endpoint() { return state_.endpoint; }
+  [[nodiscard]] context_id context() const { return ctx_; }
+
   template <class E>
   pending isend(int peer, std::span<const E> out) {
     const detail::stopwatch<S> watch;

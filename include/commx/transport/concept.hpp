@@ -41,6 +41,16 @@
 /// Thread safety: one endpoint is used by one thread at a time; different endpoints (ranks) may
 /// be used concurrently.
 ///
+/// Optional customisation points, for a transport that makes communicators itself (MPI makes
+/// them with MPI_Comm_split); the communicator uses them when they exist, else it splits on
+/// its own (an allgather of colours and context ids):
+///
+/// | expression | type | semantics |
+/// |---|---|---|
+/// | `t.split(parent, color, key, next)` | a type with `context`, `members`, `rank` | collective over the ranks of context `parent`: the ranks passing the same `color` (>= 0) form a communicator ordered by `key`, then by rank; a negative color joins none. `context` is the new context id (the largest `next` of the parent's ranks; the next id is the new communicator's collectives context), `members` its world ranks in rank order (empty for none), `rank` this rank in it |
+/// | `t.split_by_node(parent, key, next)` | as `split` | the same with one communicator per node |
+/// | `t.release(ctx)` | `void`, noexcept | the last handle onto a communicator `split` made is gone: free what backs `ctx` and `ctx + 1` |
+///
 /// Every transport header ends with `static_assert(commx::transport::transport<its_type>)`; the
 /// conformance suite (tests/transport/conformance.hpp) checks the semantics above.
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Ping-pong and bandwidth on commx's shm transport, Open MPI and MPICH, interleaved round by
+# round on this machine so that their ratios are measured side by side:
+#   bash bench/shm_vs_mpi.sh [rounds]          (after: cmake --preset release && build)
+# Builds the raw-MPI driver against MPICH by hand (mpicxx.mpich) into build/mpich/ when no
+# MPICH build of it exists. JSON per run goes to results/bench/shm/; the summary (medians over
+# the rounds, and ratios) is printed and written to results/bench/shm/summary.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+release=build/release
+out=results/bench/shm
+mkdir -p "$out" build/mpich
+filter='(pingpong|bandwidth)/[^/]+/(8|32768|4194304)/'
+common=(--benchmark_filter="$filter" --benchmark_min_time=0.2 --benchmark_out_format=json)
+mpich_bench=build/mpich/bench_mpi_pingpong
+if [[ ! -x $mpich_bench || bench/mpi_pingpong_bench.cpp -nt $mpich_bench ]]; then
+  mpicxx.mpich -O2 -DNDEBUG -std=c++20 -DMPICH_SKIP_MPICXX=1 -Ibench \
+    bench/mpi_pingpong_bench.cpp -lbenchmark -lpthread -o "$mpich_bench"
+fi
+for ((r = 1; r <= rounds; r++)); do
+  "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$release/bench/bench_pingpong_shm" \
+    "${common[@]}" --benchmark_out="$out/shm.$r.json" > /dev/null
+  COMMX_SHM_LARGE=copy "$release/tools/commxrun/commxrun" -n 2 --timeout 300 \
+    "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-copy.$r.json" \
+    > /dev/null
+  mpirun.openmpi --allow-run-as-root -np 2 "$release/bench/bench_mpi_pingpong" "${common[@]}" \
+    --benchmark_out="$out/openmpi.$r.json" > /dev/null 2>&1
+  mpiexec.mpich -n 2 "$mpich_bench" "${common[@]}" --benchmark_out="$out/mpich.$r.json" \
+    > /dev/null 2>&1
+done
+python3 - "$out" "$rounds" <<'PY'
+import json, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+libs = ["shm", "shm-copy", "openmpi", "mpich"]
+def load(lib):
+    rows = {}
+    for r in range(1, rounds + 1):
+        for b in json.load(open(f"{out}/{lib}.{r}.json"))["benchmarks"]:
+            what, _, size = b["name"].split("/")[:3]
+            value = b["half_rtt"] * 1e6 if what == "pingpong" else b["bytes_per_second"] / 1e9
+            rows.setdefault((what, int(size)), []).append(value)
+    return {k: statistics.median(v) for k, v in rows.items()}
+data = {lib: load(lib) for lib in libs}
+lines = ["| measure | shm (cma) | shm (copy) | Open MPI | MPICH | shm / better MPI |",
+         "|---|---|---|---|---|---|"]
+for key in sorted(data["shm"]):
+    what, size = key
+    unit = "us half RTT" if what == "pingpong" else "GB/s"
+    vals = [data[lib].get(key, float("nan")) for lib in libs]
+    better = min(vals[2:]) if what == "pingpong" else max(vals[2:])
+    lines.append(f"| {what} {size} B ({unit}) | " + " | ".join(f"{v:.3g}" for v in vals) +
+                 f" | {vals[0] / better:.2f} |")
+text = "\n".join(lines)
+print(text)
+open(f"{out}/summary.md", "w").write(text + "\n")
+PY

@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The shared-memory transport's knobs and the environment variables that set them.
+///
+/// | variable | meaning | default |
+/// |---|---|---|
+/// | COMMX_SHM_LARGE | `auto`, `cma` or `copy`: how a large message travels | auto (cma when the kernel allows it) |
+/// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768 |
+/// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, >= 4096); same on every rank | by rank count |
+/// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
+/// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 200 |
+
+#include <chrono>
+#include <cstddef>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "commx/bootstrap.hpp"
+#include "commx/error.hpp"
+
+namespace commx::detail::shm {
+
+/// How a message above the threshold travels.
+enum class large_path {
+  automatic,  ///< cross-memory attach when permitted, else chunks through the ring
+  cma,        ///< cross-memory attach only; start-up fails if the kernel refuses it
+  copy,       ///< pipelined chunks through the ring, always
+};
+
+struct options {
+  large_path large = large_path::automatic;
+  /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
+  /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/README.md.
+  std::size_t large_threshold = std::size_t{32} << 10;
+  /// Bytes per ring; 0 picks by rank count (all rings together stay near 32 MiB).
+  std::size_t ring_bytes = 0;
+  /// How long start-up waits for every rank to arrive.
+  std::chrono::milliseconds startup_timeout{60'000};
+  /// How long a waiting rank yields its core, turn after turn, before it sleeps on its futex.
+  std::chrono::microseconds yield_period{200};
+  /// How often a waiting rank checks that its peers' processes still exist.
+  std::chrono::milliseconds liveness_period{20};
+
+  /// The defaults, overridden by the COMMX_SHM_* variables `get` finds.
+  static options from_env(const bootstrap::lookup& get = bootstrap::process_env) {
+    options opts;
+    if (auto text = get("COMMX_SHM_LARGE")) {
+      if (*text == "auto") {
+        opts.large = large_path::automatic;
+      } else if (*text == "cma") {
+        opts.large = large_path::cma;
+      } else if (*text == "copy") {
+        opts.large = large_path::copy;
+      } else {
+        throw error(errc::invalid_argument,
+                    fmt::format("COMMX_SHM_LARGE='{}' is not auto, cma or copy", *text));
+      }
+    }
+    if (auto text = get("COMMX_SHM_LARGE_THRESHOLD")) {
+      opts.large_threshold = parse_bytes(*text, "COMMX_SHM_LARGE_THRESHOLD");
+    }
+    if (auto text = get("COMMX_SHM_RING_BYTES")) {
+      opts.ring_bytes = parse_bytes(*text, "COMMX_SHM_RING_BYTES");
+    }
+    if (auto text = get("COMMX_SHM_YIELD_US")) {
+      opts.yield_period = std::chrono::microseconds(parse_bytes(*text, "COMMX_SHM_YIELD_US"));
+    }
+    if (auto text = get("COMMX_SHM_STARTUP_TIMEOUT")) {
+      char* end = nullptr;
+      const double seconds = std::strtod(text->c_str(), &end);
+      if (text->empty() || *end != '\0' || !(seconds > 0) || seconds > 1e6) {
+        throw error(
+            errc::invalid_argument,
+            fmt::format("COMMX_SHM_STARTUP_TIMEOUT='{}' is not a number of seconds", *text));
+      }
+      opts.startup_timeout = std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+    }
+    return opts;
+  }
+
+ private:
+  static std::size_t parse_bytes(const std::string& text, const char* variable) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+    if (text.empty() || text[0] == '-' || *end != '\0' || errno == ERANGE ||
+        value > (std::size_t{1} << 40)) {
+      throw error(errc::invalid_argument,
+                  fmt::format("{}='{}' is not a number of bytes", variable, text));
+    }
+    return static_cast<std::size_t>(value);
+  }
+};
+
+}  // namespace commx::detail::shm

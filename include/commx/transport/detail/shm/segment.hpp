@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The job's one shared-memory segment: its layout, and how the ranks meet in it.
+///
+/// Rank 0 creates the segment (replacing any segment of that name: one left by a crashed earlier
+/// job is never reused), the others open it by name and claim their slot, and everyone waits
+/// until all have arrived. Rank 0 then removes the name at once: every rank has the memory
+/// mapped, and the kernel frees it when the last mapping goes, however the processes end (a
+/// SIGKILL included). Only a job that dies during start-up can leave the name behind; commxrun
+/// removes it after its ranks have ended, and the next job of that name replaces it.
+///
+/// A rank that opened a stale segment notices: its creator is gone, its slot is taken, or the
+/// name now points to a newer segment. It lets go and opens the name again.
+///
+/// Layout (offsets from the start; `n` ranks, `K` tickets per pair):
+///
+/// | what | size |
+/// |---|---|
+/// | segment_header | 256 |
+/// | rank_slot[n] | 128 each |
+/// | ring_control[n * n], index source * n + destination | 128 each |
+/// | ticket words[n * n * K] (large messages on offer) | 4 each |
+/// | ring data[n * n], page-aligned | ring_bytes each |
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commx/deadline.hpp"
+#include "commx/error.hpp"
+#include "commx/transport/detail/shm/futex.hpp"
+#include "commx/transport/detail/shm/liveness.hpp"
+#include "commx/transport/detail/shm/ring.hpp"
+
+namespace commx::detail::shm {
+
+inline constexpr std::uint64_t segment_magic = 0x636f6d6d782d7368ULL;  // "commx-sh"
+inline constexpr std::uint32_t segment_version = 1;
+inline constexpr std::uint32_t tickets_per_pair = 16;
+
+/// What a rank's slot says about it.
+enum class presence : std::uint32_t { absent = 0, present, finished, failed };
+
+struct segment_header {
+  std::uint64_t magic = 0;
+  std::uint32_t version = 0;
+  std::int32_t ranks = 0;
+  std::uint64_t ring_bytes = 0;
+  std::uint64_t total_bytes = 0;
+  std::int32_t creator_pid = 0;
+  std::uint64_t creator_start = 0;  ///< with the pid, names the creator even if pids are reused
+  alignas(cache_line) std::atomic<std::uint32_t> ready{0};  ///< futex: 1 once initialised
+  std::atomic<std::uint32_t> arrived{0};                    ///< futex: ranks that claimed a slot
+  alignas(cache_line) std::atomic<std::uint32_t> departures{0};  ///< bumped when a rank goes
+};
+static_assert(sizeof(segment_header) <= 256);
+
+struct rank_slot {
+  alignas(cache_line) std::atomic<std::int32_t> pid{0};
+  std::atomic<presence> state{presence::absent};
+  std::uint64_t probe_address = 0;  ///< a word in this rank's memory, for the CMA check
+  std::uint64_t probe_value = 0;    ///< what that word holds
+  // Written by others (wake) and by the rank itself when it sleeps: a line of their own.
+  alignas(cache_line) std::atomic<std::uint32_t> wake{0};  ///< futex this rank sleeps on
+  std::atomic<std::uint32_t> sleeping{0};                  ///< 1 while it may be asleep
+};
+static_assert(sizeof(rank_slot) == 2 * cache_line);
+static_assert(std::atomic<presence>::is_always_lock_free);
+
+/// A word in this process's memory that peers read with process_vm_readv at start-up, to learn
+/// whether the kernel lets them copy large messages straight out of this process.
+inline const std::uint64_t& cross_memory_probe() {
+  static const std::uint64_t word = 0x636d612d70726f62ULL ^ static_cast<std::uint64_t>(::getpid());
+  return word;
+}
+
+/// Publishes the probe word in this rank's slot; done before the rank counts as arrived, so
+/// every peer sees it once everyone has.
+inline void publish_probe(rank_slot& slot) {
+  slot.probe_address = reinterpret_cast<std::uint64_t>(&cross_memory_probe());
+  slot.probe_value = cross_memory_probe();
+}
+
+/// Where everything is, for `ranks` ranks and rings of `ring_bytes`.
+struct segment_layout {
+  std::size_t ranks = 0;
+  std::size_t ring_bytes = 0;
+  std::size_t slots = 256;
+  std::size_t controls = 0;
+  std::size_t tickets = 0;
+  std::size_t rings = 0;
+  std::size_t total = 0;
+
+  segment_layout(int rank_count, std::size_t bytes_per_ring)
+      : ranks(static_cast<std::size_t>(rank_count)), ring_bytes(bytes_per_ring) {
+    constexpr std::size_t page = 4096;
+    controls = slots + ranks * sizeof(rank_slot);
+    tickets = controls + ranks * ranks * sizeof(ring_control);
+    rings = (tickets + ranks * ranks * tickets_per_pair * 4 + page - 1) / page * page;
+    total = rings + ranks * ranks * ring_bytes;
+  }
+};
+
+/// The ring size for `ranks` ranks when none is asked for: 256 KiB for up to 11 ranks, smaller
+/// beyond, so that all n^2 rings stay near 32 MiB (pages are only touched as rings fill), and
+/// never below 8 KiB.
+inline std::size_t default_ring_bytes(int ranks) {
+  const auto pairs = static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks);
+  std::size_t bytes = std::size_t{256} << 10;
+  while (bytes > (std::size_t{8} << 10) && bytes * pairs > (std::size_t{32} << 20)) bytes /= 2;
+  return bytes;
+}
+
+/// A mapped segment. Movable, not copyable; unmaps on destruction.
+class segment {
+ public:
+  segment() = default;
+  segment(segment&& other) noexcept { *this = std::move(other); }
+  segment& operator=(segment&& other) noexcept {
+    if (this != &other) {
+      release();
+      base_ = std::exchange(other.base_, nullptr);
+      bytes_ = std::exchange(other.bytes_, 0);
+      fd_ = std::exchange(other.fd_, -1);
+      ranks_ = other.ranks_;
+      layout_ = other.layout_;
+      name_ = std::move(other.name_);
+    }
+    return *this;
+  }
+  segment(const segment&) = delete;
+  segment& operator=(const segment&) = delete;
+  ~segment() { release(); }
+
+  /// Creates (rank 0) or joins the segment `name` and returns once all `ranks` ranks are in it.
+  /// @throws commx::error errc::timeout naming the ranks that did not arrive by `when`;
+  ///   errc::bootstrap_failed when the segment cannot be created or mapped.
+  static segment join(const std::string& name, int rank, int ranks, std::size_t ring_bytes,
+                      clock::time_point when) {
+    const segment_layout layout(ranks, ring_bytes);
+    for (;;) {
+      segment seg = rank == 0 ? create(name, ranks, layout) : open(name, rank, ranks, layout, when);
+      bool everyone = false;
+      try {
+        everyone = seg.wait_for_everyone(rank, when);
+      } catch (...) {
+        if (rank == 0) ::shm_unlink(name.c_str());  // a job that never started leaves nothing
+        throw;
+      }
+      if (everyone) {
+        if (rank == 0) ::shm_unlink(name.c_str());  // everyone has it mapped: nobody needs the name
+        return seg;
+      }
+      // A stale segment: let go of it and look again.
+    }
+  }
+
+  [[nodiscard]] segment_header& header() const { return *static_cast<segment_header*>(base_); }
+  [[nodiscard]] rank_slot& slot(int rank) const {
+    return reinterpret_cast<rank_slot*>(at(layout_.slots))[rank];
+  }
+  [[nodiscard]] ring_buffer ring(int source, int destination) const {
+    const std::size_t index = pair(source, destination);
+    auto* control = reinterpret_cast<ring_control*>(at(layout_.controls)) + index;
+    return {control, at(layout_.rings) + index * layout_.ring_bytes, layout_.ring_bytes};
+  }
+  /// Ticket words of the messages `source` offers `destination`.
+  [[nodiscard]] std::atomic<std::uint32_t>* tickets(int source, int destination) const {
+    return reinterpret_cast<std::atomic<std::uint32_t>*>(at(layout_.tickets)) +
+           pair(source, destination) * tickets_per_pair;
+  }
+  [[nodiscard]] const std::string& name() const { return name_; }
+
+ private:
+  std::byte* at(std::size_t offset) const { return static_cast<std::byte*>(base_) + offset; }
+  std::size_t pair(int source, int destination) const {
+    return static_cast<std::size_t>(source) * layout_.ranks + static_cast<std::size_t>(destination);
+  }
+
+  [[noreturn]] static void fail(const std::string& name, int rank, const std::string& what) {
+    throw error(errc::bootstrap_failed, fmt::format("shm: rank {}: segment {}: {}: {}", rank, name,
+                                                    what, std::strerror(errno)));
+  }
+
+  static segment create(const std::string& name, int ranks, const segment_layout& layout) {
+    // Whatever has this name now is left from an earlier job (only rank 0 creates): replace it.
+    ::shm_unlink(name.c_str());
+    segment seg;
+    seg.name_ = name;
+    seg.ranks_ = ranks;
+    seg.layout_ = layout;
+    seg.fd_ = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (seg.fd_ < 0) fail(name, 0, "cannot create it");
+    if (::ftruncate(seg.fd_, static_cast<off_t>(layout.total)) != 0) {
+      ::shm_unlink(name.c_str());
+      fail(name, 0, fmt::format("cannot size it to {} bytes", layout.total));
+    }
+    seg.map(0);
+    // The memory is zeroed: construct the atomics in place, then fill in the header.
+    auto* header = new (seg.base_) segment_header();
+    for (std::size_t r = 0; r < layout.ranks; ++r) new (&seg.slot(static_cast<int>(r))) rank_slot();
+    new (seg.at(layout.controls)) ring_control[layout.ranks * layout.ranks];
+    new (seg.at(layout.tickets))
+        std::atomic<std::uint32_t>[ layout.ranks * layout.ranks * tickets_per_pair ]();
+    header->magic = segment_magic;
+    header->version = segment_version;
+    header->ranks = ranks;
+    header->ring_bytes = layout.ring_bytes;
+    header->total_bytes = layout.total;
+    header->creator_pid = ::getpid();
+    header->creator_start = process_start_time(::getpid());
+    seg.slot(0).pid.store(::getpid(), std::memory_order_relaxed);
+    seg.slot(0).state.store(presence::present, std::memory_order_relaxed);
+    publish_probe(seg.slot(0));
+    header->arrived.store(1, std::memory_order_relaxed);
+    header->ready.store(1, std::memory_order_release);
+    futex_wake_all(header->ready);
+    return seg;
+  }
+
+  static segment open(const std::string& name, int rank, int ranks, const segment_layout& layout,
+                      clock::time_point when) {
+    auto pause = std::chrono::microseconds(200);
+    for (;;) {
+      if (clock::now() >= when) {
+        throw error(errc::timeout,
+                    fmt::format("shm: rank {}: start-up: rank 0 did not create segment {} for "
+                                "{} ranks in time (rank 0 never arrived, or a stale segment "
+                                "is in the way)",
+                                rank, name, ranks));
+      }
+      segment seg;
+      seg.name_ = name;
+      seg.ranks_ = ranks;
+      seg.layout_ = layout;
+      seg.fd_ = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+      if (seg.fd_ >= 0 && seg.usable(rank, layout, when)) return seg;
+      // Not there yet, still being built, or stale: rank 0 (re)creates it soon. Back off.
+      seg.release();
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(10'000));
+    }
+  }
+
+  // Joins the segment just opened if it is this job's: sized, initialised, its creator alive,
+  // still the one the name points to, and this rank's slot free.
+  bool usable(int rank, const segment_layout& layout, clock::time_point when) {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || st.st_size != static_cast<off_t>(layout.total)) return false;
+    map(rank);
+    segment_header& h = header();
+    while (h.ready.load(std::memory_order_acquire) == 0) {
+      if (clock::now() >= when || !process_exists(h.creator_pid, h.creator_start)) return false;
+      futex_wait(h.ready, 0, std::chrono::milliseconds(5));
+    }
+    if (h.magic != segment_magic || h.version != segment_version || h.ranks != ranks_ ||
+        h.ring_bytes != layout.ring_bytes || h.total_bytes != layout.total ||
+        !process_exists(h.creator_pid, h.creator_start) || !is_named_segment()) {
+      return false;
+    }
+    std::int32_t free = 0;
+    if (!slot(rank).pid.compare_exchange_strong(free, ::getpid(), std::memory_order_acq_rel)) {
+      return false;  // taken: an earlier job's rank
+    }
+    slot(rank).state.store(presence::present, std::memory_order_release);
+    publish_probe(slot(rank));
+    h.arrived.fetch_add(1, std::memory_order_acq_rel);
+    futex_wake_all(h.arrived);
+    return true;
+  }
+
+  // Whether the name points to the segment this rank mapped; with `or_missing`, a name that
+  // is gone counts as pointing to it (rank 0 removes it once everyone arrived, or when it gives
+  // up waiting: neither makes this segment stale).
+  bool is_named_segment(bool or_missing = false) const {
+    const int fd = ::shm_open(name_.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) return or_missing && errno == ENOENT;
+    struct stat named {};
+    struct stat mine {};
+    const bool same = ::fstat(fd, &named) == 0 && ::fstat(fd_, &mine) == 0 &&
+                      named.st_ino == mine.st_ino && named.st_dev == mine.st_dev;
+    ::close(fd);
+    return same;
+  }
+
+  // True once all ranks have arrived; false if this segment turned out stale.
+  bool wait_for_everyone(int rank, clock::time_point when) {
+    segment_header& h = header();
+    const auto everyone = static_cast<std::uint32_t>(ranks_);
+    for (;;) {
+      const std::uint32_t arrived = h.arrived.load(std::memory_order_acquire);
+      if (arrived >= everyone) return true;
+      // A newer segment under the name, or a creator that is gone: this one is stale.
+      if (rank != 0 && (!is_named_segment(/*or_missing=*/true) ||
+                        !process_exists(h.creator_pid, h.creator_start))) {
+        if (h.arrived.load(std::memory_order_acquire) >= everyone) return true;
+        // Give the slot back: should this judgement have been wrong, the rank can rejoin.
+        slot(rank).state.store(presence::absent, std::memory_order_release);
+        std::int32_t mine = ::getpid();
+        slot(rank).pid.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
+        h.arrived.fetch_sub(1, std::memory_order_acq_rel);
+        return false;
+      }
+      if (clock::now() >= when) {
+        std::vector<int> missing;
+        for (int r = 0; r < ranks_; ++r) {
+          if (slot(r).pid.load(std::memory_order_acquire) == 0) missing.push_back(r);
+        }
+        throw error(errc::timeout,
+                    fmt::format("shm: rank {}: start-up: rank{} {} never arrived in segment {} "
+                                "({} of {} ranks did)",
+                                rank, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
+                                name_, arrived, ranks_));
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(when - clock::now());
+      futex_wait(h.arrived, arrived,
+                 std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(20)));
+    }
+  }
+
+  void map(int rank) {
+    void* base = ::mmap(nullptr, layout_.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (base == MAP_FAILED) fail(name_, rank, fmt::format("cannot map {} bytes", layout_.total));
+    base_ = base;
+    bytes_ = layout_.total;
+  }
+
+  void release() {
+    if (base_ != nullptr) ::munmap(base_, bytes_);
+    if (fd_ >= 0) ::close(fd_);
+    base_ = nullptr;
+    fd_ = -1;
+  }
+
+  void* base_ = nullptr;
+  std::size_t bytes_ = 0;
+  int fd_ = -1;
+  int ranks_ = 0;
+  segment_layout layout_{1, 4096};
+  std::string name_;
+};
+
+}  // namespace commx::detail::shm

@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `transport::shm`: the ranks of a job on one node talk through one POSIX shared-memory
+/// segment, with no daemon, no socket and nothing that needs root.
+///
+/// Small messages go through a lock-free ring per ordered pair of ranks (no lock and no system
+/// call on the way); large ones (above COMMX_SHM_LARGE_THRESHOLD, 32 KiB by default) are copied
+/// once, straight from the sender's memory with process_vm_readv, when the kernel allows it, and
+/// otherwise in pipelined pieces through the ring. Messages nobody asked for yet go to a private
+/// queue in the receiving process, so senders never deadlock. A waiting rank spins briefly,
+/// yields, then sleeps on a futex in the segment until a peer wakes it. A peer whose process is
+/// gone is noticed within the liveness period (20 ms) and its pending operations raise
+/// errc::peer_lost. See detail/shm/endpoint.hpp for the protocol and detail/shm/segment.hpp for
+/// how the segment is created, found, and removed.
+///
+/// The job is whatever the launcher says (COMMX_RANK/SIZE/TOKEN from commxrun, or Slurm, Open
+/// MPI or PMI variables); the segment's name is derived from its identity
+/// (detail/shm/segment_name.hpp). Every rank is on node 0.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "commx/bootstrap.hpp"
+#include "commx/transport/concept.hpp"
+#include "commx/transport/detail/shm/endpoint.hpp"
+#include "commx/transport/detail/shm/options.hpp"
+#include "commx/transport/detail/shm/segment_name.hpp"
+
+namespace commx::transport {
+
+class shm {
+ public:
+  static constexpr std::string_view name = "shm";
+  using options = detail::shm::options;
+  using large_path = detail::shm::large_path;
+
+  /// Null when the operation completed at once, successfully (the common eager send).
+  using request = std::shared_ptr<detail::shm::operation>;
+
+  /// Joins the job the environment describes, with options from COMMX_SHM_* (options.hpp).
+  /// @throws commx::error errc::bootstrap_failed when the environment names no job (and the
+  ///   job has more than one rank) or the segment cannot be made; errc::timeout naming the
+  ///   ranks that did not arrive within options::startup_timeout.
+  static shm from_env() { return from_env(options::from_env()); }
+
+  static shm from_env(const options& opts, const bootstrap::lookup& get = bootstrap::process_env) {
+    const bootstrap::environment env = bootstrap::from_env(get);
+    std::optional<std::string> job = detail::shm::job_identity(get);
+    if (!job) {
+      if (env.size > 1) {
+        throw error(errc::bootstrap_failed,
+                    fmt::format("shm: rank {} of {}: no job identity in the environment "
+                                "(COMMX_TOKEN, SLURM_JOB_ID, OMPI_MCA_ess_base_jobid, "
+                                "PMIX_NAMESPACE or PMI_KVSNAME); start the job with commxrun",
+                                env.rank, env.size));
+      }
+      job = fmt::format("single:{}:{}", ::getpid(),
+                        std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    return shm(detail::shm::segment_name(*job), env.rank, env.size, opts);
+  }
+
+  /// Joins the job whose segment is called `segment_name` as `rank` of `size`.
+  shm(const std::string& segment_name, int rank, int size, const options& opts = {}) {
+    if (size < 1 || rank < 0 || rank >= size) {
+      throw error(errc::invalid_argument,
+                  fmt::format("shm: rank {} is not a rank of {}", rank, size));
+    }
+    const std::size_t ring =
+        opts.ring_bytes != 0 ? opts.ring_bytes : detail::shm::default_ring_bytes(size);
+    if (ring < 4096 || (ring & (ring - 1)) != 0 || ring > (std::size_t{1} << 30)) {
+      throw error(errc::invalid_argument,
+                  fmt::format("shm: ring size {} is not a power of two in [4 KiB, 1 GiB]", ring));
+    }
+    auto seg = detail::shm::segment::join(segment_name, rank, size, ring,
+                                          clock::now() + opts.startup_timeout);
+    endpoint_ = std::make_unique<detail::shm::endpoint>(std::move(seg), rank, size, opts);
+  }
+
+  shm(shm&&) noexcept = default;
+  shm& operator=(shm&&) noexcept = default;
+  shm(const shm&) = delete;
+  shm& operator=(const shm&) = delete;
+  ~shm() = default;
+
+  [[nodiscard]] int rank() const { return endpoint_->rank(); }
+  [[nodiscard]] int size() const { return endpoint_->size(); }
+  [[nodiscard]] int node_of(int /*peer*/) const { return 0; }
+
+  request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+    return endpoint_->send(dest, ctx, tag, data);
+  }
+
+  request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
+    return endpoint_->recv(source, ctx, tag, buffer);
+  }
+
+  bool test(request& req) { return endpoint_->test(req); }
+
+  const op_result& result(const request& req) const {
+    static const op_result delivered{};
+    return req ? req->result : delivered;
+  }
+
+  bool cancel(request& req) { return req && endpoint_->cancel(*req); }
+
+  std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
+    return endpoint_->probe(source, ctx, tag);
+  }
+
+  [[nodiscard]] std::uint64_t event_count() const { return endpoint_->event_count(); }
+
+  void wait_for_event(std::uint64_t seen, clock::time_point when) {
+    endpoint_->wait_for_event(seen, when);
+  }
+
+  /// Marks this rank as failed: peers' unmatched any_source receives stop waiting for it too.
+  void fail() { endpoint_->fail(); }
+
+  /// Whether large messages are copied by cross-memory attach (else through the ring).
+  [[nodiscard]] bool cross_memory_enabled() const { return endpoint_->cross_memory_enabled(); }
+  /// The segment's name (removed from /dev/shm once every rank has arrived).
+  [[nodiscard]] const std::string& segment_name() const { return endpoint_->segment_name(); }
+
+ private:
+  std::unique_ptr<detail::shm::endpoint> endpoint_;
+};
+
+static_assert(transport<shm>);
+
+}  // namespace commx::transport

@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The main job's driver: runs every md_replicated variant that was built (one per stack and
+collectives policy) at 1, 2 and 4 ranks, and prints one comparison table; writes it as CSV and
+a PNG chart under results/md/.
+
+Variants are discovered from the build tree (md_replicated_<stack>_<policy>), so a stack that
+lands later joins the table with no edit here. How a stack is launched:
+  inproc           COMMX_INPROC_RANKS=N ./md_replicated_inproc_<policy>
+  mpi              mpirun -np N --oversubscribe ./md_replicated_mpi_<policy>
+  anything else    commxrun -n N --timeout T ./md_replicated_<stack>_<policy>
+
+Every run has a timeout; a run that fails, times out or prints no RESULT line shows up in the
+table as failed. Runs go in order of importance (every stack with the default policy first,
+then the other policies), and once the time budget is spent the rest are listed as skipped.
+
+For the 2-rank runs it also prints the communication fraction that the stack's own point-to-
+point latency and bandwidth predict for the force sum (one allreduce of 3N+2 doubles per step),
+next to the measured one: see examples/md_replicated/README.md, "Communication model".
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+POLICIES = ["flat", "binomial", "ring", "hierarchical", "tuned"]
+DEFAULT_POLICY = "tuned"
+VARIANT = re.compile(
+    r"^md_replicated_(?P<stack>[a-z0-9]+)_(?P<policy>" + "|".join(POLICIES) + r")$")
+RANK_PREFIX = re.compile(r"^\[\d+\] ")  # commxrun's "[rank] " prefix
+
+
+@dataclass
+class Run:
+    stack: str
+    policy: str
+    ranks: int
+    binary: Path
+    status: str = "skipped"  # ok | failed | timeout | skipped
+    detail: str = ""
+    wall: float = 0.0
+    result: dict = field(default_factory=dict)
+
+    def number(self, key: str) -> float | None:
+        try:
+            return float(self.result[key])
+        except (KeyError, ValueError):
+            return None
+
+
+def discover(build_dir: Path) -> list[tuple[str, str, Path]]:
+    folder = build_dir / "examples" / "md_replicated"
+    found = []
+    if folder.is_dir():
+        for path in sorted(folder.iterdir()):
+            m = VARIANT.match(path.name)
+            if m and path.is_file() and os.access(path, os.X_OK):
+                found.append((m["stack"], m["policy"], path))
+    return found
+
+
+def launched(stack: str, ranks: int, program: list[str], timeout: float,
+             commxrun: Path) -> tuple[list[str], dict]:
+    """The command and environment that run `program` on `ranks` ranks of `stack`."""
+    env = dict(os.environ)
+    if stack == "inproc":
+        env["COMMX_INPROC_RANKS"] = str(ranks)
+        return program, env
+    if stack == "mpi":
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+        return ["mpirun", "-np", str(ranks), "--oversubscribe"] + program, env
+    return [str(commxrun), "-n", str(ranks), "--timeout", str(int(timeout))] + program, env
+
+
+def command_for(run: Run, args, commxrun: Path) -> tuple[list[str], dict]:
+    program = [str(run.binary), "--atoms-cells", str(args.cells), "--steps", str(args.steps),
+               "--thermo-every", "10"]
+    if args.reference:
+        program += ["--reference", str(args.reference)]
+    return launched(run.stack, run.ranks, program, args.timeout, commxrun)
+
+
+def parse_result(stdout: str) -> dict:
+    for line in stdout.splitlines():
+        line = RANK_PREFIX.sub("", line)
+        if line.startswith("RESULT "):
+            return dict(item.split("=", 1) for item in line.split()[1:] if "=" in item)
+    return {}
+
+
+def execute(run: Run, args, commxrun: Path) -> None:
+    command, env = command_for(run, args, commxrun)
+    start = time.monotonic()
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True,
+                              timeout=args.timeout + 10)
+    except subprocess.TimeoutExpired:
+        run.status, run.detail = "timeout", f"no answer in {args.timeout} s"
+        run.wall = time.monotonic() - start
+        return
+    except OSError as e:
+        run.status, run.detail = "failed", str(e)
+        return
+    run.wall = time.monotonic() - start
+    run.result = parse_result(done.stdout)
+    # Exit 3 is the program's "ran, but the thermo did not match": a result, not a failure.
+    if run.result and done.returncode in (0, 3):
+        run.status = "ok"
+    else:
+        run.status = "timeout" if done.returncode == 124 else "failed"
+        last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1]
+        run.detail = f"exit {done.returncode}: {last[:160]}"
+
+
+# --- the communication model -----------------------------------------------------------------
+
+def measure_link(stack: str, bench_dir: Path, commxrun: Path) -> tuple[float, float] | None:
+    """(latency s, bandwidth B/s) from this stack's own ping-pong, bench_pingpong_<stack> on 2
+    ranks (bench/pingpong_bench.cpp), if it was built: 8 B and 1 MiB half round trips."""
+    program = bench_dir / f"bench_pingpong_{stack}"
+    if not (program.is_file() and os.access(program, os.X_OK)):
+        return None
+    command, env = launched(stack, 2, [
+        str(program), f"--benchmark_filter=^pingpong/commx-{stack}/(8|1048576)/",
+        "--benchmark_format=json", "--benchmark_repetitions=3",
+        "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.1"], 120, commxrun)
+    try:
+        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=150).stdout
+        # Rank 0 prints the report; a launcher prefixes each line with "[0] ".
+        report = "\n".join(RANK_PREFIX.sub("", line) for line in out.splitlines())
+        unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+        one_way = {}  # bytes -> seconds, half a round trip
+        for b in json.loads(report[report.index("{"):])["benchmarks"]:
+            if b.get("aggregate_name") == "median":
+                size = int(b["run_name"].split("/")[2])
+                one_way[size] = b["real_time"] * unit[b["time_unit"]] / 2
+        latency = one_way[8]
+        bandwidth = (1048576 - 8) / max(one_way[1048576] - latency, 1e-12)
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, IndexError):
+        return None
+    return latency, bandwidth
+
+
+def parse_link(text: str) -> tuple[str, float, float]:
+    """STACK=LATENCY_US,BANDWIDTH_GBPS, e.g. shm=1.5,8."""
+    stack, values = text.split("=", 1)
+    latency_us, bandwidth_gbs = (float(v) for v in values.split(","))
+    return stack, latency_us * 1e-6, bandwidth_gbs * 1e9
+
+
+def predicted_allreduce(policy: str, reduction: str, nbytes: float, latency: float,
+                        bandwidth: float, combine: float) -> float:
+    """Time of one 2-rank allreduce of nbytes: seed 000's cost per message, C = latency +
+    n / bandwidth, for the messages the policy's algorithm sends one after the other at 2 ranks,
+    plus `combine`, the measured time of one local add of the whole buffer."""
+    one_message = latency + nbytes / bandwidth
+    if reduction == "reproducible" or policy in ("flat", "hierarchical"):
+        # To rank 0, added there, sent back: two messages in turn. (hierarchical on one node is
+        # its node-local reduce and bcast.)
+        return 2 * one_message + combine
+    if policy == "ring":
+        # Reduce-scatter then allgather: each a half-buffer exchange; each rank adds one half.
+        return 2 * (latency + nbytes / 2 / bandwidth) + combine / 2
+    # binomial (and tuned, which picks recursive doubling or ring here): one simultaneous
+    # exchange, then each rank adds the whole buffer.
+    return one_message + combine
+
+
+# --- output --------------------------------------------------------------------------------
+
+def fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(runs: list[Run]) -> list[dict]:
+    fastest: dict[tuple[str, int], float] = {}
+    for r in runs:
+        t = r.number("time_per_step_ms")
+        if r.status == "ok" and t is not None:
+            key = (r.policy, r.ranks)
+            fastest[key] = min(fastest.get(key, t), t)
+    rows = []
+    for r in runs:
+        t = r.number("time_per_step_ms")
+        best = fastest.get((r.policy, r.ranks))
+        rows.append({
+            "stack": r.stack, "policy": r.policy, "ranks": r.ranks, "status": r.status,
+            "time_per_step_ms": t,
+            "comm_fraction": r.number("comm_fraction"),
+            "send_ms_per_step": r.number("send_ms"),
+            "wait_ms_per_step": r.number("wait_ms"),
+            "force_ms_per_step": r.number("force_ms"),
+            "bytes_per_step": r.number("bytes_per_step"),
+            "slowdown": (t / best) if (t is not None and best) else None,
+            "thermo_match": r.result.get("thermo_match", "-") if r.status == "ok" else r.status,
+            "thermo_max_rel_err": r.number("thermo_max_rel_err"),
+            "replicas_agree": r.result.get("replicas_agree", "-"),
+            "atoms": r.result.get("atoms", ""), "steps": r.result.get("steps", ""),
+            "detail": r.detail,
+        })
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    head = (f"{'stack':<8} {'policy':<13} {'ranks':>5} {'ms/step':>9} {'comm %':>7} "
+            f"{'send ms':>8} {'wait ms':>8} {'slowdown':>8}  thermo")
+    print(head)
+    print("-" * len(head))
+    for row in rows:
+        if row["status"] != "ok":
+            print(f"{row['stack']:<8} {row['policy']:<13} {row['ranks']:>5} {row['status']:>9}"
+                  f"  {row['detail']}")
+            continue
+        cf = row["comm_fraction"]
+        print(f"{row['stack']:<8} {row['policy']:<13} {row['ranks']:>5} "
+              f"{fmt(row['time_per_step_ms'], '9.2f')} "
+              f"{fmt(None if cf is None else 100 * cf, '7.1f')} "
+              f"{fmt(row['send_ms_per_step'], '8.3f')} {fmt(row['wait_ms_per_step'], '8.3f')} "
+              f"{fmt(row['slowdown'], '8.2f')}  {row['thermo_match']}")
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+
+
+def write_chart(rows: list[dict], path: Path, title: str) -> str:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (python3-matplotlib): no chart"
+    ok = [r for r in rows if r["status"] == "ok" and r["time_per_step_ms"] is not None]
+    if not ok:
+        return "no successful run: no chart"
+    policies = [p for p in POLICIES if any(r["policy"] == p for r in ok)]
+    stacks = sorted({r["stack"] for r in ok})
+    ranks = sorted({r["ranks"] for r in ok})
+    fig, axes = plt.subplots(1, len(policies), figsize=(3.2 * len(policies) + 1, 3.8),
+                             sharey=True, squeeze=False)
+    width = 0.8 / max(len(ranks), 1)
+    for ax, policy in zip(axes[0], policies):
+        for k, n in enumerate(ranks):
+            heights = []
+            for s in stacks:
+                match = [r["time_per_step_ms"] for r in ok
+                         if r["stack"] == s and r["policy"] == policy and r["ranks"] == n]
+                heights.append(match[0] if match else 0)
+            ax.bar([i + (k - (len(ranks) - 1) / 2) * width for i in range(len(stacks))], heights,
+                   width, label=f"{n} rank{'s' if n > 1 else ''}")
+        ax.set_xticks(range(len(stacks)))
+        ax.set_xticklabels(stacks)
+        ax.set_title(policy)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("time per step (ms)")
+    axes[0][0].legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return f"chart: {path}"
+
+
+def model_report(runs: list[Run], links: dict, args) -> list[str]:
+    lines = []
+    for r in runs:
+        if r.status != "ok" or r.ranks != 2:
+            continue
+        link = links.get(r.stack)
+        t_step = r.number("time_per_step_ms")
+        measured = r.number("transfer_fraction")
+        total = r.number("comm_fraction")
+        atoms = r.number("atoms")
+        combine = (r.number("combine_ms") or 0.0) * 1e-3
+        if link is None or t_step is None or measured is None or atoms is None:
+            lines.append(f"  {r.stack:<8} {r.policy:<13} no ping-pong figures for this stack "
+                         f"(pass --link {r.stack}=LATENCY_US,BANDWIDTH_GBPS)")
+            continue
+        latency, bandwidth = link
+        nbytes = (3 * atoms + 2) * 8
+        predicted_s = predicted_allreduce(r.policy, r.result.get("reduction", "policy"), nbytes,
+                                          latency, bandwidth, combine)
+        predicted = predicted_s * 1e3 / t_step
+        ratio = measured / predicted if predicted > 0 else float("nan")
+        lines.append(f"  {r.stack:<8} {r.policy:<13} {100 * predicted:9.1f}% "
+                     f"{100 * measured:9.1f}% {ratio:9.2f} {fmt(total and 100 * total, '9.1f')}%"
+                     f"   {predicted_s * 1e3:.3f} ms of {t_step:.2f}")
+    return lines
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", type=Path, default=Path("build/release"))
+    p.add_argument("--results", type=Path, default=Path("results/md"))
+    p.add_argument("--cells", type=int, default=20, help="fcc cells per side (20: 32000 atoms)")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
+    p.add_argument("--policies", nargs="+", default=POLICIES, choices=POLICIES)
+    p.add_argument("--reference", type=Path,
+                   default=Path("examples/md_replicated/reference/thermo.lj32000.txt"),
+                   help="thermo table to match (the default suits --cells 20)")
+    p.add_argument("--timeout", type=int, default=300, help="seconds per run")
+    p.add_argument("--budget", type=float, default=150,
+                   help="seconds for all runs; runs that would start later are skipped")
+    p.add_argument("--link", action="append", default=[], type=parse_link,
+                   help="STACK=LATENCY_US,BANDWIDTH_GBPS for the model, instead of measuring")
+    args = p.parse_args()
+    if args.cells != 20 and args.reference == p.get_default("reference"):
+        args.reference = None  # the default table is for 32000 atoms
+
+    variants = [v for v in discover(args.build_dir) if v[1] in args.policies]
+    if not variants:
+        print(f"md_compare: no md_replicated_<stack>_<policy> programs under {args.build_dir}",
+              file=sys.stderr)
+        return 1
+    commxrun = args.build_dir / "tools" / "commxrun" / "commxrun"
+    stacks = sorted({s for s, _, _ in variants}, key=lambda s: (s != "inproc", s))
+    if "mpi" in stacks and shutil.which("mpirun") is None:
+        print("md_compare: mpirun not found; the mpi runs will fail", file=sys.stderr)
+
+    # Every stack with the default policy first, so a short budget still compares the stacks.
+    def importance(v):
+        stack, policy, _ = v
+        return (policy != DEFAULT_POLICY, POLICIES.index(policy), stacks.index(stack))
+    runs = [Run(s, pol, n, path) for s, pol, path in sorted(variants, key=importance)
+            for n in args.ranks]
+
+    print(f"md_compare: {len(runs)} runs ({len(stacks)} stacks: {', '.join(stacks)}; "
+          f"{len({v[1] for v in variants})} policies; ranks {' '.join(map(str, args.ranks))}), "
+          f"{4 * args.cells ** 3} atoms, {args.steps} steps, budget {args.budget:.0f} s",
+          flush=True)
+    start = time.monotonic()
+    spent = []
+    for k, run in enumerate(runs, 1):
+        elapsed = time.monotonic() - start
+        expected = max(spent) if spent else 0
+        if elapsed + expected > args.budget:
+            run.detail = f"time budget of {args.budget:.0f} s spent"
+            continue
+        print(f"[{k:>3}/{len(runs)}] {elapsed:6.1f} s  {run.stack} {run.policy} {run.ranks} "
+              f"rank{'s' if run.ranks > 1 else ''} ...", end="", flush=True)
+        execute(run, args, commxrun)
+        spent.append(run.wall)
+        t = run.number("time_per_step_ms")
+        print(f" {run.status} ({run.wall:.1f} s" + (f", {t:.2f} ms/step)" if t else ")"),
+              flush=True)
+
+    rows = table(runs)
+    skipped = sum(r.status == "skipped" for r in runs)
+    print()
+    print(f"md_replicated: {4 * args.cells ** 3} atoms, {args.steps} steps. Times are ms per "
+          "step; send/wait are per rank (mean); slowdown is against the fastest stack with the "
+          "same policy and rank count; thermo: matched the LAMMPS reference to 1e-10 (step 0) "
+          "and 1e-8.")
+    print_table(rows)
+    if skipped:
+        print(f"{skipped} runs skipped: the {args.budget:.0f} s budget was spent "
+              "(raise --budget, or choose --policies).")
+
+    links = {stack: (lat, bw) for stack, lat, bw in args.link}
+    for stack in stacks:
+        if stack not in links and any(r.stack == stack and r.ranks == 2 and r.status == "ok"
+                                      for r in runs):
+            measured = measure_link(stack, args.build_dir / "bench", commxrun)
+            if measured:
+                links[stack] = measured
+    print("\ncommunication model, 2 ranks: one allreduce of 3N+2 doubles per step from the "
+          "stack's ping-pong latency and bandwidth plus one local add of the buffer.\n"
+          "  'transfer' is the measured time in the allreduce after the last rank arrived "
+          "(load imbalance taken out); 'all comm' also counts waiting for the slower rank.")
+    for stack, (lat, bw) in sorted(links.items()):
+        print(f"  {stack}: latency {lat * 1e6:.2f} us, bandwidth {bw / 1e9:.2f} GB/s")
+    print(f"  {'stack':<8} {'policy':<13} {'predicted':>10} {'transfer':>10} {'ratio':>9} "
+          f"{'all comm':>10}   predicted time per step")
+    for line in model_report(runs, links, args) or ["  no 2-rank run to model"]:
+        print(line)
+
+    args.results.mkdir(parents=True, exist_ok=True)
+    write_csv(rows, args.results / "comparison.csv")
+    print(f"\ntable: {args.results / 'comparison.csv'}")
+    print(write_chart(rows, args.results / "comparison.png",
+                      f"md_replicated, {4 * args.cells ** 3} atoms: time per step"))
+    failed = [r for r in runs if r.status in ("failed", "timeout")]
+    mismatched = [r for r in runs if r.status == "ok" and r.result.get("thermo_match") == "no"]
+    if failed or mismatched:
+        print(f"md_compare: {len(failed)} runs failed, {len(mismatched)} did not match the "
+              "reference", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: MIT
+// What only transport::mpi and coll::native do, under mpiexec (tests/mpi_tests.cmake): wrapping
+// an application's MPI communicator without owning it, MPI_COMM_WORLD, splitting through MPI,
+// MPI's errors as commx::error, tags past MPI_TAG_UB, reductions as MPI ops (predefined and
+// MPI_Op_create), and who initialises and finalises MPI. Checks run in every rank and end the
+// process on failure, so mpiexec fails the test.
+
+#include <catch2/catch.hpp>
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/coll/native.hpp"
+#include "commx/communicator.hpp"
+#include "commx/ops.hpp"
+#include "commx/transport/mpi.hpp"
+#include "support/check.hpp"
+
+namespace {
+
+using comm = commx::communicator<commx::transport::mpi, commx::coll::native>;
+using namespace std::chrono_literals;
+
+// MPI starts once per process: one guard for every test case here (finalised at exit).
+void start_mpi() { static const commx::init guard; }
+
+int world_rank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+// A failed check ends this rank's process (mpiexec then ends the job and fails the test):
+// the other ranks would otherwise wait in MPI for it forever.
+template <class Fn>
+void in_every_rank(Fn&& fn) {
+  start_mpi();
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rank {}: {}\n", world_rank(), e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+}
+
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
+
+struct mat2 {
+  std::int64_t a, b, c, d;
+  bool operator==(const mat2&) const = default;
+};
+struct mat_product {  // associative, not commutative: MPI must fold it in rank order
+  mat2 operator()(const mat2& l, const mat2& r) const {
+    return {l.a * r.a + l.b * r.c, l.a * r.b + l.b * r.d, l.c * r.a + l.d * r.c,
+            l.c * r.b + l.d * r.d};
+  }
+};
+mat2 matrix_of(int rank) { return {1, rank + 1, 0, 1}; }
+
+struct pair_sum {  // a user op declared commutative below
+  std::array<int, 2> operator()(const std::array<int, 2>& l, const std::array<int, 2>& r) const {
+    return {l[0] + r[0], l[1] + r[1]};
+  }
+};
+
+}  // namespace
+
+template <>
+inline constexpr bool commx::commutative<pair_sum, std::array<int, 2>> = true;
+
+TEST_CASE("a communicator wraps an application's MPI_Comm without owning it", "[mpi]") {
+  in_every_rank([] {
+    MPI_Comm half = MPI_COMM_NULL;
+    const int rank = world_rank();
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    int half_rank = 0;
+    int half_size = 0;
+    MPI_Comm_rank(half, &half_rank);
+    MPI_Comm_size(half, &half_size);
+    {
+      comm c(commx::transport::mpi{half});
+      COMMX_CHECK_EQ(c.rank(), half_rank);
+      COMMX_CHECK_EQ(c.size(), half_size);
+      // The application's own message on `half` is not commx's: commx works on duplicates.
+      const int mine = 40 + half_rank;
+      MPI_Request own = MPI_REQUEST_NULL;
+      MPI_Isend(&mine, 1, MPI_INT, half_rank, 5, half, &own);
+      MPI_Barrier(half);
+      COMMX_CHECK(!c.iprobe(commx::any_source, 5).has_value());
+      int back = -1;
+      MPI_Recv(&back, 1, MPI_INT, half_rank, 5, half, MPI_STATUS_IGNORE);
+      MPI_Wait(&own, MPI_STATUS_IGNORE);
+      COMMX_CHECK_EQ(back, mine);
+      // And commx's traffic works on it: a ring and a native allreduce.
+      const int next = (c.rank() + 1) % c.size();
+      const int prev = (c.rank() + c.size() - 1) % c.size();
+      int got = -1;
+      c.sendrecv(next, 3, c.rank(), prev, 3, got);
+      COMMX_CHECK_EQ(got, prev);
+      const int sum = c.allreduce_value(1, std::plus<>{});
+      COMMX_CHECK_EQ(sum, half_size);
+    }
+    // Still the application's: alive, usable, and freed by the application.
+    int size_after = 0;
+    COMMX_CHECK(MPI_Comm_size(half, &size_after) == MPI_SUCCESS);
+    COMMX_CHECK_EQ(size_after, half_size);
+    COMMX_CHECK(MPI_Barrier(half) == MPI_SUCCESS);
+    MPI_Comm_free(&half);
+  });
+}
+
+TEST_CASE("the world communicator wraps MPI_COMM_WORLD", "[mpi]") {
+  in_every_rank([] {
+    comm world(commx::transport::mpi{MPI_COMM_WORLD});
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    COMMX_CHECK_EQ(world.size(), size);
+    COMMX_CHECK_EQ(world.rank(), world_rank());
+    COMMX_CHECK(world.transport().tag_upper_bound() >= 32767);
+    // Tags past MPI_TAG_UB (MPICH's is 2^28 - 1) travel on another bank; any_tag finds them.
+    const int high = commx::max_tag;
+    const int low = 7;
+    const int value = world.rank();
+    auto a = world.isend(world.rank(), high, value);
+    auto b = world.isend(world.rank(), low, value);
+    int got = -1;
+    const commx::status first = world.recv(world.rank(), high, got);
+    COMMX_CHECK_EQ(first.tag, high);
+    COMMX_CHECK_EQ(got, value);
+    const commx::status second = world.recv(commx::any_source, commx::any_tag, got);
+    COMMX_CHECK_EQ(second.tag, low);
+    a.wait();
+    b.wait();
+    // Node ids from MPI_COMM_TYPE_SHARED: one machine, one node.
+    for (int r = 0; r < world.size(); ++r) COMMX_CHECK_EQ(world.node_of(r), 0);
+  });
+}
+
+TEST_CASE("split and split_by_node make MPI communicators", "[mpi]") {
+  in_every_rank([] {
+    comm world(commx::transport::mpi{MPI_COMM_WORLD});
+    const int p = world.size();
+    // Odd and even ranks, in reverse order; rank 0 stays out.
+    const int color = world.rank() == 0 ? commx::undefined_color : world.rank() % 2;
+    comm part = world.split(color, -world.rank());
+    if (world.rank() == 0) {
+      COMMX_CHECK(part.is_null());
+    } else {
+      int expected = 0;
+      for (int r = 1; r < p; ++r) expected += r % 2 == color ? 1 : 0;
+      COMMX_CHECK_EQ(part.size(), expected);
+      // Reverse order: the highest world rank of the colour is rank 0.
+      for (int r = 0; r + 1 < part.size(); ++r) {
+        COMMX_CHECK(part.world_rank_of(r) > part.world_rank_of(r + 1));
+      }
+      COMMX_CHECK_EQ(part.world_rank_of(part.rank()), world.rank());
+      // native collectives find the MPI communicator behind the new one: MPI made it.
+      std::vector<int> ranks(static_cast<std::size_t>(part.size()));
+      part.allgather(world.rank(), ranks);
+      for (int r = 0; r < part.size(); ++r) {
+        COMMX_CHECK_EQ(ranks[static_cast<std::size_t>(r)], part.world_rank_of(r));
+      }
+      // Point-to-point speaks the new communicator's ranks.
+      int got = -1;
+      part.sendrecv((part.rank() + 1) % part.size(), 1, world.rank(),
+                    (part.rank() + part.size() - 1) % part.size(), 1, got);
+      COMMX_CHECK_EQ(got, part.world_rank_of((part.rank() + part.size() - 1) % part.size()));
+    }
+    comm node = world.split_by_node();
+    COMMX_CHECK_EQ(node.size(), p);  // every rank of this test is on this machine
+    COMMX_CHECK_EQ(node.rank(), world.rank());
+    node.barrier();
+    // Many communicators made and dropped: their MPI communicators are freed with them (MPI
+    // runs out of communicator ids (2048) long before 250 dups otherwise, at 10 each with MPICH's duplicates).
+    for (int i = 0; i < 250; ++i) {
+      comm copy = world.dup();
+      COMMX_CHECK_EQ(copy.size(), p);
+    }
+    world.barrier();
+  });
+}
+
+TEST_CASE("MPI's errors become commx::error naming the MPI call", "[mpi]") {
+  in_every_rank([] {
+    comm world(commx::transport::mpi{MPI_COMM_WORLD});
+    auto& t = world.transport();
+    const std::array<std::byte, 4> bytes{};
+    // A rank MPI does not have: MPI_Isend itself refuses it.
+    const auto e = COMMX_EXPECT_ERROR(commx::errc::invalid_argument,
+                                      (void)t.isend(world.size() + 5, 0, 1, bytes));
+    COMMX_CHECK(contains(e.what(), "MPI_Isend failed"));
+    COMMX_CHECK(contains(e.what(), fmt::format("rank {}", world.rank())));
+    // A context no communicator of this endpoint has.
+    const auto c =
+        COMMX_EXPECT_ERROR(commx::errc::invalid_argument, (void)t.isend(0, 999999, 1, bytes));
+    COMMX_CHECK(contains(c.what(), "context 999999"));
+    // The communicator checks ranks before MPI sees them.
+    COMMX_EXPECT_ERROR(commx::errc::invalid_argument, world.send(world.size(), 1, 5));
+    // A native collective whose ranks disagree is caught by the collective check level.
+    world.set_checks(commx::check_level::collective);
+    std::vector<int> data(world.rank() == 0 ? 3 : 2, 1);
+    if (world.size() > 1) {
+      COMMX_EXPECT_ERROR(commx::errc::collective_mismatch, world.allreduce(data, std::plus<>{}));
+    }
+    world.set_checks(commx::check_level::basic);
+    world.barrier();
+  });
+}
+
+TEST_CASE("reductions map onto MPI's ops and MPI_Op_create", "[mpi]") {
+  in_every_rank([] {
+    comm world(commx::transport::mpi{MPI_COMM_WORLD});
+    const int p = world.size();
+    const int r = world.rank();
+    // Predefined ops on MPI's own types.
+    COMMX_CHECK_EQ(world.allreduce_value(r + 1, std::plus<>{}), p * (p + 1) / 2);
+    COMMX_CHECK_EQ(world.allreduce_value(static_cast<double>(r), commx::op::max{}), p - 1.0);
+    COMMX_CHECK_EQ(world.allreduce_value(static_cast<std::int64_t>(r + 2), commx::op::min{}),
+                   std::int64_t{2});
+    COMMX_CHECK_EQ(world.allreduce_value(std::uint32_t{1} << r, std::bit_or<>{}),
+                   (std::uint32_t{1} << p) - 1);
+    COMMX_CHECK_EQ(world.allreduce_value(static_cast<float>(r + 1), std::multiplies<float>{}), [p] {
+      float f = 1;
+      for (int i = 1; i <= p; ++i) f *= static_cast<float>(i);
+      return f;
+    }());
+    // A non-commutative user op: MPI folds it in rank order, on every root.
+    mat2 expected = matrix_of(0);
+    for (int i = 1; i < p; ++i) expected = mat_product{}(expected, matrix_of(i));
+    for (int root = 0; root < p; ++root) {
+      mat2 m = matrix_of(r);
+      world.reduce(m, mat_product{}, root);
+      if (r == root) COMMX_CHECK(m == expected);
+    }
+    std::vector<mat2> prefix(3, matrix_of(r));
+    world.scan(prefix, mat_product{});
+    mat2 mine = matrix_of(0);
+    for (int i = 1; i <= r; ++i) mine = mat_product{}(mine, matrix_of(i));
+    COMMX_CHECK(prefix == std::vector<mat2>(3, mine));
+    // A commutative user op, and a stateful one (a lambda capturing a scale).
+    std::vector<std::array<int, 2>> pairs(5, {r, 1});
+    world.allreduce(pairs, pair_sum{});
+    for (const auto& e : pairs) {
+      COMMX_CHECK_EQ(e[0], p * (p - 1) / 2);
+      COMMX_CHECK_EQ(e[1], p);
+    }
+    const long offset = 3;  // each of the p - 1 combinations adds it once
+    std::vector<long> sums(4, r);
+    world.allreduce(sums, [offset](long a, long b) { return a + b + offset; });
+    for (long e : sums) COMMX_CHECK_EQ(e, p * (p - 1) / 2 + offset * (p - 1));
+    // exscan leaves rank 0's data as it was (MPI leaves it undefined).
+    std::vector<int> ex(2, r + 10);
+    world.exscan(ex, std::plus<>{});
+    const int below = r * 10 + r * (r - 1) / 2;
+    COMMX_CHECK(ex == std::vector<int>(2, r == 0 ? 10 : below));
+  });
+}
+
+TEST_CASE("receives posted to MPI keep MPI's semantics for a buffer too small", "[mpi]") {
+  in_every_rank([] {
+    comm world(commx::transport::mpi{MPI_COMM_WORLD, commx::transport::mpi::receive_path::posted});
+    const int next = (world.rank() + 1) % world.size();
+    const int prev = (world.rank() + world.size() - 1) % world.size();
+    const std::vector<int> out(10, world.rank());
+    std::vector<int> small(4, -1);
+    auto req = world.irecv(prev, 6, std::span<int>(small));
+    world.barrier();  // posted before anything is sent: MPI matches it on arrival
+    world.send(next, 6, out);
+    COMMX_EXPECT_ERROR(commx::errc::truncated, req.wait());
+    // A buffer that fits gets its message straight from MPI.
+    std::vector<int> fits(10, -1);
+    auto again = world.irecv(prev, 7, std::span<int>(fits));
+    world.send(next, 7, out);
+    const commx::status st = again.wait();
+    COMMX_CHECK_EQ(st.source, prev);
+    COMMX_CHECK_EQ(st.bytes, sizeof(int) * 10);
+    COMMX_CHECK(fits == std::vector<int>(10, prev));
+    // Withdrawn before anything matched: MPI_Cancel takes it back.
+    int never = -1;
+    auto withdrawn = world.irecv(prev, 8, never);
+    COMMX_CHECK(withdrawn.cancel());
+    world.barrier();
+  });
+}
+
+TEST_CASE("commx::init initialises and finalises MPI when nobody else did", "[.init_owned]") {
+  int initialized = 1;
+  MPI_Initialized(&initialized);
+  REQUIRE(initialized == 0);
+  {
+    const commx::init guard;
+    CHECK(guard.owns_mpi());
+    MPI_Initialized(&initialized);
+    CHECK(initialized == 1);
+    comm world = comm::from_env();  // holds a guard of its own, which does not own MPI
+    CHECK(world.allreduce_value(1, std::plus<>{}) == world.size());
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  CHECK(finalized == 1);
+}
+
+TEST_CASE("commx::init leaves an MPI it did not start running", "[.init_borrowed]") {
+  int provided = 0;
+  REQUIRE(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) == MPI_SUCCESS);
+  {
+    const commx::init guard;
+    CHECK_FALSE(guard.owns_mpi());
+    comm world = comm::from_env();
+    CHECK(world.allreduce_value(1, std::plus<>{}) == world.size());
+  }
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  CHECK(finalized == 0);
+  // The application still runs MPI, and finalises it itself.
+  CHECK(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS);
+  CHECK(MPI_Finalize() == MPI_SUCCESS);
+}

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: MIT
+// transport::shm's own tests, on real processes: a flood of unexpected messages both ways, a
+// rank SIGKILLed mid-exchange (in a forked job and under commxrun), a stale segment left by a
+// crashed job, and ranks that never arrive. The large-message path comes from COMMX_SHM_LARGE
+// (CTest runs this file once per path).
+
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "commx/communicator.hpp"
+#include "commx/transport/shm.hpp"
+#include "transport/shm_ranks.hpp"
+
+namespace {
+
+using commx::test::shm_ranks::job_spec;
+using commx::test::shm_ranks::rank_process;
+using commx::test::shm_ranks::start_rank;
+using commx::test::shm_ranks::wait_all;
+using comm = commx::communicator<commx::transport::shm>;
+using namespace std::chrono_literals;
+
+// The value of word w of message i from rank r: every byte of every message is checked.
+std::uint32_t word_of(int rank, int i, int w) {
+  return static_cast<std::uint32_t>(rank * 0x9e3779b1U) ^ static_cast<std::uint32_t>(i * 131 + w);
+}
+
+// A bounded blocking read of one byte: the writer's exit (a closed pipe) ends it too.
+bool await_byte(int fd) {
+  char c = 0;
+  return ::read(fd, &c, 1) == 1;
+}
+
+void post_byte(int fd) {
+  const char c = 'x';
+  (void)!::write(fd, &c, 1);
+}
+
+std::string expect_code(commx::errc expected, const std::function<void()>& body,
+                        const std::string& what) {
+  try {
+    body();
+  } catch (const commx::error& e) {
+    if (e.code() == expected) return {};
+    return fmt::format("{}: expected '{}', got '{}'\n", what, make_error_code(expected).message(),
+                       e.what());
+  }
+  return fmt::format("{}: expected '{}', nothing thrown\n", what,
+                     make_error_code(expected).message());
+}
+
+}  // namespace
+
+TEST_CASE(
+    "two ranks each send 100,000 messages before either receives: nothing deadlocks or "
+    "is lost",
+    "[shm]") {
+  constexpr int count = 100'000;
+  job_spec job{commx::test::shm_ranks::fresh_token(), 2, {}};
+  // ready[r]: rank r has posted all its sends; the other waits for it before receiving.
+  std::array<std::array<int, 2>, 2> ready{};
+  for (auto& p : ready) REQUIRE(::pipe(p.data()) == 0);
+  std::vector<rank_process> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(start_rank(job, r, [&, r]() -> std::string {
+      comm world = comm::from_env();
+      const int other = 1 - r;
+      // 0 to 12 words, so rings fill with records of every size, and tags 0-2 interleave.
+      std::vector<std::array<std::uint32_t, 12>> out(count);
+      std::vector<comm::request> sends;
+      sends.reserve(count);
+      for (int i = 0; i < count; ++i) {
+        for (int w = 0; w < 12; ++w) out[static_cast<std::size_t>(i)][w] = word_of(r, i, w);
+        sends.push_back(
+            world.isend(other, i % 3,
+                        std::span<const std::uint32_t>(out[static_cast<std::size_t>(i)].data(),
+                                                       static_cast<std::size_t>(i % 13))));
+      }
+      post_byte(ready[r][1]);
+      if (!await_byte(ready[other][0])) return "the other rank ended before sending";
+      // Tag 2 first, then 1, then 0: later tags overtake earlier ones, one tag never another.
+      for (int tag = 2; tag >= 0; --tag) {
+        for (int i = tag; i < count; i += 3) {
+          std::vector<std::uint32_t> got;
+          const auto st = world.recv(other, tag, got);
+          if (st.source != other || st.tag != tag ||
+              got.size() != static_cast<std::size_t>(i % 13)) {
+            return fmt::format("message {} (tag {}): {} words from {} tag {}", i, tag, got.size(),
+                               st.source, st.tag);
+          }
+          for (int w = 0; w < i % 13; ++w) {
+            if (got[static_cast<std::size_t>(w)] != word_of(other, i, w)) {
+              return fmt::format("message {} word {}: {:#x}, expected {:#x}", i, w,
+                                 got[static_cast<std::size_t>(w)], word_of(other, i, w));
+            }
+          }
+        }
+      }
+      commx::wait_all(sends);
+      world.barrier();
+      return {};
+    }));
+  }
+  for (auto& p : ready) {
+    ::close(p[0]);
+    ::close(p[1]);
+  }
+  wait_all(ranks, 120s);
+  INFO(commx::test::shm_ranks::failures(ranks));
+  CHECK(commx::test::shm_ranks::failures(ranks).empty());
+  CHECK_FALSE(
+      commx::test::shm_ranks::segment_exists(commx::test::shm_ranks::segment_for(job.token)));
+}
+
+TEST_CASE(
+    "a rank SIGKILLed mid-exchange: every pending operation on it raises peer_lost, and "
+    "no segment is left",
+    "[shm]") {
+  job_spec job{commx::test::shm_ranks::fresh_token(), 3, {}};
+  const std::string name = commx::test::shm_ranks::segment_for(job.token);
+  std::array<int, 2> ready{};  // each rank: "my operations on the victim are pending"
+  std::array<int, 2> hold{};   // nobody writes: the victim blocks on it until it is killed
+  REQUIRE(::pipe(ready.data()) == 0);
+  REQUIRE(::pipe(hold.data()) == 0);
+  std::vector<rank_process> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(start_rank(job, r, [&, r]() -> std::string {
+      comm world = comm::from_env();
+      std::string report;
+      int got = 0;
+      if (r == 0) {  // what the victim sent before it died is still delivered
+        world.recv(2, 1, got);
+        if (got != 42) report += fmt::format("message before the kill: {}\n", got);
+      }
+      // Pending on the victim: a receive from it, a large send it never takes, and (as it
+      // fails rather than finishes) a receive from anyone.
+      int from_victim = -1;
+      auto recv = world.irecv(2, 5, from_victim);
+      std::vector<std::byte> large(std::size_t{1} << 20, std::byte{7});
+      auto send = world.isend(2, 6, std::span<const std::byte>(large));
+      int from_anyone = -1;
+      auto any = world.irecv(commx::any_source, 7, from_anyone);
+      world.barrier();  // all three posted on both survivors; the victim is in the barrier too
+      post_byte(ready[1]);
+      report += expect_code(
+          commx::errc::peer_lost, [&] { recv.wait(30s); }, "recv from victim");
+      report += expect_code(
+          commx::errc::peer_lost, [&] { send.wait(30s); }, "large send");
+      report += expect_code(
+          commx::errc::peer_lost, [&] { any.wait(30s); }, "any_source recv");
+      report += expect_code(
+          commx::errc::peer_lost, [&] { world.send(2, 8, 1, 30s); }, "send after the loss");
+      // The survivors still talk to each other.
+      const int peer = 1 - r;
+      int value = -1;
+      const int mine = r + 100;
+      auto out = world.isend(peer, 9, mine);
+      world.recv(peer, 9, value, 30s);
+      out.wait(30s);
+      if (value != peer + 100) report += fmt::format("survivor exchange: {}\n", value);
+      return report;
+    }));
+  }
+  ranks.push_back(start_rank(job, 2, [&]() -> std::string {
+    comm world = comm::from_env();
+    world.send(0, 1, 42);
+    int never = 0;
+    auto pending = world.irecv(0, 99, never);
+    world.barrier();
+    post_byte(ready[1]);
+    // Mid-exchange: it has a receive posted and peers waiting on it. Wait to be killed.
+    await_byte(hold[0]);
+    return "the victim was not killed";
+  }));
+  ::close(ready[1]);
+  for (int i = 0; i < 3; ++i) REQUIRE(await_byte(ready[0]));
+  // Every rank has arrived, so the name is already gone; the memory lives until the last unmap.
+  CHECK_FALSE(commx::test::shm_ranks::segment_exists(name));
+  REQUIRE(::kill(ranks[2].pid, SIGKILL) == 0);
+  wait_all(ranks, 120s);
+  for (int fd : {ready[0], hold[0], hold[1]}) ::close(fd);
+  CHECK(WIFSIGNALED(ranks[2].status));
+  ranks.pop_back();
+  INFO(commx::test::shm_ranks::failures(ranks));
+  CHECK(commx::test::shm_ranks::failures(ranks).empty());
+  CHECK_FALSE(commx::test::shm_ranks::segment_exists(name));
+}
+
+TEST_CASE("a stale segment of the same name is replaced, never reused", "[shm]") {
+  job_spec job{commx::test::shm_ranks::fresh_token(), 2, {}};
+  const std::string name = commx::test::shm_ranks::segment_for(job.token);
+  // What a job killed during start-up leaves: a complete header whose creator is gone (a pid
+  // that ended, or one reused by a process started later: this test process) and one rank in.
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  REQUIRE(::waitpid(dead, nullptr, 0) == dead);
+  for (const pid_t creator : {dead, ::getpid()}) {
+    DYNAMIC_SECTION("creator " << (creator == dead ? "ended" : "pid reused")) {
+      namespace shm = commx::detail::shm;
+      const shm::segment_layout layout(2, shm::default_ring_bytes(2));
+      const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      REQUIRE(fd >= 0);
+      REQUIRE(::ftruncate(fd, static_cast<off_t>(layout.total)) == 0);
+      void* base = ::mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      REQUIRE(base != MAP_FAILED);
+      auto* header = new (base) shm::segment_header();
+      header->magic = shm::segment_magic;
+      header->version = shm::segment_version;
+      header->ranks = 2;
+      header->ring_bytes = layout.ring_bytes;
+      header->total_bytes = layout.total;
+      header->creator_pid = creator;
+      header->creator_start = 1;  // not this process's start: a different process
+      header->arrived.store(1);
+      header->ready.store(1);
+      auto* slots = reinterpret_cast<shm::rank_slot*>(static_cast<std::byte*>(base) + layout.slots);
+      slots[0].pid.store(creator);
+
+      std::vector<rank_process> ranks;
+      // Rank 1 first: it finds the stale segment before rank 0 replaces it.
+      for (int r : {1, 0}) {
+        ranks.push_back(start_rank(job, r, [&, r]() -> std::string {
+          comm world = comm::from_env();
+          const int mine = r;
+          int value = -1;
+          auto out = world.isend(1 - r, 3, mine);
+          world.recv(1 - r, 3, value);
+          out.wait();
+          return value == 1 - r ? "" : fmt::format("got {}", value);
+        }));
+      }
+      wait_all(ranks, 120s);
+      INFO(commx::test::shm_ranks::failures(ranks));
+      CHECK(commx::test::shm_ranks::failures(ranks).empty());
+      // Nobody joined the stale segment, and the name is gone (the new one removed it).
+      CHECK(header->arrived.load() == 1);
+      CHECK(slots[1].pid.load() == 0);
+      CHECK_FALSE(commx::test::shm_ranks::segment_exists(name));
+      ::munmap(base, layout.total);
+      ::close(fd);
+      ::shm_unlink(name.c_str());
+    }
+  }
+}
+
+TEST_CASE("a rank that never arrives: the others raise timeout naming it", "[shm]") {
+  job_spec job{commx::test::shm_ranks::fresh_token(), 3, {{"COMMX_SHM_STARTUP_TIMEOUT", "1"}}};
+  const std::string name = commx::test::shm_ranks::segment_for(job.token);
+  for (const int absent : {2, 0}) {
+    DYNAMIC_SECTION("rank " << absent << " absent") {
+      std::vector<rank_process> ranks;
+      for (int r = 0; r < 3; ++r) {
+        if (r == absent) continue;
+        ranks.push_back(start_rank(job, r, [&, r]() -> std::string {
+          const std::string expected =
+              absent == 0 ? "rank 0 did not create" : "rank 2 never arrived";
+          try {
+            comm world = comm::from_env();
+          } catch (const commx::error& e) {
+            if (e.code() == commx::errc::timeout &&
+                std::string(e.what()).find(expected) != std::string::npos) {
+              return {};
+            }
+            return fmt::format("rank {}: {}", r, e.what());
+          }
+          return "joined a job with a rank missing";
+        }));
+      }
+      wait_all(ranks, 60s);
+      INFO(commx::test::shm_ranks::failures(ranks));
+      CHECK(commx::test::shm_ranks::failures(ranks).empty());
+      CHECK_FALSE(commx::test::shm_ranks::segment_exists(name));
+    }
+  }
+}
+
+#if defined(COMMX_TEST_COMMXRUN) && defined(COMMX_TEST_SHM_KILL_RANK)
+TEST_CASE("under commxrun, a rank killed by SIGKILL fails the job and leaves no segment", "[shm]") {
+  for (const char* when : {"at-start", "mid-exchange"}) {
+    DYNAMIC_SECTION("killed " << when) {
+      const std::string command = fmt::format("{} -n 3 --timeout 60 {} {} 2>&1",
+                                              COMMX_TEST_COMMXRUN, COMMX_TEST_SHM_KILL_RANK, when);
+      FILE* pipe = ::popen(command.c_str(), "r");
+      REQUIRE(pipe != nullptr);
+      std::string output;
+      std::array<char, 4096> buf{};
+      while (std::fgets(buf.data(), buf.size(), pipe) != nullptr) output += buf.data();
+      const int status = ::pclose(pipe);
+      INFO(output);
+      REQUIRE(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 128 + SIGKILL);
+      const auto at = output.find("segment /commx-");
+      REQUIRE(at != std::string::npos);
+      const std::string name = output.substr(at + 8, output.find('\n', at) - at - 8);
+      CHECK(name.size() == 23);
+      CHECK_FALSE(commx::test::shm_ranks::segment_exists(name));
+    }
+  }
+}
+#endif
+
+TEST_CASE("more large messages in flight both ways than there are offer tickets", "[shm]") {
+  // 40 large messages each way against 16 tickets per pair: offers wait for tickets, and the
+  // answers that free tickets must get past them.
+  constexpr int count = 40;
+  constexpr std::size_t words = (std::size_t{64} << 10) / 4;
+  job_spec job{commx::test::shm_ranks::fresh_token(), 2, {}};
+  std::vector<rank_process> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(start_rank(job, r, [r]() -> std::string {
+      comm world = comm::from_env();
+      const int other = 1 - r;
+      std::vector<std::vector<std::uint32_t>> out(count);
+      std::vector<std::vector<std::uint32_t>> in(count, std::vector<std::uint32_t>(words));
+      std::vector<comm::request> requests;
+      for (int i = 0; i < count; ++i) {
+        auto& message = out[static_cast<std::size_t>(i)];
+        message.resize(words);
+        for (std::size_t w = 0; w < words; ++w) message[w] = word_of(r, i, static_cast<int>(w));
+        requests.push_back(world.isend(other, 4, message));
+      }
+      for (int i = 0; i < count; ++i) {
+        requests.push_back(world.irecv(other, 4, std::span(in[static_cast<std::size_t>(i)])));
+      }
+      commx::wait_all(requests, 60s);
+      for (int i = 0; i < count; ++i) {
+        for (std::size_t w = 0; w < words; ++w) {
+          if (in[static_cast<std::size_t>(i)][w] != word_of(other, i, static_cast<int>(w))) {
+            return fmt::format("message {} word {} differs", i, w);
+          }
+        }
+      }
+      return {};
+    }));
+  }
+  wait_all(ranks, 120s);
+  INFO(commx::test::shm_ranks::failures(ranks));
+  CHECK(commx::test::shm_ranks::failures(ranks).empty());
+}
