@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -112,12 +113,13 @@ class engine {
 
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
-  ~engine() { leave(); }
+  /// Says bye to every peer, unless the endpoint goes away because of an exception: then the
+  /// peers see a failed rank (no bye), and their any_source receives stop waiting for it.
+  ~engine() { leave(std::uncaught_exceptions() > 0); }
 
   [[nodiscard]] int rank() const { return cfg_.rank; }
   [[nodiscard]] int size() const { return cfg_.size; }
   [[nodiscard]] int node_of(int peer) const { return nodes_.at(index(peer)); }
-  [[nodiscard]] const config& settings() const { return cfg_; }
   [[nodiscard]] std::uint64_t event_count() const { return events_; }
 
   /// This rank's listen endpoint (after the rendezvous), for tests.
@@ -823,7 +825,6 @@ class engine {
     link.conn->detect_dead_host(std::chrono::duration_cast<std::chrono::seconds>(
         std::min<clock::duration>(cfg_.timeout, std::chrono::hours(9))));
     link.state = presence::present;
-    ++connected_;
     ++events_;
     on_readable(peer);  // bytes may have come with the handshake's last read
   }
@@ -1108,12 +1109,19 @@ class engine {
   // --- leaving ----------------------------------------------------------------------------
 
   /// Says bye to every peer, sends what is still queued, and waits (briefly) until each peer
-  /// has closed its end, so nothing it sent is cut off by a reset.
-  void leave() noexcept {
+  /// has closed its end, so nothing it sent is cut off by a reset. `failing`: just closes, so
+  /// the peers see a failed rank.
+  void leave(bool failing) noexcept {
     try {
       if (acceptor_) {
         std::error_code ignored;
         acceptor_->close(ignored);
+      }
+      if (failing) {
+        for (peer_link& l : peers_) {
+          if (l.conn) l.conn->close();
+        }
+        return;
       }
       for (int r = 0; r < size(); ++r) {
         if (peers_[index(r)].state == presence::present) push_control(r, frame_kind::bye, 0);
@@ -1150,7 +1158,6 @@ class engine {
   int any_failed_ = unknown;
   std::optional<asio::ip::tcp::acceptor> acceptor_;
   int pending_handshakes_ = 0;
-  int connected_ = 0;
   bool joined_ = false;
   std::vector<endpoint_record> table_;
   bool have_table_ = false;
