@@ -267,9 +267,8 @@ class engine {
   }
 
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
-    // A peer that answers at once answers within a few scheduler turns: polling that long
-    // saves a sleep and wake-up in epoll, and yields the core meanwhile, so ranks on an
-    // oversubscribed machine still make progress.
+    // Optionally (COMMX_TCP_POLL) poll a few turns, yielding, before sleeping in epoll: on an
+    // idle machine that can save a wake-up; on a loaded one it costs (config.hpp).
     for (std::size_t turn = 0; turn < cfg_.poll_turns; ++turn) {
       poll();
       if (events_ != seen || clock::now() >= when) return;
