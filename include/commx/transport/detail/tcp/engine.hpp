@@ -869,6 +869,10 @@ class engine {
         [this](server_session& s, bool ok, const std::string& why) {
           --pending_handshakes_;
           if (!ok) return log_refusal(s.remote, why);
+          // Two handshakes for one rank may both have passed `welcome`: the first one wins.
+          if (peers_[index(s.peer.rank)].state != presence::absent) {
+            return log_refusal(s.remote, fmt::format("rank {} is already connected", s.peer.rank));
+          }
           adopt(s.peer.rank, std::move(s.socket));
         });
     session->start();
