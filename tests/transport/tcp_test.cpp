@@ -287,6 +287,19 @@ std::vector<std::unique_ptr<child>> start_job(const std::string& name, int size,
   return ranks;
 }
 
+/// The "endpoint <address> <port>" line a scenario rank prints once it listens.
+std::pair<std::string, int> read_endpoint(child& rank, clock_type::time_point until) {
+  std::optional<std::string> line;
+  while ((line = rank.read_line(until)) && !line->starts_with("endpoint ")) {
+  }
+  INFO(rank.transcript());
+  REQUIRE(line);
+  char address[64] = {};
+  int port = 0;
+  REQUIRE(std::sscanf(line->c_str(), "endpoint %63s %d", address, &port) == 2);
+  return {address, port};
+}
+
 void require_exit(child& c, int expected, clock_type::time_point until) {
   const auto status = c.finish(until);
   INFO(c.transcript());
@@ -350,15 +363,7 @@ TEST_CASE("strangers at a rank's port are refused and logged, and the job goes o
   auto job = start_job("strangers", 2);
   std::vector<std::pair<std::string, int>> endpoints;
   for (auto& rank : job) {
-    std::optional<std::string> line;
-    while ((line = rank->read_line(until)) && !line->starts_with("endpoint ")) {
-    }
-    INFO(rank->transcript());
-    REQUIRE(line);
-    char address[64] = {};
-    int port = 0;
-    REQUIRE(std::sscanf(line->c_str(), "endpoint %63s %d", address, &port) == 2);
-    endpoints.emplace_back(address, port);
+    endpoints.push_back(read_endpoint(*rank, until));
     REQUIRE(rank->expect("ready", until));
   }
   for (std::size_t r = 0; r < job.size(); ++r) {
@@ -495,15 +500,8 @@ TEST_CASE("IPv6 and a port range", "[tcp][process]") {
   auto job = start_job("hosts", 3, {"COMMX_ADDR=::1", "COMMX_PORT_RANGE=" + range}, {},
                        fmt::format("[::1]:{}", port));
   for (auto& rank : job) {
-    std::optional<std::string> line;
-    while ((line = rank->read_line(until)) && !line->starts_with("endpoint ")) {
-    }
-    INFO(rank->transcript());
-    REQUIRE(line);
-    char address[64] = {};
-    int listen = 0;
-    REQUIRE(std::sscanf(line->c_str(), "endpoint %63s %d", address, &listen) == 2);
-    CHECK(std::string(address) == "::1");
+    const auto [address, listen] = read_endpoint(*rank, until);
+    CHECK(address == "::1");
     if (listen != port) {  // rank 0 listens at the root; the others within the range
       CHECK(listen > port);
       CHECK(listen <= port + 200);
