@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Ping-pong and bandwidth on commx's shm transport, Open MPI and MPICH, interleaved round by
-# round on this machine so that their ratios are measured side by side:
+# Ping-pong and bandwidth on commx's shm transport (both large-message paths), Open MPI and
+# MPICH (each as installed, and each told to yield while it polls), interleaved round by round
+# on this machine so that their ratios are measured side by side:
 #   bash bench/shm_vs_mpi.sh [rounds]          (after: cmake --preset release && build)
 # Builds the raw-MPI driver against MPICH by hand (mpicxx.mpich) into build/mpich/ when no
 # MPICH build of it exists. JSON per run goes to results/bench/shm/; the summary (medians over
@@ -29,11 +30,17 @@ for ((r = 1; r <= rounds; r++)); do
     --benchmark_out="$out/openmpi.$r.json" > /dev/null 2>&1
   mpiexec.mpich -n 2 "$mpich_bench" "${common[@]}" --benchmark_out="$out/mpich.$r.json" \
     > /dev/null 2>&1
+  # Both MPIs poll without pause by default; on a loaded machine yielding may serve them better.
+  mpirun.openmpi --allow-run-as-root --mca mpi_yield_when_idle 1 -np 2 \
+    "$release/bench/bench_mpi_pingpong" "${common[@]}" \
+    --benchmark_out="$out/openmpi-yield.$r.json" > /dev/null 2>&1
+  MPIR_CVAR_POLLS_BEFORE_YIELD=1 mpiexec.mpich -n 2 "$mpich_bench" "${common[@]}" \
+    --benchmark_out="$out/mpich-yield.$r.json" > /dev/null 2>&1
 done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-libs = ["shm", "shm-copy", "openmpi", "mpich"]
+libs = ["shm", "shm-copy", "openmpi", "mpich", "openmpi-yield", "mpich-yield"]
 def load(lib):
     rows = {}
     for r in range(1, rounds + 1):
@@ -43,8 +50,9 @@ def load(lib):
             rows.setdefault((what, int(size)), []).append(value)
     return {k: statistics.median(v) for k, v in rows.items()}
 data = {lib: load(lib) for lib in libs}
-lines = ["| measure | shm (cma) | shm (copy) | Open MPI | MPICH | shm / better MPI |",
-         "|---|---|---|---|---|---|"]
+lines = ["| measure | shm (cma) | shm (copy) | Open MPI | MPICH | Open MPI (yield) | "
+         "MPICH (yield) | shm / best MPI |",
+         "|---|---|---|---|---|---|---|---|"]
 for key in sorted(data["shm"]):
     what, size = key
     unit = "us half RTT" if what == "pingpong" else "GB/s"

@@ -1,16 +1,19 @@
 # SPDX-License-Identifier: MIT
 #
 # commx_add_variants(<name> SOURCES <src>... TRANSPORTS <t>... [COLLECTIVES <c>...]
-#                    [STATS none|counting] [LIBRARIES <lib>...] [OUT_TARGETS <var>])
+#                    [STATS none|counting] [LIBRARIES <lib>...] [OUT_TARGETS <var>]
+#                    [POLICY_IN_NAME])
 #
 # Builds one executable per (transport, collectives) pair from the same sources. Each is named
-# <name>_<transport> when one collectives policy is given, <name>_<transport>_<coll> otherwise,
+# <name>_<transport> when one collectives policy is given (and not POLICY_IN_NAME),
+# <name>_<transport>_<coll> otherwise,
 # and sees the macros that <commx/variant.hpp> turns into `commx::variant::communicator`, so the
-# application source never needs an #ifdef to pick its stack.
+# application source never needs an #ifdef to pick its stack. A policy that exists over some
+# transports only (coll::native: MPI's own collectives, over transport::mpi) is built for those.
 include_guard(GLOBAL)
 
 function(commx_add_variants name)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "STATS;OUT_TARGETS" "SOURCES;TRANSPORTS;COLLECTIVES;LIBRARIES")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "POLICY_IN_NAME" "STATS;OUT_TARGETS" "SOURCES;TRANSPORTS;COLLECTIVES;LIBRARIES")
   if(NOT arg_SOURCES OR NOT arg_TRANSPORTS)
     message(FATAL_ERROR "commx_add_variants(${name}): SOURCES and TRANSPORTS are required")
   endif()
@@ -27,7 +30,10 @@ function(commx_add_variants name)
       message(FATAL_ERROR "commx_add_variants(${name}): no stack target commx::${transport}")
     endif()
     foreach(coll IN LISTS arg_COLLECTIVES)
-      if(n_coll EQUAL 1)
+      if(coll STREQUAL "native" AND NOT transport STREQUAL "mpi")
+        continue()
+      endif()
+      if(n_coll EQUAL 1 AND NOT arg_POLICY_IN_NAME)
         set(target ${name}_${transport})
       else()
         set(target ${name}_${transport}_${coll})

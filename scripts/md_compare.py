@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-POLICIES = ["flat", "binomial", "ring", "hierarchical", "tuned"]
+POLICIES = ["flat", "binomial", "ring", "hierarchical", "tuned", "native"]
 DEFAULT_POLICY = "tuned"
 VARIANT = re.compile(
     r"^md_replicated_(?P<stack>[a-z0-9]+)_(?P<policy>" + "|".join(POLICIES) + r")$")
@@ -79,7 +79,10 @@ def launched(stack: str, ranks: int, program: list[str], timeout: float,
     if stack == "mpi":
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-        return ["mpirun", "-np", str(ranks), "--oversubscribe"] + program, env
+        # As the tests run it: no core binding and yielding while idle, since ranks share 2
+        # cores with each other (busy-polling ranks would starve one another).
+        return ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
+                "--mca", "mpi_yield_when_idle", "1"] + program, env
     return [str(commxrun), "-n", str(ranks), "--timeout", str(int(timeout))] + program, env
 
 

@@ -25,7 +25,7 @@ env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 
 def gbench(cmd):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run(cmd + [f"--benchmark_filter={FILTER}", "--benchmark_min_time=0.3",
+        subprocess.run(cmd + [f"--benchmark_filter={FILTER}", "--benchmark_min_time=1",
                               f"--benchmark_out={out.name}", "--benchmark_out_format=json"],
                        env=env, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, timeout=600)

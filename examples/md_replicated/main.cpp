@@ -69,6 +69,9 @@ int run(const md::command_line& options,
           match->max_error_step0, match->steps_compared);
     }
     fmt::print("replicas agree: {}\n", outcome.replicas_agree ? "yes" : "no");
+    // Runs that print the same fingerprint ended with the same bits in every position and
+    // velocity: how tests show that stacks give bitwise identical results.
+    fmt::print("final state fingerprint: {:016x}\n", outcome.final_state);
     fmt::print("{}", md::result_line(labels, outcome.ranks, match, outcome.replicas_agree,
                                      outcome.combine_seconds));
     std::fflush(stdout);

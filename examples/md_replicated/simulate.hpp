@@ -24,6 +24,7 @@ struct run_outcome {
   std::vector<thermo_row> thermo;   // every printed row, on every rank
   std::vector<rank_figures> ranks;  // every rank's figures, on rank 0 only
   bool replicas_agree = false;      // every rank ended with the same positions and velocities
+  std::uint64_t final_state = 0;    // rank 0's state_fingerprint: equal bits, equal runs
   double combine_seconds = 0;       // one local add of the force buffer (combine_cost.hpp)
   std::size_t atoms = 0;
 };
@@ -100,6 +101,7 @@ run_outcome simulate(Comm& world, const run_config& config, OnThermo&& on_thermo
   outcome.combine_seconds = measure_combine_seconds(3 * outcome.atoms + 2);
   outcome.replicas_agree = true;
   for (std::uint64_t f : fingerprints) outcome.replicas_agree &= f == fingerprints.front();
+  outcome.final_state = fingerprints.front();
   return outcome;
 }
 

@@ -547,17 +547,15 @@ class communicator {
   static std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
 
   // A new communicator of `members` (world ranks, in rank order) on contexts fresh, fresh + 1.
+  // It keeps this one's endpoint and settings (timeout, checks, reduction order).
   communicator child(context_id fresh, std::vector<int> members, int new_rank) const {
-    communicator made;
-    made.state_ = state_;
+    communicator made = *this;
     made.group_ =
         std::make_shared<const detail::group>(std::move(members), state_->endpoint.size());
     made.ctx_ = fresh;
     made.rank_ = new_rank;
     made.collective_calls_ = std::make_shared<std::uint32_t>(0);
-    made.timeout_ = timeout_;
-    made.checks_ = checks_;
-    made.reduction_ = reduction_;
+    made.lease_.reset();  // adopt() gives it a lease of its own when its transport needs one
     return made;
   }
 

@@ -1,14 +1,18 @@
 # SPDX-License-Identifier: MIT
 # cmake -DPROGRAM=<exe> -DARGS=<;-list> -DEXPECT_CODE=<n> -DEXPECT_REGEX=<regex> [-DSTREAM=stderr|stdout]
-#   -P expect_failure.cmake
+#   [-DOUTPUT_FILE=<file>] -P expect_failure.cmake
 # Runs the program and passes only if it exits with EXPECT_CODE and its output (stderr unless
 # STREAM says otherwise) matches EXPECT_REGEX. CTest alone cannot check both: with
-# PASS_REGULAR_EXPRESSION set, it ignores the exit code.
+# PASS_REGULAR_EXPRESSION set, it ignores the exit code. PROGRAM may be a launcher followed by
+# the program (commxrun -n 2 app); OUTPUT_FILE keeps stdout for a later test to compare.
 if(NOT DEFINED STREAM)
   set(STREAM stderr)
 endif()
 execute_process(COMMAND ${PROGRAM} ${ARGS}
                 RESULT_VARIABLE code OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+if(DEFINED OUTPUT_FILE)
+  file(WRITE "${OUTPUT_FILE}" "${out}")
+endif()
 if(STREAM STREQUAL "stdout")
   set(text "${out}")
 else()

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "commx/commx.hpp"
+#include "commx/transport/shm.hpp"  // header-only too: no duplicate symbols
 
 int run_in_b() {
   int total = 0;

@@ -182,9 +182,16 @@ TEST_CASE("split and split_by_node make MPI communicators", "[mpi]") {
     COMMX_CHECK_EQ(node.size(), p);  // every rank of this test is on this machine
     COMMX_CHECK_EQ(node.rank(), world.rank());
     node.barrier();
-    // Many communicators made and dropped: their MPI communicators are freed with them (MPI
-    // runs out of communicator ids (2048) long before 250 dups otherwise, at 10 each with MPICH's duplicates).
-    for (int i = 0; i < 250; ++i) {
+    // What the transport made for a communicator is freed when the communicator goes
+    // (communicator -> release): at the transport, a released context is gone.
+    auto& t = world.transport();
+    const commx::transport::context_split made = t.split(0, 0, world.rank(), 1000);
+    COMMX_CHECK_EQ(made.context, commx::context_id{1000});
+    COMMX_CHECK(t.communicator_of(made.context) != MPI_COMM_NULL);
+    t.release(made.context);
+    COMMX_EXPECT_ERROR(commx::errc::invalid_argument, (void)t.communicator_of(made.context));
+    COMMX_EXPECT_ERROR(commx::errc::invalid_argument, (void)t.communicator_of(made.context + 1));
+    for (int i = 0; i < 50; ++i) {  // and many made and dropped through communicators
       comm copy = world.dup();
       COMMX_CHECK_EQ(copy.size(), p);
     }

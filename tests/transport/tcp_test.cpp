@@ -118,18 +118,18 @@ struct exchange {
   hs::challenge_bytes challenge;
 };
 
-exchange start(const std::string& client_token, const std::string& server_token) {
+/// A hello from rank 2 of 4 and the challenge an acceptor holding `server_token` answers with.
+exchange start(const std::string& server_token) {
   const hs::hello_bytes hello = hs::encode(hs::hello{hs::purpose::peer, 2, 4, hs::fresh_nonce()});
   const auto parsed = hs::decode_hello(hello);
   REQUIRE(parsed);
   CHECK(parsed->rank == 2);
   CHECK(parsed->size == 4);
-  (void)client_token;
   return {hello, hs::make_challenge(server_token, hello, {1, 4, hs::fresh_nonce()})};
 }
 
 TEST_CASE("the handshake: both sides prove the token without sending it", "[tcp][handshake]") {
-  const exchange e = start(token, token);
+  const exchange e = start(token);
   const auto c = hs::check_challenge(token, e.hello, e.challenge);
   REQUIRE(c);
   CHECK(c->rank == 1);
@@ -146,13 +146,13 @@ TEST_CASE("the handshake: both sides prove the token without sending it", "[tcp]
 
 TEST_CASE("the handshake: a wrong token fails on either side", "[tcp][handshake]") {
   const std::string other(64, 'b');
-  const exchange impostor_server = start(token, other);
+  const exchange impostor_server = start(other);
   CHECK(!hs::check_challenge(token, impostor_server.hello, impostor_server.challenge));
-  const exchange e = start(token, token);
+  const exchange e = start(token);
   const auto forged = hs::make_response(other, e.hello, e.challenge);
   CHECK(!hs::check_response(token, e.hello, e.challenge, forged));
   // A response for another challenge (a replay) fails too.
-  const exchange fresh = start(token, token);
+  const exchange fresh = start(token);
   const auto replayed = hs::make_response(token, e.hello, e.challenge);
   CHECK(!hs::check_response(token, fresh.hello, fresh.challenge, replayed));
 }
@@ -287,6 +287,19 @@ std::vector<std::unique_ptr<child>> start_job(const std::string& name, int size,
   return ranks;
 }
 
+/// The "endpoint <address> <port>" line a scenario rank prints once it listens.
+std::pair<std::string, int> read_endpoint(child& rank, clock_type::time_point until) {
+  std::optional<std::string> line;
+  while ((line = rank.read_line(until)) && !line->starts_with("endpoint ")) {
+  }
+  INFO(rank.transcript());
+  REQUIRE(line);
+  char address[64] = {};
+  int port = 0;
+  REQUIRE(std::sscanf(line->c_str(), "endpoint %63s %d", address, &port) == 2);
+  return {address, port};
+}
+
 void require_exit(child& c, int expected, clock_type::time_point until) {
   const auto status = c.finish(until);
   INFO(c.transcript());
@@ -350,15 +363,7 @@ TEST_CASE("strangers at a rank's port are refused and logged, and the job goes o
   auto job = start_job("strangers", 2);
   std::vector<std::pair<std::string, int>> endpoints;
   for (auto& rank : job) {
-    std::optional<std::string> line;
-    while ((line = rank->read_line(until)) && !line->starts_with("endpoint ")) {
-    }
-    INFO(rank->transcript());
-    REQUIRE(line);
-    char address[64] = {};
-    int port = 0;
-    REQUIRE(std::sscanf(line->c_str(), "endpoint %63s %d", address, &port) == 2);
-    endpoints.emplace_back(address, port);
+    endpoints.push_back(read_endpoint(*rank, until));
     REQUIRE(rank->expect("ready", until));
   }
   for (std::size_t r = 0; r < job.size(); ++r) {
@@ -495,15 +500,8 @@ TEST_CASE("IPv6 and a port range", "[tcp][process]") {
   auto job = start_job("hosts", 3, {"COMMX_ADDR=::1", "COMMX_PORT_RANGE=" + range}, {},
                        fmt::format("[::1]:{}", port));
   for (auto& rank : job) {
-    std::optional<std::string> line;
-    while ((line = rank->read_line(until)) && !line->starts_with("endpoint ")) {
-    }
-    INFO(rank->transcript());
-    REQUIRE(line);
-    char address[64] = {};
-    int listen = 0;
-    REQUIRE(std::sscanf(line->c_str(), "endpoint %63s %d", address, &listen) == 2);
-    CHECK(std::string(address) == "::1");
+    const auto [address, listen] = read_endpoint(*rank, until);
+    CHECK(address == "::1");
     if (listen != port) {  // rank 0 listens at the root; the others within the range
       CHECK(listen > port);
       CHECK(listen <= port + 200);

@@ -155,8 +155,10 @@ class segment {
   static segment join(const std::string& name, int rank, int ranks, std::size_t ring_bytes,
                       clock::time_point when) {
     const segment_layout layout(ranks, ring_bytes);
+    std::vector<int> last_missing;  // who had not arrived in the last segment this rank left
     for (;;) {
-      segment seg = rank == 0 ? create(name, ranks, layout) : open(name, rank, ranks, layout, when);
+      segment seg = rank == 0 ? create(name, ranks, layout)
+                              : open(name, rank, ranks, layout, when, last_missing);
       bool everyone = false;
       try {
         everyone = seg.wait_for_everyone(rank, when);
@@ -168,7 +170,9 @@ class segment {
         if (rank == 0) ::shm_unlink(name.c_str());  // everyone has it mapped: nobody needs the name
         return seg;
       }
-      // A stale segment: let go of it and look again.
+      // A stale segment (or one whose creator gave up): let go of it and look again.
+      last_missing = seg.missing();
+      std::erase(last_missing, rank);  // this rank gave its slot back
     }
   }
 
@@ -236,9 +240,17 @@ class segment {
   }
 
   static segment open(const std::string& name, int rank, int ranks, const segment_layout& layout,
-                      clock::time_point when) {
+                      clock::time_point when, const std::vector<int>& last_missing) {
     auto pause = std::chrono::microseconds(200);
     for (;;) {
+      if (clock::now() >= when && !last_missing.empty()) {
+        // This rank was in the segment, and rank 0 ended (or gave up) waiting for these.
+        throw error(errc::timeout,
+                    fmt::format("shm: rank {}: start-up: rank{} {} never arrived in segment {}; "
+                                "rank 0 gave up waiting",
+                                rank, last_missing.size() == 1 ? "" : "s",
+                                fmt::join(last_missing, ", "), name));
+      }
       if (clock::now() >= when) {
         throw error(errc::timeout,
                     fmt::format("shm: rank {}: start-up: rank 0 did not create segment {} for "
@@ -300,6 +312,15 @@ class segment {
     return same;
   }
 
+  // The ranks that have not claimed their slot.
+  std::vector<int> missing() const {
+    std::vector<int> absent;
+    for (int r = 0; r < ranks_; ++r) {
+      if (slot(r).pid.load(std::memory_order_acquire) == 0) absent.push_back(r);
+    }
+    return absent;
+  }
+
   // True once all ranks have arrived; false if this segment turned out stale.
   bool wait_for_everyone(int rank, clock::time_point when) {
     segment_header& h = header();
@@ -319,15 +340,12 @@ class segment {
         return false;
       }
       if (clock::now() >= when) {
-        std::vector<int> missing;
-        for (int r = 0; r < ranks_; ++r) {
-          if (slot(r).pid.load(std::memory_order_acquire) == 0) missing.push_back(r);
-        }
+        const std::vector<int> absent = missing();
         throw error(errc::timeout,
                     fmt::format("shm: rank {}: start-up: rank{} {} never arrived in segment {} "
                                 "({} of {} ranks did)",
-                                rank, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
-                                name_, arrived, ranks_));
+                                rank, absent.size() == 1 ? "" : "s", fmt::join(absent, ", "), name_,
+                                arrived, ranks_));
       }
       const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(when - clock::now());
       futex_wait(h.arrived, arrived,

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -131,12 +132,13 @@ class engine {
 
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
-  ~engine() { leave(); }
+  /// Says bye to every peer, unless the endpoint goes away because of an exception: then the
+  /// peers see a failed rank (no bye), and their any_source receives stop waiting for it.
+  ~engine() { leave(std::uncaught_exceptions() > 0); }
 
   [[nodiscard]] int rank() const { return cfg_.rank; }
   [[nodiscard]] int size() const { return cfg_.size; }
   [[nodiscard]] int node_of(int peer) const { return nodes_.at(index(peer)); }
-  [[nodiscard]] const config& settings() const { return cfg_; }
   [[nodiscard]] std::uint64_t event_count() const { return events_; }
 
   /// This rank's listen endpoint (after the rendezvous), for tests.
@@ -322,9 +324,8 @@ class engine {
   }
 
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
-    // A peer that answers at once answers within a few scheduler turns: polling that long
-    // saves a sleep and wake-up in epoll, and yields the core meanwhile, so ranks on an
-    // oversubscribed machine still make progress.
+    // Optionally (COMMX_TCP_POLL) poll a few turns, yielding, before sleeping in epoll: on an
+    // idle machine that can save a wake-up; on a loaded one it costs (config.hpp).
     for (std::size_t turn = 0; turn < cfg_.poll_turns; ++turn) {
       poll();
       if (events_ != seen || clock::now() >= when) return;
@@ -882,7 +883,6 @@ class engine {
     link.conn->detect_dead_host(std::chrono::duration_cast<std::chrono::seconds>(
         std::min<clock::duration>(cfg_.timeout, std::chrono::hours(9))));
     link.state = presence::present;
-    ++connected_;
     ++events_;
     on_readable(peer);  // bytes may have come with the handshake's last read
   }
@@ -936,6 +936,10 @@ class engine {
           if (s.peer.why == handshake::purpose::stream) {
             if (ext_.adopt_stream) ext_.adopt_stream(s.peer.rank, std::move(s.socket));
             return;
+          }
+          // Two handshakes for one rank may both have passed `welcome`: the first one wins.
+          if (peers_[index(s.peer.rank)].state != presence::absent) {
+            return log_refusal(s.remote, fmt::format("rank {} is already connected", s.peer.rank));
           }
           adopt(s.peer.rank, std::move(s.socket));
         });
@@ -1176,12 +1180,19 @@ class engine {
   // --- leaving ----------------------------------------------------------------------------
 
   /// Says bye to every peer, sends what is still queued, and waits (briefly) until each peer
-  /// has closed its end, so nothing it sent is cut off by a reset.
-  void leave() noexcept {
+  /// has closed its end, so nothing it sent is cut off by a reset. `failing`: just closes, so
+  /// the peers see a failed rank.
+  void leave(bool failing) noexcept {
     try {
       if (acceptor_) {
         std::error_code ignored;
         acceptor_->close(ignored);
+      }
+      if (failing) {
+        for (peer_link& l : peers_) {
+          if (l.conn) l.conn->close();
+        }
+        return;
       }
       for (int r = 0; r < size(); ++r) {
         if (peers_[index(r)].state == presence::present) push_control(r, frame_kind::bye, 0);
@@ -1218,7 +1229,6 @@ class engine {
   int any_failed_ = unknown;
   std::optional<asio::ip::tcp::acceptor> acceptor_;
   int pending_handshakes_ = 0;
-  int connected_ = 0;
   bool joined_ = false;
   std::vector<endpoint_record> table_;
   bool have_table_ = false;

@@ -1,0 +1,36 @@
+# SPDX-License-Identifier: MIT
+# cmake -DOUTPUTS=<file;file;...> -P same_output.cmake
+# Passes when every md_replicated output printed the same thermo rows and the same final state
+# fingerprint as the first: the same bits on every stack. A launcher's "[rank] " prefixes are
+# ignored; so is everything else the runs print (timings, stack names).
+if(NOT OUTPUTS)
+  message(FATAL_ERROR "no outputs to compare")
+endif()
+set(first "")
+foreach(file IN LISTS OUTPUTS)
+  if(NOT EXISTS "${file}")
+    message(FATAL_ERROR "${file} is missing: its run failed")
+  endif()
+  file(STRINGS "${file}" lines)
+  set(kept "")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^\\[[0-9]+\\] " "" line "${line}")
+    # A thermo row: the step, then five numbers (Temp E_pair E_mol TotEng Press).
+    if(line MATCHES "^ *[0-9]+( +[-+0-9.eE]+)+ *$" OR line MATCHES "^final state fingerprint: ")
+      list(APPEND kept "${line}")
+    endif()
+  endforeach()
+  list(LENGTH kept count)
+  if(count LESS 3)
+    message(FATAL_ERROR "${file}: no thermo rows and fingerprint found")
+  endif()
+  if(first STREQUAL "")
+    set(first "${file}")
+    set(expected "${kept}")
+  elseif(NOT kept STREQUAL expected)
+    string(REPLACE ";" "\n" a "${expected}")
+    string(REPLACE ";" "\n" b "${kept}")
+    message(FATAL_ERROR "${file} differs from ${first}:\n${b}\n--- expected ---\n${a}")
+  endif()
+  message(STATUS "${file}: ${count} lines as ${first}")
+endforeach()
