@@ -9,6 +9,9 @@
 // - autotune: under COMMX_WAN_AUTOTUNE=1, the path was measured and tuned, and works
 // - break_stream: rank 1 shuts one data stream's socket down in the middle of a large transfer;
 //   both ranks get errc::peer_lost, neither hangs nor sees a short message
+// - patterns (any number of ranks): MPWide's exchange patterns, as between sites: a cycle (send
+//   to the next rank while receiving from the previous) of messages whose size the receiver
+//   does not know, into one buffer that grows and shrinks, each round closed by a barrier
 
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -182,6 +185,21 @@ void retune(comm& world, int argc, char** argv) {
   COMMX_CHECK(seen.epoch > 1);
 }
 
+void patterns(comm& world) {
+  const int next = (world.rank() + 1) % world.size();
+  const int previous = (world.rank() + world.size() - 1) % world.size();
+  const std::size_t words[] = {1, 1000, (std::size_t{3} << 20) + 7, 64, 0, std::size_t{1} << 18};
+  std::vector<std::uint32_t> in;
+  int round = 0;
+  for (const std::size_t n : words) {
+    const auto out = pattern(n, world.rank(), round);
+    world.sendrecv(next, 20 + round, out, previous, 20 + round, in);
+    check_same(in, pattern(n, previous, round), "cycle", round);
+    world.barrier();
+    ++round;
+  }
+}
+
 void break_stream(comm& world) {
   auto& t = world.transport();
   const std::size_t words = (std::size_t{256} << 20) / 4;
@@ -229,6 +247,10 @@ int main(int argc, char** argv) {
   const std::string_view scenario = argc > 1 ? argv[1] : "";
   try {
     comm world = comm::from_env();
+    if (scenario == "patterns") {
+      patterns(world);
+      return 0;
+    }
     if (world.size() != 2) {
       std::fprintf(stderr, "wan_scenario: needs 2 ranks\n");
       return 2;

@@ -54,6 +54,12 @@ struct config {
   /// saved (a yield can hand the core to a compiler for a whole time slice, while a task woken
   /// from epoll runs soon): 8-byte ping-pong 7-10 us blocking at once, 14-155 us after 16 yields.
   std::size_t poll_turns = 0;
+  /// Sites joined through commx-relay: ranks at different sites connect through this site's
+  /// relay when one is given (COMMX_SITE, COMMX_RELAY, COMMX_ROOT_SITE).
+  std::string site;
+  std::string relay_host;  ///< empty: connect to every rank directly
+  std::uint16_t relay_port = 0;
+  std::string root_site;  ///< the site of rank 0's rendezvous; this rank's own by default
 };
 
 /// "host:port" or "[v6]:port" split in two.
@@ -150,6 +156,27 @@ inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_
     }
   } else if (const auto iface = get("COMMX_IFACE")) {
     c.listen_address = interface_address(*iface);
+  }
+  const auto site_from_env = [&](const char* variable) {
+    const std::string name = get(variable).value_or("");
+    if (!valid_site_name(name)) {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("{}='{}' is not a site name (1 to {} letters, digits, '.', '_' or "
+                              "'-')",
+                              variable, name, max_site_name));
+    }
+    return name;
+  };
+  c.site = site_from_env("COMMX_SITE");
+  c.root_site = get("COMMX_ROOT_SITE") ? site_from_env("COMMX_ROOT_SITE") : c.site;
+  if (const auto relay = get("COMMX_RELAY")) {
+    if (c.site.empty()) {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("tcp: rank {}: COMMX_RELAY is set but COMMX_SITE is not: the relay "
+                              "carries connections to ranks at other sites",
+                              c.rank));
+    }
+    std::tie(c.relay_host, c.relay_port) = split_host_port(*relay, "COMMX_RELAY");
   }
   if (const auto range = get("COMMX_PORT_RANGE")) {
     const auto dash = range->find('-');

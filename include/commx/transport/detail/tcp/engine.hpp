@@ -50,6 +50,7 @@
 #include "commx/error.hpp"
 #include "commx/transport/detail/tcp/config.hpp"
 #include "commx/transport/detail/tcp/connection.hpp"
+#include "commx/transport/detail/tcp/dial.hpp"
 #include "commx/transport/detail/tcp/session.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
 #include "commx/transport/message.hpp"
@@ -154,9 +155,15 @@ class engine {
 
   void extend(extension hooks) { ext_ = std::move(hooks); }
   asio::io_context& io() { return io_; }
-  /// Peer `peer`'s listen endpoint from the rendezvous table.
-  [[nodiscard]] asio::ip::tcp::endpoint endpoint_of_rank(int peer) const {
-    return endpoint_of(table_.at(index(peer)));
+  /// Connects to `peer`'s listen endpoint, through this site's relay when the peer is at
+  /// another site (dial.hpp); `done(failure, socket, token_refused)`.
+  void dial_rank(int peer, clock::time_point until, dialer::done_fn done,
+                 std::optional<asio::ip::tcp::socket> opened = std::nullopt) {
+    dial(table_.at(index(peer)), until, std::move(done), std::move(opened));
+  }
+  /// Where a connection to `peer` goes first: this site's relay, or the peer.
+  [[nodiscard]] asio::ip::tcp::endpoint first_hop(int peer) const {
+    return dialer::first_hop(identity(table_.at(index(peer))), table_.at(index(peer)));
   }
   [[nodiscard]] bool connected(int peer) const {
     return peers_[index(peer)].state == presence::present;
@@ -344,15 +351,17 @@ class engine {
   void join() {
     if (size() == 1) return;
     const clock::time_point until = clock::now() + cfg_.timeout;
+    if (!cfg_.relay_host.empty()) relay_ = resolve(cfg_.relay_host, cfg_.relay_port, "COMMX_RELAY");
     if (rank() == 0) {
       join_as_root(until);
     } else {
       join_as_member(until);
     }
-    // Node ids: ranks that listen on the same host address share a node.
-    std::vector<std::array<std::uint8_t, 16>> hosts;
+    // Node ids: ranks that listen on the same host address at the same site share a node (two
+    // sites may use the same private addresses).
+    std::vector<std::pair<std::string, std::array<std::uint8_t, 16>>> hosts;
     for (int r = 0; r < size(); ++r) {
-      const auto& a = table_[index(r)].address;
+      const auto a = std::make_pair(table_[index(r)].site, table_[index(r)].address);
       auto known = std::find(hosts.begin(), hosts.end(), a);
       nodes_[index(r)] = static_cast<int>(known - hosts.begin());
       if (known == hosts.end()) hosts.push_back(a);
@@ -894,7 +903,9 @@ class engine {
   }
 
   handshake::verdict_code welcome(const handshake::hello& h) const {
-    if (h.size != size() || h.rank == rank()) return handshake::verdict_code::unexpected;
+    // A relay's caller has come to the wrong port: ranks do not relay.
+    if (h.size != size() || h.rank == rank() || h.why == handshake::purpose::relay)
+      return handshake::verdict_code::unexpected;
     if (h.why == handshake::purpose::stream) {
       return ext_.adopt_stream && peers_[index(h.rank)].state == presence::present
                  ? handshake::verdict_code::accepted
@@ -973,8 +984,10 @@ class engine {
     accept_next();
   }
 
-  static endpoint_record record_of(const asio::ip::tcp::endpoint& ep) {
+  /// This rank's endpoint `ep` as the table carries it: with the site this rank is at.
+  endpoint_record record_of(const asio::ip::tcp::endpoint& ep) const {
     endpoint_record e;
+    e.site = cfg_.site;
     e.port = ep.port();
     if (ep.address().is_v6()) {
       e.v6 = true;
@@ -987,27 +1000,56 @@ class engine {
     return e;
   }
 
-  static asio::ip::tcp::endpoint endpoint_of(const endpoint_record& e) {
-    if (e.v6) {
-      asio::ip::address_v6::bytes_type bytes{};
-      std::copy(e.address.begin(), e.address.end(), bytes.begin());
-      return {asio::ip::address_v6(bytes), e.port};
+  asio::ip::tcp::endpoint resolve(const std::string& host, std::uint16_t port,
+                                  const char* variable) {
+    asio::ip::tcp::resolver resolver(io_);
+    std::error_code ec;
+    auto results = resolver.resolve(host, std::to_string(port), ec);
+    if (ec || results.empty()) {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("tcp: rank {}: cannot resolve {} host '{}': {}", rank(), variable,
+                              host, ec ? ec.message() : "no address"));
     }
-    asio::ip::address_v4::bytes_type bytes{};
-    std::copy(e.address.begin(), e.address.begin() + 4, bytes.begin());
-    return {asio::ip::address_v4(bytes), e.port};
+    return results.begin()->endpoint();
   }
 
   asio::ip::tcp::endpoint root_endpoint() {
-    asio::ip::tcp::resolver resolver(io_);
-    std::error_code ec;
-    auto results = resolver.resolve(cfg_.root_host, std::to_string(cfg_.root_port), ec);
-    if (ec || results.empty()) {
-      throw error(errc::bootstrap_failed,
-                  fmt::format("tcp: rank {}: cannot resolve COMMX_ROOT host '{}': {}", rank(),
-                              cfg_.root_host, ec ? ec.message() : "no address"));
+    return resolve(cfg_.root_host, cfg_.root_port, "COMMX_ROOT");
+  }
+
+  /// Connects to `target`, through this site's relay when it is at another site.
+  [[nodiscard]] dial_identity identity(const endpoint_record& target) const {
+    dial_identity who{cfg_.token, rank(), size(), std::nullopt};
+    if (relay_ && target.site != cfg_.site) who.relay = relay_;
+    return who;
+  }
+
+  void dial(const endpoint_record& target, clock::time_point until, dialer::done_fn done,
+            std::optional<asio::ip::tcp::socket> opened = std::nullopt) {
+    dialer::start(io_, identity(target), target, until, std::move(done), std::move(opened));
+  }
+
+  struct dialled {
+    bool done = false;
+    std::string failure;
+    bool token_refused = false;
+    std::optional<asio::ip::tcp::socket> socket;
+  };
+
+  /// Dials `target` and runs the rendezvous until it is connected or failed (or `until`). The
+  /// outcome is shared with the dialer, which may still finish after a deadline.
+  std::shared_ptr<dialled> dial_and_wait(const endpoint_record& target, clock::time_point until) {
+    auto d = std::make_shared<dialled>();
+    dial(target, until, [d](const std::string& why, asio::ip::tcp::socket s, bool token) {
+      d->done = true;
+      d->failure = why;
+      d->token_refused = token;
+      if (why.empty()) d->socket.emplace(std::move(s));
+    });
+    if (!run_until([&] { return d->done; }, until) && !d->done) {
+      d->failure = "no answer before the deadline";
     }
-    return results.begin()->endpoint();
+    return d;
   }
 
   std::string root_text() const { return fmt::format("{}:{}", cfg_.root_host, cfg_.root_port); }
@@ -1081,23 +1123,27 @@ class engine {
   }
 
   void join_as_member(clock::time_point until) {
-    const asio::ip::tcp::endpoint root = root_endpoint();
+    endpoint_record root = record_of(root_endpoint());
+    root.site = cfg_.root_site;
     // Rank 0 may not be listening yet: retry, backing off, until the deadline.
-    asio::ip::tcp::socket to_root(io_);
+    std::optional<asio::ip::tcp::socket> reached;
     auto backoff = std::chrono::milliseconds(10);
     for (;;) {
-      std::optional<std::error_code> result;
-      to_root = asio::ip::tcp::socket(io_);
-      to_root.async_connect(root, [&](std::error_code ec) { result = ec; });
-      run_until([&] { return result.has_value(); }, until);
-      if (result && !*result) break;
-      if (!result) to_root.close();
+      const auto d = dial_and_wait(root, until);
+      if (d->socket) {
+        reached = std::move(d->socket);
+        break;
+      }
+      if (d->token_refused) {
+        throw error(
+            errc::authentication_failed,
+            fmt::format("tcp: rank {}: the rendezvous at {}: {}", rank(), root_text(), d->failure));
+      }
       if (clock::now() + backoff >= until) {
         throw error(errc::bootstrap_failed,
                     fmt::format("tcp: rank {}: the rendezvous at {} did not complete within {}: "
-                                "rank 0 does not answer{}",
-                                rank(), root_text(), seconds_text(),
-                                result ? fmt::format(" ({})", result->message()) : ""));
+                                "rank 0 does not answer ({})",
+                                rank(), root_text(), seconds_text(), d->failure));
       }
       asio::steady_timer pause(io_, backoff);
       bool paused = false;
@@ -1105,6 +1151,7 @@ class engine {
       run_until([&] { return paused; }, until);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
     }
+    asio::ip::tcp::socket to_root = std::move(*reached);
     const asio::ip::address listen_address =
         cfg_.listen_address ? *cfg_.listen_address : to_root.local_endpoint().address();
     open_acceptor({listen_address, 0}, false);
@@ -1132,17 +1179,13 @@ class engine {
                   fmt::format("tcp: rank {}: rank 0 gave up: {}", rank(), abort_text_));
     }
     for (int r = 1; r < rank(); ++r) {
-      asio::ip::tcp::socket socket(io_);
-      std::optional<std::error_code> result;
-      socket.async_connect(endpoint_of(table_[index(r)]), [&](std::error_code ec) { result = ec; });
-      run_until([&] { return result.has_value(); }, until);
-      if (!result || *result) {
-        throw error(
-            errc::bootstrap_failed,
-            fmt::format("tcp: rank {}: cannot connect to rank {} at {}:{}: {}", rank(), r,
-                        endpoint_of(table_[index(r)]).address().to_string(), table_[index(r)].port,
-                        result ? result->message() : "no answer before the deadline"));
+      const auto d = dial_and_wait(table_[index(r)], until);
+      if (!d->socket) {
+        throw error(d->token_refused ? errc::authentication_failed : errc::bootstrap_failed,
+                    fmt::format("tcp: rank {}: cannot connect to rank {} at {}: {}", rank(), r,
+                                text_of(table_[index(r)]), d->failure));
       }
+      asio::ip::tcp::socket socket = std::move(*d->socket);
       connect(r, std::move(socket), handshake::purpose::peer, until);
     }
     const auto all = [&] {
@@ -1231,6 +1274,7 @@ class engine {
   int pending_handshakes_ = 0;
   bool joined_ = false;
   std::vector<endpoint_record> table_;
+  std::optional<asio::ip::tcp::endpoint> relay_;  ///< this site's commx-relay (COMMX_RELAY)
   bool have_table_ = false;
   bool have_abort_ = false;
   std::string abort_text_;

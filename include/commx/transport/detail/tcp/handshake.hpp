@@ -7,7 +7,7 @@
 ///
 /// | message | from | bytes | content |
 /// |---|---|---|---|
-/// | hello | connecting side | 48 | magic "CMXH", version, purpose (join/peer), 2 zero bytes, rank, size, 32-byte nonce |
+/// | hello | connecting side | 48 | magic "CMXH", version, purpose (join/peer/stream/relay), 2 zero bytes, rank, size, 32-byte nonce |
 /// | challenge | accepting side | 80 | magic, version, 3 zero bytes, its rank, size, 32-byte nonce, proof = HMAC(token, "commx server" hello nonce rank size) |
 /// | response | connecting side | 40 | magic, 4 zero bytes, proof = HMAC(token, "commx client" hello challenge) |
 /// | verdict | accepting side | 8 | magic, 0 (accepted) or a refusal code |
@@ -47,6 +47,8 @@ enum class purpose : std::uint8_t {
   join = 1,    ///< a rank joins the job at rank 0 (the rendezvous); the connection stays as theirs
   peer = 2,    ///< a rank connects to a lower rank, once the table is known
   stream = 3,  ///< an extra connection to a connected peer (transport::wan's data streams)
+  relay = 4,   ///< a rank (or a relay on its behalf) asks commx-relay to carry it (route.hpp);
+               ///< the relay has no rank and answers as the caller's own
 };
 
 enum class verdict_code : std::uint32_t {
@@ -141,7 +143,8 @@ inline std::optional<hello> decode_hello(std::span<const std::byte, hello_size> 
   const auto why = wire::get(&in[5], 1);
   if (why != static_cast<std::uint8_t>(purpose::join) &&
       why != static_cast<std::uint8_t>(purpose::peer) &&
-      why != static_cast<std::uint8_t>(purpose::stream))
+      why != static_cast<std::uint8_t>(purpose::stream) &&
+      why != static_cast<std::uint8_t>(purpose::relay))
     return std::nullopt;
   const auto rank = wire::get(&in[8], 4);
   const auto size = wire::get(&in[12], 4);

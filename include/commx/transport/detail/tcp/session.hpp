@@ -22,7 +22,8 @@
 namespace commx::detail::tcp {
 
 /// The accepting side. `welcome(hello)` decides, once the peer has proved it holds the token,
-/// whether this rank expects it.
+/// whether this rank expects it. A relay, which has no rank, passes rank -1: it answers as the
+/// rank that calls it.
 class server_session : public std::enable_shared_from_this<server_session> {
  public:
   using welcome_fn = std::function<handshake::verdict_code(const handshake::hello&)>;
@@ -63,8 +64,10 @@ class server_session : public std::enable_shared_from_this<server_session> {
     const auto h = handshake::decode_hello(hello_in_);
     if (!h) return fail("malformed hello: not a commx peer");
     peer = *h;
-    challenge_ =
-        handshake::make_challenge(token_, hello_in_, {rank_, size_, handshake::fresh_nonce()});
+    const bool relay = rank_ < 0;
+    challenge_ = handshake::make_challenge(
+        token_, hello_in_,
+        {relay ? peer.rank : rank_, relay ? peer.size : size_, handshake::fresh_nonce()});
     asio::async_write(socket, asio::buffer(challenge_),
                       [self = shared_from_this()](std::error_code wec, std::size_t) {
                         if (self->finished_) return;

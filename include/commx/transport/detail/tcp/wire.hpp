@@ -19,9 +19,10 @@
 /// | 24 | 8 | length: payload bytes that follow (eager, data, bootstrap), the message size (rts) |
 /// | 32 | 8 | cookie: rendezvous id (rts, cts, data, revoke), bytes returned (credit) |
 ///
-/// Bootstrap payloads: an `address` frame carries one 20-byte endpoint (family 4 or 6, a zero
-/// byte, port, 16 address bytes; IPv4 in the first 4, the rest zero); a `table` frame one per
-/// rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
+/// Bootstrap payloads: an `address` frame carries one 36-byte endpoint (family 4 or 6, a zero
+/// byte, port, 16 address bytes with IPv4 in the first 4 and the rest zero, then the rank's
+/// site name in 16 bytes, zero-padded: sites joined through commx-relay); a `table` frame one
+/// per rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
 
 #include <array>
 #include <cstddef>
@@ -29,6 +30,7 @@
 #include <cstring>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -45,7 +47,8 @@ inline constexpr std::size_t max_eager_payload = std::size_t{1} << 20;
 inline constexpr std::uint64_t max_message_size = std::uint64_t{1} << 40;
 /// The largest eager window a receiver may grant, so credits are checked against a bound.
 inline constexpr std::uint64_t max_window = std::uint64_t{1} << 32;
-inline constexpr std::size_t endpoint_size = 20;
+inline constexpr std::size_t endpoint_size = 36;
+inline constexpr std::size_t max_site_name = 16;
 inline constexpr std::size_t max_ranks = std::size_t{1} << 20;
 inline constexpr std::size_t max_abort_text = 4096;
 
@@ -172,11 +175,25 @@ inline decoded decode(std::span<const std::byte, header_size> in, int expected_s
   return d;
 }
 
-/// A listen endpoint as the bootstrap frames carry it.
+/// A site name: 1 to 16 letters, digits, '.', '_' or '-' (or empty: no site).
+inline bool valid_site_name(std::string_view name) {
+  if (name.size() > max_site_name) return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/// A listen endpoint as the bootstrap frames carry it, with the site its rank is at.
 struct endpoint_record {
   bool v6 = false;
   std::uint16_t port = 0;
   std::array<std::uint8_t, 16> address{};
+  std::string site;  ///< valid_site_name; empty: no site given
+
+  friend bool operator==(const endpoint_record&, const endpoint_record&) = default;
 };
 
 inline std::array<std::byte, endpoint_size> encode(const endpoint_record& e) {
@@ -184,6 +201,9 @@ inline std::array<std::byte, endpoint_size> encode(const endpoint_record& e) {
   wire::put(&out[0], e.v6 ? 6 : 4, 1);
   wire::put(&out[2], e.port, 2);
   for (std::size_t i = 0; i < 16; ++i) out[4 + i] = static_cast<std::byte>(e.address[i]);
+  for (std::size_t i = 0; i < e.site.size() && i < max_site_name; ++i) {
+    out[20 + i] = static_cast<std::byte>(e.site[i]);
+  }
   return out;
 }
 
@@ -200,6 +220,13 @@ inline std::optional<endpoint_record> decode_endpoint(std::span<const std::byte>
     e.address[i] = std::to_integer<std::uint8_t>(in[4 + i]);
     if (!e.v6 && i >= 4 && e.address[i] != 0) return std::nullopt;
   }
+  std::size_t length = 0;
+  while (length < max_site_name && in[20 + length] != std::byte{0}) ++length;
+  for (std::size_t i = length; i < max_site_name; ++i) {
+    if (in[20 + i] != std::byte{0}) return std::nullopt;  // padding is zero, to the end
+  }
+  e.site.assign(reinterpret_cast<const char*>(&in[20]), length);
+  if (!valid_site_name(e.site)) return std::nullopt;
   return e;
 }
 

@@ -428,7 +428,9 @@ class paths {
     path& p = peers_[index(peer)];
     ++p.epoch;
     p.expected = p.tuning.streams;
-    const asio::ip::tcp::endpoint where = engine_.endpoint_of_rank(peer);
+    // Through this site's relay when the peer is at another site: the tuning then applies to
+    // the hop to the relay (the relay's own sockets are the kernel's to tune).
+    const asio::ip::tcp::endpoint where = engine_.first_hop(peer);
     for (int k = 0; k < p.tuning.streams; ++k) {
       asio::ip::tcp::socket socket(engine_.io());
       std::error_code ec;
@@ -463,17 +465,20 @@ class paths {
       if (!s) continue;
       ++p.connecting;
       const clock::time_point until = p.connect_until;
-      const asio::ip::tcp::endpoint where = engine_.endpoint_of_rank(peer);
       std::weak_ptr<stream> weak = s;
-      s->conn.socket.async_connect(where, [this, weak, until](std::error_code cec) {
-        auto st = weak.lock();
-        if (!st) return;
-        if (cec) {
-          --peers_[index(st->peer)].connecting;
-          return broken(*st, fmt::format("cannot connect: {}", cec.message()));
-        }
-        authenticate(st, until);
-      });
+      engine_.dial_rank(
+          peer, until,
+          [this, weak, until](const std::string& failure, asio::ip::tcp::socket socket, bool) {
+            auto st = weak.lock();
+            if (!st) return;
+            if (!failure.empty()) {
+              --peers_[index(st->peer)].connecting;
+              return broken(*st, fmt::format("cannot connect: {}", failure));
+            }
+            st->conn.socket = std::move(socket);
+            authenticate(st, until);
+          },
+          std::move(s->conn.socket));
     }
   }
 
