@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "commx/transport/detail/tcp/handshake.hpp"
+#include "commx/transport/detail/tcp/route.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
 
 namespace tcp = commx::detail::tcp;
@@ -47,6 +48,17 @@ void endpoints(std::span<const std::byte> in) {
     }
   }
   (void)tcp::decode_table(in, in.size() / tcp::endpoint_size);
+  // What commx-relay reads from a caller, and a caller from the relay.
+  if (in.size() >= tcp::route::request_size) {
+    if (auto target = tcp::route::decode_request(in.first<tcp::route::request_size>())) {
+      require(tcp::valid_site_name(target->site));
+      const auto again = tcp::route::encode_request(*target);
+      require(std::equal(again.begin(), again.end(), in.begin()));
+    }
+  }
+  if (in.size() >= tcp::route::reply_size) {
+    (void)tcp::route::decode_reply(in.first<tcp::route::reply_size>());
+  }
 }
 
 void handshake(std::span<const std::byte> in) {

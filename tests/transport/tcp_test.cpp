@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -24,6 +25,7 @@
 
 #include "commx/communicator.hpp"
 #include "commx/transport/detail/tcp/handshake.hpp"
+#include "commx/transport/detail/tcp/route.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
 #include "commx/transport/tcp.hpp"
 #include "support/check.hpp"
@@ -109,6 +111,43 @@ TEST_CASE("endpoint records and tables are checked field by field", "[tcp][frame
   table.insert(table.end(), bytes.begin(), bytes.end());
   CHECK(tcp::decode_table(table, 2));
   CHECK(!tcp::decode_table(table, 3));
+  // The site name: carried whole, checked character by character, zero-padded to the end.
+  tcp::endpoint_record at_site = v4;
+  at_site.site = "amsterdam-1";
+  const auto sited = tcp::encode(at_site);
+  REQUIRE(tcp::decode_endpoint(sited));
+  CHECK(*tcp::decode_endpoint(sited) == at_site);
+  bad = sited;
+  bad[20 + 3] = std::byte{' '};  // not a site-name character
+  CHECK(!tcp::decode_endpoint(bad));
+  bad = sited;
+  bad[20 + 15] = std::byte{'x'};  // a byte after the name's end
+  CHECK(!tcp::decode_endpoint(bad));
+}
+
+TEST_CASE("relay route requests and replies are checked field by field", "[tcp][relay]") {
+  tcp::endpoint_record target;
+  target.port = 7100;
+  target.address = {10, 78, 3, 2};
+  target.site = "B";
+  const auto request = tcp::route::encode_request(target);
+  REQUIRE(tcp::route::decode_request(request));
+  CHECK(*tcp::route::decode_request(request) == target);
+  auto bad = request;
+  bad[0] = std::byte{0};  // magic
+  CHECK(!tcp::route::decode_request(bad));
+  bad = request;
+  bad[5] = std::byte{1};  // reserved
+  CHECK(!tcp::route::decode_request(bad));
+  bad = request;
+  bad[8 + 2] = bad[8 + 3] = std::byte{0};  // port 0
+  CHECK(!tcp::route::decode_request(bad));
+  for (const auto code : {tcp::route::route_code::connected, tcp::route::route_code::refused}) {
+    CHECK(tcp::route::decode_reply(tcp::route::encode_reply(code)) == code);
+  }
+  auto reply = tcp::route::encode_reply(tcp::route::route_code::connected);
+  reply[4] = std::byte{9};
+  CHECK(!tcp::route::decode_reply(reply));
 }
 
 // --- the handshake ---------------------------------------------------------------------------
@@ -618,3 +657,28 @@ TEST_CASE("ranks started by mpirun take rank and size from Open MPI", "[tcp][pro
 }
 
 }  // namespace
+
+TEST_CASE("sites and relays in the environment are checked at start-up", "[tcp][relay]") {
+  const auto config_with = [](std::map<std::string, std::string> vars) {
+    vars.emplace("COMMX_RANK", "1");
+    vars.emplace("COMMX_SIZE", "2");
+    vars.emplace("COMMX_ROOT", "127.0.0.1:5000");
+    vars.emplace("COMMX_TOKEN", "secret");
+    return tcp::config_from_env([vars](const char* name) -> std::optional<std::string> {
+      const auto at = vars.find(name);
+      if (at == vars.end()) return std::nullopt;
+      return at->second;
+    });
+  };
+  const auto c = config_with({{"COMMX_SITE", "B"}, {"COMMX_RELAY", "10.0.0.1:7100"}});
+  CHECK(c.site == "B");
+  CHECK(c.root_site == "B");  // rank 0 at this rank's site unless COMMX_ROOT_SITE says otherwise
+  CHECK(c.relay_host == "10.0.0.1");
+  CHECK(c.relay_port == 7100);
+  CHECK(config_with({{"COMMX_SITE", "B"}, {"COMMX_ROOT_SITE", "A"}}).root_site == "A");
+  COMMX_EXPECT_ERROR(commx::errc::bootstrap_failed,
+                     (void)config_with({{"COMMX_RELAY", "10.0.0.1:7100"}}));
+  COMMX_EXPECT_ERROR(commx::errc::bootstrap_failed, (void)config_with({{"COMMX_SITE", "a site"}}));
+  COMMX_EXPECT_ERROR(commx::errc::bootstrap_failed,
+                     (void)config_with({{"COMMX_SITE", "B"}, {"COMMX_RELAY", "nowhere"}}));
+}

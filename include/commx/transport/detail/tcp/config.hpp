@@ -11,6 +11,9 @@
 /// | COMMX_ADDR | the address this rank listens on (default: the one it reaches the root from) |
 /// | COMMX_IFACE | or: the interface whose address it listens on (`eth1`) |
 /// | COMMX_PORT_RANGE | `lo-hi`: listen on the first free port in the range (firewalls) |
+/// | COMMX_SITE | the site this rank is at (a name: letters, digits, `.`, `_`, `-`; up to 16) |
+/// | COMMX_RELAY | host:port of this site's commx-relay: ranks at other sites are reached through it |
+/// | COMMX_ROOT_SITE | the site rank 0 is at (default: this rank's), so the rendezvous is relayed too |
 /// | COMMX_TIMEOUT | seconds the rendezvous may take, as for every blocking call (60) |
 /// | COMMX_TCP_EAGER | largest message sent without a rendezvous, bytes (64 KiB, <= 1 MiB) |
 /// | COMMX_TCP_WINDOW | eager bytes a sender may have unconsumed at each receiver (4 MiB) |
