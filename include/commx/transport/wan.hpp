@@ -57,7 +57,9 @@ class wan {
   [[nodiscard]] int node_of(int peer) const { return engine_->node_of(peer); }
 
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
-    return engine_->isend(dest, ctx, tag, data);
+    request r = engine_->isend(dest, ctx, tag, data);
+    if (r && pinned_stream_ >= 0) r->stream = pinned_stream_;
+    return r;
   }
 
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
@@ -98,6 +100,21 @@ class wan {
   /// What the path to `peer` runs on now: its tuning, epoch and open streams.
   [[nodiscard]] path_state path(int peer) const { return paths_->state(peer); }
 
+  /// While it lives, the large messages this rank sends go each on one data stream, `k` (mod
+  /// the path's streams), instead of spread over all: MPWide's per-stream buffers
+  /// (wan_parts.hpp). Small messages go on the control connection as always.
+  class stream_pin {
+   public:
+    stream_pin(wan& t, int k) : t_(t), before_(t.pinned_stream_) { t_.pinned_stream_ = k; }
+    stream_pin(const stream_pin&) = delete;
+    stream_pin& operator=(const stream_pin&) = delete;
+    ~stream_pin() { t_.pinned_stream_ = before_; }
+
+   private:
+    wan& t_;
+    int before_;
+  };
+
   /// The socket of data stream `k` of the path to `peer`, or -1 (tests break one with it).
   [[nodiscard]] int native_stream(int peer, int k) const { return paths_->native_stream(peer, k); }
 
@@ -105,6 +122,7 @@ class wan {
   // Destroyed in reverse: the streams close (and say so) before the control connections.
   std::unique_ptr<detail::tcp::engine> engine_;
   std::unique_ptr<detail::wan::paths> paths_;
+  int pinned_stream_ = -1;
 };
 
 static_assert(transport<wan>);

@@ -12,6 +12,9 @@
 // - patterns (any number of ranks): MPWide's exchange patterns, as between sites: a cycle (send
 //   to the next rank while receiving from the previous) of messages whose size the receiver
 //   does not know, into one buffer that grows and shrinks, each round closed by a barrier
+// - parts: MPWide's per-stream buffers: rank 0 sends 4 parts of different sizes, part k on data
+//   stream k (each stream carried exactly its part), rank 1 receives them into 4 buffers of
+//   sizes it did not know
 
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -32,6 +35,7 @@
 
 #include "commx/communicator.hpp"
 #include "commx/transport/wan.hpp"
+#include "commx/transport/wan_parts.hpp"
 #include "support/check.hpp"
 
 namespace {
@@ -200,6 +204,34 @@ void patterns(comm& world) {
   }
 }
 
+void parts(comm& world) {
+  const std::size_t words[] = {std::size_t{1} << 18, (std::size_t{3} << 18) + 5, 16385,
+                               std::size_t{1} << 19};
+  constexpr std::size_t n = std::size(words);
+  std::vector<std::vector<std::uint32_t>> buffers(n);
+  const int other = 1 - world.rank();
+  if (world.rank() == 0) {
+    for (std::size_t k = 0; k < n; ++k) buffers[k] = pattern(words[k], 0, static_cast<int>(k));
+    const auto before = world.transport().path(other).carried;
+    auto sent = commx::wan::isend_parts(world, other, 30, std::span(buffers));
+    commx::wait_all(sent);
+    const auto after = world.transport().path(other).carried;
+    COMMX_CHECK_EQ(after.size(), n);
+    COMMX_CHECK_EQ(before.size(), n);
+    for (std::size_t k = 0; k < n; ++k) {
+      // Stream k carried part k, and nothing else.
+      COMMX_CHECK_EQ(after[k] - before[k], words[k] * 4);
+    }
+  } else {
+    commx::wan::recv_parts(world, other, 30, std::span(buffers));
+    for (std::size_t k = 0; k < n; ++k) {
+      check_same(buffers[k], pattern(words[k], 0, static_cast<int>(k)), "part",
+                 static_cast<int>(k));
+    }
+  }
+  world.barrier();
+}
+
 void break_stream(comm& world) {
   auto& t = world.transport();
   const std::size_t words = (std::size_t{256} << 20) / 4;
@@ -263,6 +295,8 @@ int main(int argc, char** argv) {
       bench(world, argc, argv);
     } else if (scenario == "autotune") {
       autotuned(world);
+    } else if (scenario == "parts") {
+      parts(world);
     } else if (scenario == "break_stream") {
       break_stream(world);
     } else {

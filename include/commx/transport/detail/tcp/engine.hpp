@@ -84,6 +84,7 @@ struct operation {
   std::span<const std::byte> payload;          ///< rendezvous sends
   std::byte* target = nullptr;                 ///< a matched receive's destination
   std::uint64_t cookie = 0;                    ///< rendezvous id
+  int stream = -1;  ///< for an extension with several streams: the one to carry it; -1 any
   op_result result;
   stage where = stage::done;
   bool done = false;

@@ -115,6 +115,7 @@ struct stream {
   bool close_queued = false;  ///< our close frame is queued (or out)
   bool shut = false;          ///< our sending half is shut down
   bool close_received = false;
+  std::uint64_t carried = 0;  ///< chunk payload bytes handed to this stream
   // reading
   stream_header_bytes head{};
   std::size_t head_have = 0;
@@ -134,6 +135,7 @@ struct outgoing {
   std::uint64_t chunk;
   std::uint64_t next = 0;     ///< offset of the next chunk to hand to a stream
   std::size_t in_flight = 0;  ///< chunks queued on streams, not yet written
+  int stream = -1;            ///< the only stream (mod the path's) that carries it; -1 any
 };
 
 /// A large message whose chunks this rank is receiving.
@@ -148,6 +150,7 @@ struct path_state {
   path_config tuning;
   std::uint64_t epoch = 0;
   int open_streams = 0;
+  std::vector<std::uint64_t> carried;  ///< chunk bytes handed to each stream of this epoch
   bool reopening = false;
   std::string autotuned;  ///< what autotune measured and picked, as it printed it; empty: not run
 };
@@ -241,8 +244,14 @@ class paths {
   [[nodiscard]] path_state state(int peer) const {
     const path& p = peers_.at(index(peer));
     int open = 0;
-    for (const auto& s : p.streams) open += s->active ? 1 : 0;
-    return {p.tuning, p.epoch, open, p.reopening, p.autotuned};
+    std::vector<std::uint64_t> carried(static_cast<std::size_t>(std::max(p.expected, 0)));
+    for (const auto& s : p.streams) {
+      open += s->active ? 1 : 0;
+      if (s->active && s->index >= 0 && s->index < p.expected) {
+        carried[static_cast<std::size_t>(s->index)] = s->carried;
+      }
+    }
+    return {p.tuning, p.epoch, open, std::move(carried), p.reopening, p.autotuned};
   }
 
   /// The socket of data stream `k` to `peer` (for tests that break one), or -1.
@@ -557,11 +566,13 @@ class paths {
     if (op->payload.empty()) return false;  // nothing to chunk: tcp's empty data frame
     // A message smaller than streams x chunk is cut finer, so that it still spreads over
     // every stream (whole 4 KiB pages, at most the path's chunk).
-    const std::uint64_t streams = static_cast<std::uint64_t>(std::max(p.tuning.streams, 1));
+    // One pinned to a stream goes in the path's chunks.
+    const std::uint64_t streams =
+        op->stream >= 0 ? 1 : static_cast<std::uint64_t>(std::max(p.tuning.streams, 1));
     const std::uint64_t share = (op->payload.size() + streams - 1) / streams;
     const std::uint64_t chunk = std::clamp<std::uint64_t>(
         (share + min_chunk - 1) / min_chunk * min_chunk, min_chunk, p.tuning.chunk);
-    p.sending.push_back({op, op->cookie, op->payload, {}, chunk});
+    p.sending.push_back({op, op->cookie, op->payload, {}, chunk, 0, 0, op->stream});
     service(peer);
     return true;
   }
@@ -579,6 +590,7 @@ class paths {
   bool next_chunk(path& p, stream& s) {
     for (outgoing& o : p.sending) {
       if (o.next >= o.payload.size()) continue;
+      if (o.stream >= 0 && o.stream % std::max(p.expected, 1) != s.index) continue;
       const std::uint64_t length = std::min<std::uint64_t>(o.chunk, o.payload.size() - o.next);
       tcp::out_frame& f = s.conn.out.emplace_back();
       const auto bytes =
@@ -587,6 +599,7 @@ class paths {
       std::copy(bytes.begin(), bytes.end(), f.header.begin());
       f.payload = o.payload.subspan(o.next, length);
       f.cookie = o.id;
+      s.carried += length;
       o.next += length;
       ++o.in_flight;
       return true;
