@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
@@ -55,30 +56,83 @@ def free_port():
         return s.getsockname()[1]
 
 
-def iperf3(*extra):
-    port = str(free_port())
-    server = subprocess.Popen(["iperf3", "-s", "-1", "--forceflush", "-p", port], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    try:
-        for line in server.stdout:  # the server says when it listens
-            if "listening" in line:
-                break
-        r = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", port, "-t", "3", "-P", "1", "-J",
-                            *extra], capture_output=True, text=True, timeout=60, check=True)
-        return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 8 / 2**20
-    finally:
-        server.stdout.close()
-        server.wait(timeout=30)
+def cpu_seconds(pid):
+    """User + system CPU of one process so far, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid):
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            for child in f.read().split():
+                found += [int(child)] + descendants(int(child))
+    return found
+
+
+def commx_cpu():
+    """CPU seconds per GiB of both ranks in the middle of a 5 s one-buffer windowed run: from
+    2 s to 4 s, well inside Google Benchmark's final run, away from start-up and set-up."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        job = subprocess.Popen([commxrun, "-n", "2", "--timeout", "600",
+                                os.path.join(build, "bench/bench_pingpong_tcp"),
+                                "--benchmark_filter=^bandwidth-onebuf/.*/4194304/",
+                                "--benchmark_min_time=5", f"--benchmark_out={out.name}",
+                                "--benchmark_out_format=json"], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(2)
+        ranks = descendants(job.pid)
+        before = sum(cpu_seconds(p) for p in ranks)
+        time.sleep(2)
+        used = sum(cpu_seconds(p) for p in ranks) - before
+        if job.wait(timeout=600) != 0:
+            raise RuntimeError("bench_pingpong_tcp failed")
+        rate = json.load(open(out.name))["benchmarks"][0]["bytes_per_second"] / 2**30
+    return used / (rate * 2)
+
+
+def reap(process):
+    """Waits for `process`; its CPU seconds (and its children's)."""
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise RuntimeError(f"{process.args[0]} failed")
+    return usage.ru_utime + usage.ru_stime
 
 
 def raw_tcp():
-    r = subprocess.run([os.path.join(build, "bench/bench_tcp_stream"), str(4 << 20), "3"],
-                       capture_output=True, text=True, timeout=60, check=True)
-    return float(r.stdout.split()[-2])  # "... N MiB/s"
+    """(MiB/s, CPU s/GiB) of raw TCP moving 4 MiB messages for 3 s (the sender is a child)."""
+    run = subprocess.Popen([os.path.join(build, "bench/bench_tcp_stream"), str(4 << 20), "3"],
+                           stdout=subprocess.PIPE, text=True)
+    out = run.stdout.read()
+    used = reap(run)
+    rate = float(out.split()[-2])  # "... N MiB/s"
+    return rate, used / (rate / 1024 * 3)
+
+
+def iperf3(*extra):
+    """(MiB/s, CPU s/GiB of server and client) of one iperf3 stream for 3 s."""
+    port = str(free_port())
+    server = subprocess.Popen(["iperf3", "-s", "-1", "--forceflush", "-p", port],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in server.stdout:  # the server says when it listens
+        if "listening" in line:
+            break
+    client = subprocess.Popen(["iperf3", "-c", "127.0.0.1", "-p", port, "-t", "3", "-P", "1",
+                               "-J", *extra], stdout=subprocess.PIPE, text=True)
+    out = client.stdout.read()
+    used = reap(client)
+    server.stdout.read()
+    used += reap(server)
+    rate = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 8 / 2**20
+    return rate, used / (rate / 1024 * 3)
 
 
 commxrun = os.path.join(build, "tools/commxrun/commxrun")
-runs = {"commx": [], "openmpi": [], "iperf3": [], "iperf3_1M": [], "raw": []}
+runs = {"commx": [], "openmpi": [], "iperf3": [], "iperf3_1M": [], "raw": [], "commx_cpu": [],
+        "iperf3_cpu": [], "raw_cpu": []}
 load = []
 for r in range(rounds):
     load.append(os.getloadavg()[0])
@@ -86,9 +140,14 @@ for r in range(rounds):
                                  os.path.join(build, "bench/bench_pingpong_tcp")]))
     runs["openmpi"].append(gbench(["mpirun", "--oversubscribe", "-np", "2", "--mca", "btl",
                                    "self,tcp", os.path.join(build, "bench/bench_mpi_pingpong")]))
-    runs["iperf3"].append(iperf3())
-    runs["iperf3_1M"].append(iperf3("-l", "1M"))
-    runs["raw"].append(raw_tcp())
+    rate, cpu = iperf3()
+    runs["iperf3"].append(rate)
+    runs["iperf3_cpu"].append(cpu)
+    runs["iperf3_1M"].append(iperf3("-l", "1M")[0])
+    rate, cpu = raw_tcp()
+    runs["raw"].append(rate)
+    runs["raw_cpu"].append(cpu)
+    runs["commx_cpu"].append(commx_cpu())
 
 
 def values(stack, key=None):
@@ -131,3 +190,7 @@ print(f"| 4 MiB ping-pong | {median('commx', pp):.0f} MiB/s | {median('openmpi',
 print(f"references: iperf3 1 stream {statistics.median(ip):.0f} MiB/s (128 KiB writes), "
       f"{statistics.median(ip1):.0f} MiB/s (-l 1M); raw TCP, 4 MiB messages "
       f"{statistics.median(raw):.0f} MiB/s = {ratio(raw, ip, 'iperf3 ')}")
+print(f"CPU seconds per GiB moved, both ends: commx (one-buffer windowed) "
+      f"{median('commx_cpu'):.3f}, raw TCP 4 MiB {median('raw_cpu'):.3f}, iperf3 "
+      f"{median('iperf3_cpu'):.3f}; commx / raw {ratio(values('commx_cpu'), values('raw_cpu'))}, "
+      f"commx / iperf3 {ratio(values('commx_cpu'), values('iperf3_cpu'))}")
