@@ -89,11 +89,12 @@ void serve() {
       }
       continue;
     }
+    const bool one_buffer = r.what == kind::bandwidth_one_buffer;
     for (auto& slot : window) slot.resize(static_cast<std::size_t>(r.bytes));
     for (std::int64_t i = 0; i < r.iterations; ++i) {
       for (std::size_t w = 0; w < window.size(); ++w) {
-        check(MPI_Irecv(window[w].data(), n, MPI_BYTE, 0, pingpong::data_tag, MPI_COMM_WORLD,
-                        &recvs[w]),
+        char* into = one_buffer ? window[0].data() : window[w].data();
+        check(MPI_Irecv(into, n, MPI_BYTE, 0, pingpong::data_tag, MPI_COMM_WORLD, &recvs[w]),
               "MPI_Irecv");
       }
       check(MPI_Waitall(pingpong::window, recvs.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
@@ -132,9 +133,8 @@ int main(int argc, char** argv) {
     const char* transport = std::getenv("PINGPONG_LABEL");  // e.g. "tcp" for --mca btl self,tcp
     std::string stack = library_name();
     if (transport != nullptr && *transport != '\0') stack += std::string("-") + transport;
-    for (kind what : {kind::pingpong, kind::bandwidth}) {
-      const std::string name =
-          std::string(what == kind::pingpong ? "pingpong/" : "bandwidth/") + stack;
+    for (kind what : pingpong::measurements) {
+      const std::string name = std::string(pingpong::label(what)) + "/" + stack;
       benchmark::RegisterBenchmark(name.c_str(), [what](benchmark::State& s) { measure(s, what); })
           ->Apply(pingpong::sizes)
           ->UseRealTime();

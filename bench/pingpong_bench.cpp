@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Ping-pong (half round trip) and one-way windowed bandwidth between ranks 0 and 1 on any
-// commx stack: commx_add_variants builds bench_pingpong_inproc, _shm, _tcp, ... from this file.
+// Ping-pong (half round trip) and one-way windowed bandwidth (into a buffer per message in
+// flight, and all into one buffer) between ranks 0 and 1 on any commx stack:
+// commx_add_variants builds bench_pingpong_inproc, _shm, _tcp, ... from this file.
 //   COMMX_INPROC_RANKS=2 ./bench_pingpong_inproc
 //   commxrun -n 2 ./bench_pingpong_shm [--benchmark_repetitions=5 ...]
 // mpi_pingpong_bench.cpp is the same measurement in raw MPI calls, for side-by-side ratios.
@@ -69,11 +70,13 @@ void serve(comm& world) {
       }
       continue;
     }
+    const bool one_buffer = r.what == kind::bandwidth_one_buffer;
     for (auto& slot : window) slot.resize(bytes);
     for (std::int64_t i = 0; i < r.iterations; ++i) {
       recvs.clear();
       for (auto& slot : window) {
-        recvs.push_back(world.irecv(0, pingpong::data_tag, std::span<std::byte>(slot)));
+        auto& into = one_buffer ? window[0] : slot;
+        recvs.push_back(world.irecv(0, pingpong::data_tag, std::span<std::byte>(into)));
       }
       commx::wait_all(recvs);
       world.send(0, pingpong::control_tag, std::span<const std::byte>());
@@ -94,10 +97,9 @@ int main(int argc, char** argv) {
       if (world.rank() == 1) serve(world);
       if (world.rank() != 0) return;
       const std::string stack(comm::transport_type::name);
-      for (kind what : {kind::pingpong, kind::bandwidth}) {
-        const char* label = what == kind::pingpong ? "pingpong" : "bandwidth";
+      for (kind what : pingpong::measurements) {
         benchmark::RegisterBenchmark(
-            fmt::format("{}/commx-{}", label, stack).c_str(),
+            fmt::format("{}/commx-{}", pingpong::label(what), stack).c_str(),
             [&world, what](benchmark::State& s) { measure(s, world, what); })
             ->Apply(pingpong::sizes)
             ->UseRealTime();

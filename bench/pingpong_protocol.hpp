@@ -13,7 +13,31 @@
 
 namespace pingpong {
 
-enum class kind : std::int32_t { pingpong = 0, bandwidth = 1, stop = 2 };
+/// bandwidth: `window` messages in flight, each into a receive buffer of its own (window x size
+/// bytes of destinations, 256 MiB at 4 MiB: past the caches). bandwidth_one_buffer: the same, but
+/// every receive of the window lands in one buffer, as OSU's osu_bw does and as iperf3 reads
+/// into one buffer; the messages of one connection arrive one after the other, so the receives
+/// never write the buffer at the same time (MPI calls overlapping receive buffers erroneous,
+/// though every MPI library handles it as OSU relies on).
+enum class kind : std::int32_t { pingpong = 0, bandwidth = 1, stop = 2, bandwidth_one_buffer = 3 };
+
+inline const char* label(kind what) {
+  switch (what) {
+    case kind::pingpong:
+      return "pingpong";
+    case kind::bandwidth:
+      return "bandwidth";
+    case kind::bandwidth_one_buffer:
+      return "bandwidth-onebuf";
+    case kind::stop:
+      break;
+  }
+  return "stop";
+}
+
+/// The measurements, in the order they run.
+inline constexpr kind measurements[] = {kind::pingpong, kind::bandwidth,
+                                        kind::bandwidth_one_buffer};
 
 struct run {
   kind what;

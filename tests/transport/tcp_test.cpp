@@ -289,6 +289,55 @@ TEST_CASE("a flood of small messages is held within the window, and none is lost
   }));
 }
 
+TEST_CASE("large messages in flight between eager ones each land byte for byte in their own buffer",
+          "[tcp][threads]") {
+  // Every large receive is posted before anything is sent, so many rendezvous payloads are
+  // awaited on the connection at once while eager frames come between them: the reader takes
+  // one header at a time then and reads each payload straight into its receive buffer.
+  REQUIRE_NOTHROW(two_threads([](comm& world) {
+    constexpr int count = 40;
+    const auto size_of = [](int i) {
+      return (std::size_t{96} << 10) + 4099 * static_cast<std::size_t>(i);
+    };
+    const auto byte_of = [](int i, std::size_t j) {
+      return static_cast<unsigned char>((131 * static_cast<std::size_t>(i) + j) & 0xff);
+    };
+    if (world.rank() == 0) {
+      std::vector<std::vector<unsigned char>> large(count);
+      std::vector<int> small(count);
+      std::vector<comm::request> sends;
+      world.barrier();  // rank 1 posted all its receives
+      for (int i = 0; i < count; ++i) {
+        auto& message = large[static_cast<std::size_t>(i)];
+        message.resize(size_of(i));
+        for (std::size_t j = 0; j < message.size(); ++j) message[j] = byte_of(i, j);
+        sends.push_back(world.isend(1, 1, message));
+        small[static_cast<std::size_t>(i)] = i;
+        sends.push_back(world.isend(1, 2, small[static_cast<std::size_t>(i)]));
+      }
+      commx::wait_all(sends);
+    } else {
+      std::vector<std::vector<unsigned char>> large(count);
+      std::vector<int> small(count, -1);
+      std::vector<comm::request> recvs;
+      for (int i = 0; i < count; ++i) {
+        large[static_cast<std::size_t>(i)].resize(size_of(i));
+        recvs.push_back(world.irecv(0, 1, std::span(large[static_cast<std::size_t>(i)])));
+        recvs.push_back(world.irecv(0, 2, small[static_cast<std::size_t>(i)]));
+      }
+      world.barrier();
+      commx::wait_all(recvs);
+      for (int i = 0; i < count; ++i) {
+        COMMX_CHECK_EQ(small[static_cast<std::size_t>(i)], i);
+        const auto& got = large[static_cast<std::size_t>(i)];
+        std::size_t wrong = 0;
+        for (std::size_t j = 0; j < got.size(); ++j) wrong += got[j] != byte_of(i, j) ? 1 : 0;
+        COMMX_CHECK_EQ(wrong, std::size_t{0});
+      }
+    }
+  }));
+}
+
 // --- processes -------------------------------------------------------------------------------
 
 int free_port() {

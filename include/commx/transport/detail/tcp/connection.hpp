@@ -11,7 +11,9 @@
 ///
 /// Reading: bytes come into a staging buffer, headers are decoded from it, and payloads are
 /// copied from it to wherever the engine says. A large payload still to come when the staging
-/// buffer is empty is read straight into its destination, with no copy.
+/// buffer is empty is read straight into its destination, with no copy; while a rendezvous
+/// payload may come next, the engine reads no more than the next header into the staging
+/// buffer, so that all of such a payload is read in place.
 
 #include <algorithm>
 #include <array>
@@ -86,6 +88,8 @@ class connection {
       }
       std::error_code ec;
       std::size_t n = 0;
+      std::size_t offered = 0;
+      for (std::size_t i = 0; i < count; ++i) offered += buffers[i].size();
       if (count > 0) {
         n = socket.write_some(std::span(buffers.data(), count), ec);
         if (ec == asio::error::would_block || ec == asio::error::try_again) return {};
@@ -101,6 +105,10 @@ class connection {
         out.pop_front();
         done(finished);
       }
+      // A TCP socket takes less than it was offered only when its send buffer is full: asking
+      // again at once would be a system call that fails with would_block. The write wait the
+      // caller arms resumes the queue (arming re-polls the socket, so no wake-up is missed).
+      if (n < offered) return {};
     }
     return {};
   }

@@ -622,14 +622,27 @@ class engine {
         continue;
       }
       c.compact();
-      const std::size_t n =
-          c.socket.read_some(asio::buffer(c.staging.data() + c.end, c.staging.size() - c.end), ec);
+      std::size_t room = c.staging.size() - c.end;
+      // When a payload this rank asked for (cts) may come next, take no more than the next
+      // header: a full read would pull up to the staging size of that payload through the
+      // staging buffer and a second copy; this way all of it is read straight into its
+      // receive buffer, for one more small read per frame while the rendezvous is pending.
+      if (!c.in_payload && c.available() < header_size && awaits_payload(peer)) {
+        room = header_size - c.available();
+      }
+      const std::size_t n = c.socket.read_some(asio::buffer(c.staging.data() + c.end, room), ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) break;
       if (ec) return broken(peer, ec);
       c.end += n;
       process(peer);
     }
     arm_read(peer);
+  }
+
+  /// Whether a `data` frame from `peer` may come next on its connection: a receive asked for
+  /// one, and no extension carries the data on connections of its own.
+  [[nodiscard]] bool awaits_payload(int peer) const {
+    return !ext_.carry_data && !peers_[index(peer)].awaiting_data.empty();
   }
 
   /// Acts on every whole header and payload byte in the staging buffer.
