@@ -254,6 +254,65 @@ class mpi {
 
   // --- customisation points the communicator uses when a transport has them ----------------
 
+  /// A blocking send without a request (transport::blocking_send): MPI_Isend, and MPI_Test at
+  /// once, which is all an eager message costs; a send that is still pending then waits as a
+  /// request's `wait` does, with `until` resolved against `timeout` only now, and is withdrawn
+  /// (`cancel`) at the deadline: errc::timeout. Sends to this rank itself are left to `isend`
+  /// (nullopt), which buffers small ones.
+  std::optional<op_result> send_blocking(int dest, context_id ctx, int tag,
+                                         std::span<const std::byte> data, const deadline& until,
+                                         clock::duration timeout) {
+    if (dest == state_->rank) [[unlikely]]
+      return std::nullopt;
+    const context& c = context_of(ctx, "send", dest, tag, data.size());
+    request req;
+    const detail::mpi::byte_layout layout(data.size());
+    detail::mpi::check(
+        MPI_Isend(data.data(), layout.count(), layout.type(), c.local_of(dest),
+                  state_->tags.mpi_tag(tag),
+                  c.banks[static_cast<std::size_t>(state_->tags.bank_of(tag))], &req.send_),
+        "MPI_Isend", where("send", dest, tag, data.size()));
+    req.outcome_ = {state_->rank, tag, data.size(), {}};
+    int done = 0;
+    detail::mpi::check(MPI_Test(&req.send_, &done, MPI_STATUS_IGNORE), "MPI_Test",
+                       where("send", dest, tag, data.size()));
+    if (done == 0) [[unlikely]]
+      return wait_out(req, until, timeout);
+    state_->waiting.progressed();
+    return req.outcome_;
+  }
+
+  /// A blocking receive without a request (transport::blocking_recv), as `irecv` receives but
+  /// cheaper when the message is there or about to be: by default one MPI_Improbe finds it,
+  /// `in.prepare` checks its size and MPI_Mrecv receives it (a message `in` refuses is held for
+  /// the next receive, as ever); posted (`receive_path::posted`, where `irecv` would post to
+  /// MPI) MPI_Irecv and MPI_Test. The first polls read no clock; after them the receive waits
+  /// as a request's `wait` does, with `until` resolved against `timeout` only then, and is
+  /// withdrawn at the deadline: errc::timeout. Receives posted earlier and still waiting in the
+  /// endpoint come first, and so do the messages it holds: then this leaves the receive to
+  /// `irecv` (nullopt).
+  std::optional<op_result> recv_blocking(int source, context_id ctx, int tag, recv_buffer buffer,
+                                         const deadline& until, clock::duration timeout) {
+    if (!state_->posted.empty() || !state_->held.empty()) [[unlikely]]
+      return std::nullopt;
+    const context& c = context_of(ctx, "recv", source, tag, buffer.capacity());
+    request req;
+    if (state_->receives == receive_path::posted && postable(buffer, source, tag)) {
+      post_to_mpi(req, c, source, tag, buffer);
+      for (int poll = 0; poll < quick_polls; ++poll) {
+        if (test_posted(req)) return req.outcome_;
+      }
+    } else {
+      for (int poll = 0; poll < quick_polls; ++poll) {
+        if (std::optional<state::found_message> m = state_->probe_mpi(c, source, tag)) {
+          return take(*m, ctx, buffer);
+        }
+      }
+      req.slot_ = state_->post(source, ctx, tag, buffer);
+    }
+    return wait_out(req, until, timeout);
+  }
+
   /// Collective over `parent`'s ranks: MPI_Comm_split(color, key) of the parent's MPI
   /// communicator (a negative color: MPI_UNDEFINED). The new communicator's context is the
   /// largest `next_free` of the parent's ranks (and the next id, for its collectives).
@@ -459,19 +518,25 @@ class mpi {
       }
       const context* c = contexts.find(r.ctx);
       if (c == nullptr) return std::nullopt;  // released: cancel_receive's business
-      const int source = r.source == any_source ? MPI_ANY_SOURCE : c->local_of(r.source);
-      const int bank_count = r.tag == any_tag ? tags.banks : 1;
+      return probe_mpi(*c, r.source, r.tag);
+    }
+
+    // The first message MPI_Improbe matches for (source, tag) on context `c`, now taken out of
+    // MPI's queue: whoever gets it must receive it (MPI_Mrecv, MPI_Imrecv) or hold it.
+    std::optional<found_message> probe_mpi(const context& c, int want_source, int want_tag) {
+      const int source = want_source == any_source ? MPI_ANY_SOURCE : c.local_of(want_source);
+      const int bank_count = want_tag == any_tag ? tags.banks : 1;
       for (int i = 0; i < bank_count; ++i) {
-        const int bank = r.tag == any_tag ? i : tags.bank_of(r.tag);
+        const int bank = want_tag == any_tag ? i : tags.bank_of(want_tag);
         int found = 0;
         found_message m;
         MPI_Status status;
         const int code =
-            MPI_Improbe(source, r.tag == any_tag ? MPI_ANY_TAG : tags.mpi_tag(r.tag),
-                        c->banks[static_cast<std::size_t>(bank)], &found, &m.message, &status);
-        detail::mpi::check(code, "MPI_Improbe", {rank, r.source, r.tag, 0, "recv"});
+            MPI_Improbe(source, want_tag == any_tag ? MPI_ANY_TAG : tags.mpi_tag(want_tag),
+                        c.banks[static_cast<std::size_t>(bank)], &found, &m.message, &status);
+        detail::mpi::check(code, "MPI_Improbe", {rank, want_source, want_tag, 0, "recv"});
         if (found == 0) continue;
-        m.source = c->world_of(status.MPI_SOURCE);
+        m.source = c.world_of(status.MPI_SOURCE);
         m.tag = tags.commx_tag(bank, status.MPI_TAG);
         m.bytes = detail::mpi::bytes_of(status);
         return m;
@@ -577,6 +642,43 @@ class mpi {
     detail::mpi::backoff waiting;
     receive_path receives = receive_path::matched;
   };
+
+  // Polls a blocking call makes before it reads the clock for its deadline (a few
+  // microseconds): a ping-pong's answer comes within them.
+  static constexpr int quick_polls = 64;
+
+  // The rest of a blocking call whose operation did not complete at once: what a request's
+  // wait does (commx::detail::wait_until, then cancel at the deadline).
+  op_result wait_out(request& req, const deadline& until, clock::duration timeout) {
+    const clock::time_point when = until.resolve(timeout);
+    for (;;) {
+      const std::uint64_t seen = event_count();
+      if (test(req)) return req.outcome_;
+      if (clock::now() >= when) {
+        if (!cancel(req)) return req.outcome_;  // it completed meanwhile
+        return {req.outcome_.source, req.outcome_.tag, req.outcome_.bytes,
+                make_error_code(errc::timeout)};
+      }
+      wait_for_event(seen, when);
+    }
+  }
+
+  // A blocking receive takes the message MPI_Improbe matched for it, or refuses it (then the
+  // endpoint holds it for the next receive, as `deliver` does).
+  op_result take(state::found_message& m, context_id ctx, const recv_buffer& buffer) {
+    state_->waiting.progressed();
+    std::error_code refused;
+    std::byte* into = buffer.prepare(m.bytes, refused);
+    if (refused) {
+      state_->held.push_back({m.message, m.source, ctx, m.tag, m.bytes});
+      return {m.source, m.tag, m.bytes, refused};
+    }
+    const detail::mpi::byte_layout layout(m.bytes);
+    detail::mpi::check(
+        MPI_Mrecv(into, layout.count(), layout.type(), &m.message, MPI_STATUS_IGNORE), "MPI_Mrecv",
+        where("recv", m.source, m.tag, m.bytes));
+    return {m.source, m.tag, m.bytes, {}};
+  }
 
   // A receive goes to MPI_Irecv when its buffer is fixed, one MPI communicator can match its
   // tag, and no receive waits in the endpoint (or message is held) that MPI would overtake.
@@ -749,5 +851,6 @@ class mpi {
 };
 
 static_assert(transport<mpi>);
+static_assert(blocking_send<mpi> && blocking_recv<mpi>);
 
 }  // namespace commx::transport
