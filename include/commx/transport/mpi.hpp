@@ -47,6 +47,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -66,6 +67,7 @@
 #include "commx/transport/detail/mpi/call.hpp"
 #include "commx/transport/detail/mpi/contexts.hpp"
 #include "commx/transport/detail/mpi/init.hpp"
+#include "commx/transport/detail/mpi/persistent.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::transport {
@@ -262,54 +264,57 @@ class mpi {
   std::optional<op_result> send_blocking(int dest, context_id ctx, int tag,
                                          std::span<const std::byte> data, const deadline& until,
                                          clock::duration timeout) {
-    if (dest == state_->rank) [[unlikely]]
+    state& s = *state_;
+    if (dest == s.rank) [[unlikely]]
       return std::nullopt;
     const context& c = context_of(ctx, "send", dest, tag, data.size());
-    request req;
     const detail::mpi::byte_layout layout(data.size());
-    detail::mpi::check(
-        MPI_Isend(data.data(), layout.count(), layout.type(), c.local_of(dest),
-                  state_->tags.mpi_tag(tag),
-                  c.banks[static_cast<std::size_t>(state_->tags.bank_of(tag))], &req.send_),
-        "MPI_Isend", where("send", dest, tag, data.size()));
-    req.outcome_ = {state_->rank, tag, data.size(), {}};
+    MPI_Request handle = MPI_REQUEST_NULL;
+    int code =
+        MPI_Isend(data.data(), layout.count(), layout.type(), c.local_of(dest), s.tags.mpi_tag(tag),
+                  c.banks[static_cast<std::size_t>(s.tags.bank_of(tag))], &handle);
+    if (code != MPI_SUCCESS) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Isend", where("send", dest, tag, data.size()));
     int done = 0;
-    detail::mpi::check(MPI_Test(&req.send_, &done, MPI_STATUS_IGNORE), "MPI_Test",
-                       where("send", dest, tag, data.size()));
-    if (done == 0) [[unlikely]]
+    code = MPI_Test(&handle, &done, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Test", where("send", dest, tag, data.size()));
+    if (done == 0) [[unlikely]] {
+      request req;
+      req.send_ = handle;
+      req.outcome_ = {s.rank, tag, data.size(), {}};
       return wait_out(req, until, timeout);
-    state_->waiting.progressed();
-    return req.outcome_;
+    }
+    s.waiting.progressed();
+    return op_result{s.rank, tag, data.size(), {}};
   }
 
   /// A blocking receive without a request (transport::blocking_recv), as `irecv` receives but
   /// cheaper when the message is there or about to be: by default one MPI_Improbe finds it,
   /// `in.prepare` checks its size and MPI_Mrecv receives it (a message `in` refuses is held for
   /// the next receive, as ever); posted (`receive_path::posted`, where `irecv` would post to
-  /// MPI) MPI_Irecv and MPI_Test. The first polls read no clock; after them the receive waits
-  /// as a request's `wait` does, with `until` resolved against `timeout` only then, and is
-  /// withdrawn at the deadline: errc::timeout. Receives posted earlier and still waiting in the
-  /// endpoint come first, and so do the messages it holds: then this leaves the receive to
-  /// `irecv` (nullopt).
-  std::optional<op_result> recv_blocking(int source, context_id ctx, int tag, recv_buffer buffer,
-                                         const deadline& until, clock::duration timeout) {
-    if (!state_->posted.empty() || !state_->held.empty()) [[unlikely]]
+  /// MPI) MPI_Start on a persistent receive (detail/mpi/persistent.hpp) and MPI_Test. The
+  /// first polls read no clock; after them the receive waits as a request's `wait` does, with
+  /// `until` resolved against `timeout` only then, and is withdrawn at the deadline:
+  /// errc::timeout. Receives posted earlier and still waiting in the endpoint come first, and
+  /// so do the messages it holds: then this leaves the receive to `irecv` (nullopt).
+  std::optional<op_result> recv_blocking(int source, context_id ctx, int tag,
+                                         const recv_buffer& buffer, const deadline& until,
+                                         clock::duration timeout) {
+    state& s = *state_;
+    if (!s.posted.empty() || !s.held.empty()) [[unlikely]]
       return std::nullopt;
     const context& c = context_of(ctx, "recv", source, tag, buffer.capacity());
-    request req;
-    if (state_->receives == receive_path::posted && postable(buffer, source, tag)) {
-      post_to_mpi(req, c, source, tag, buffer);
-      for (int poll = 0; poll < quick_polls; ++poll) {
-        if (test_posted(req)) return req.outcome_;
-      }
-    } else {
-      for (int poll = 0; poll < quick_polls; ++poll) {
-        if (std::optional<state::found_message> m = state_->probe_mpi(c, source, tag)) {
-          return take(*m, ctx, buffer);
-        }
-      }
-      req.slot_ = state_->post(source, ctx, tag, buffer);
+    if (s.receives == receive_path::posted && postable(buffer, source, tag)) {
+      return receive_posted(c, source, tag, buffer, until, timeout);
     }
+    for (int poll = 0; poll < quick_polls; ++poll) {
+      if (std::optional<state::found_message> m = s.probe_mpi(c, source, tag)) {
+        return take(*m, ctx, buffer);
+      }
+    }
+    request req;
+    req.slot_ = s.post(source, ctx, tag, buffer);
     return wait_out(req, until, timeout);
   }
 
@@ -340,6 +345,11 @@ class mpi {
   /// Frees the MPI communicators of a communicator made by `split`: `ctx` and `ctx + 1`.
   void release(context_id ctx) noexcept {
     if (!state_) return;
+    for (const context_id freed : {ctx, ctx + 1}) {
+      if (const context* c = state_->contexts.find(freed)) {
+        for (MPI_Comm bank : c->banks) state_->repeated.forget(bank);
+      }
+    }
     state_->contexts.release(ctx);
     state_->contexts.release(ctx + 1);
   }
@@ -423,6 +433,7 @@ class mpi {
         if (r.state == phase::receiving) (void)MPI_Wait(&r.mpi, MPI_STATUS_IGNORE);
       }
       for (background_send& orphan : orphans) (void)MPI_Request_free(&orphan.request);
+      repeated.clear();
       contexts.clear();
     }
 
@@ -534,7 +545,8 @@ class mpi {
         const int code =
             MPI_Improbe(source, want_tag == any_tag ? MPI_ANY_TAG : tags.mpi_tag(want_tag),
                         c.banks[static_cast<std::size_t>(bank)], &found, &m.message, &status);
-        detail::mpi::check(code, "MPI_Improbe", {rank, want_source, want_tag, 0, "recv"});
+        if (code != MPI_SUCCESS) [[unlikely]]
+          detail::mpi::fail(code, "MPI_Improbe", {rank, want_source, want_tag, 0, "recv"});
         if (found == 0) continue;
         m.source = c.world_of(status.MPI_SOURCE);
         m.tag = tags.commx_tag(bank, status.MPI_TAG);
@@ -632,6 +644,7 @@ class mpi {
     MPI_Comm world = MPI_COMM_NULL;  // context 0's communicator
     std::vector<int> nodes;
     detail::mpi::context_table contexts;
+    detail::mpi::persistent_receives repeated;  // blocking receives posted to MPI
     std::vector<receive> slots;
     std::vector<std::uint32_t> free_slots;
     std::vector<std::uint32_t> posted;  // unmatched receives, in posting order
@@ -649,7 +662,8 @@ class mpi {
 
   // The rest of a blocking call whose operation did not complete at once: what a request's
   // wait does (commx::detail::wait_until, then cancel at the deadline).
-  op_result wait_out(request& req, const deadline& until, clock::duration timeout) {
+  [[gnu::noinline]] op_result wait_out(request& req, const deadline& until,
+                                       clock::duration timeout) {
     const clock::time_point when = until.resolve(timeout);
     for (;;) {
       const std::uint64_t seen = event_count();
@@ -674,9 +688,9 @@ class mpi {
       return {m.source, m.tag, m.bytes, refused};
     }
     const detail::mpi::byte_layout layout(m.bytes);
-    detail::mpi::check(
-        MPI_Mrecv(into, layout.count(), layout.type(), &m.message, MPI_STATUS_IGNORE), "MPI_Mrecv",
-        where("recv", m.source, m.tag, m.bytes));
+    const int code = MPI_Mrecv(into, layout.count(), layout.type(), &m.message, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Mrecv", where("recv", m.source, m.tag, m.bytes));
     return {m.source, m.tag, m.bytes, {}};
   }
 
@@ -714,22 +728,62 @@ class mpi {
 
   // MPI's truncation is the receive's error; any other failure is thrown.
   void finish_posted(request& req, int code, const MPI_Status& status) {
-    const int requested_tag = req.outcome_.tag;
+    req.outcome_ = posted_outcome(*req.posted_, req.outcome_.tag, req.buffer_, code, status);
     req.send_ = MPI_REQUEST_NULL;
-    req.outcome_.source = req.posted_->world_of(status.MPI_SOURCE);
-    req.outcome_.tag = requested_tag != any_tag ? requested_tag : status.MPI_TAG;
     req.posted_ = nullptr;
+  }
+
+  // How a receive posted to MPI (for `requested_tag`, into `buffer`) ended.
+  op_result posted_outcome(const context& c, int requested_tag, const recv_buffer& buffer, int code,
+                           const MPI_Status& status) {
     state_->waiting.progressed();
-    if (code != MPI_SUCCESS) {
+    op_result out{c.world_of(status.MPI_SOURCE),
+                  requested_tag != any_tag ? requested_tag : status.MPI_TAG,
+                  0,
+                  {}};
+    if (code != MPI_SUCCESS) [[unlikely]] {
       if (detail::mpi::errc_of(code) != errc::truncated) {
         detail::mpi::fail(code, "MPI_Test", where("recv", unknown, requested_tag, 0));
       }
-      req.outcome_.bytes = req.buffer_.capacity();
-      req.outcome_.error = make_error_code(errc::truncated);
-      return;
+      out.bytes = buffer.capacity();
+      out.error = make_error_code(errc::truncated);
+      return out;
     }
-    req.outcome_.bytes = detail::mpi::bytes_of(status);
-    (void)req.buffer_.prepare(req.outcome_.bytes, req.outcome_.error);  // whole elements?
+    out.bytes = detail::mpi::bytes_of(status);
+    (void)buffer.prepare(out.bytes, out.error);  // whole elements?
+    return out;
+  }
+
+  // A blocking receive posted to MPI: started as a persistent receive (detail/mpi/
+  // persistent.hpp; past 2 GiB as post_to_mpi posts it), then polled.
+  op_result receive_posted(const context& c, int source, int tag, const recv_buffer& buffer,
+                           const deadline& until, clock::duration timeout) {
+    if (buffer.capacity() > static_cast<std::size_t>(INT_MAX)) [[unlikely]] {
+      request req;
+      post_to_mpi(req, c, source, tag, buffer);
+      return wait_out(req, until, timeout);
+    }
+    std::error_code ec;
+    std::byte* into = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
+    const int bank = tag == any_tag ? 0 : state_->tags.bank_of(tag);
+    MPI_Request handle = state_->repeated.find(
+        into, static_cast<int>(buffer.capacity()), mpi_source(c, source), mpi_tag(tag),
+        c.banks[static_cast<std::size_t>(bank)], where("recv", source, tag, buffer.capacity()));
+    int code = MPI_Start(&handle);
+    if (code != MPI_SUCCESS) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Start", where("recv", source, tag, buffer.capacity()));
+    for (int poll = 0; poll < quick_polls; ++poll) {
+      int done = 0;
+      MPI_Status status;
+      code = MPI_Test(&handle, &done, &status);
+      if (code != MPI_SUCCESS || done != 0) return posted_outcome(c, tag, buffer, code, status);
+    }
+    request req;
+    req.send_ = handle;
+    req.posted_ = &c;
+    req.buffer_ = buffer;
+    req.outcome_.tag = tag;
+    return wait_out(req, until, timeout);
   }
 
   bool cancel_posted(request& req) {
