@@ -99,6 +99,7 @@ class mpi {
     const detail::mpi::context* posted_ = nullptr;  // set for a receive posted to MPI
     recv_buffer buffer_{std::span<std::byte>{}};    // ... and its buffer, to check the size
     op_result outcome_{};
+    bool mpi_freed_ = false;  // a receive posted to MPI that failed, and MPI freed it
   };
 
   /// How receives meet MPI (see the file comment): `matched` (the default) probes first and
@@ -722,6 +723,7 @@ class mpi {
     MPI_Status status;
     const int code = MPI_Test(&req.send_, &done, &status);
     if (code == MPI_SUCCESS && done == 0) return false;
+    req.mpi_freed_ = code != MPI_SUCCESS && req.send_ == MPI_REQUEST_NULL;
     finish_posted(req, code, status);
     return true;
   }
@@ -769,21 +771,31 @@ class mpi {
     MPI_Request handle = state_->repeated.find(
         into, static_cast<int>(buffer.capacity()), mpi_source(c, source), mpi_tag(tag),
         c.banks[static_cast<std::size_t>(bank)], where("recv", source, tag, buffer.capacity()));
+    const MPI_Request kept = handle;  // MPI may set `handle` to MPI_REQUEST_NULL on an error
     int code = MPI_Start(&handle);
-    if (code != MPI_SUCCESS) [[unlikely]]
+    if (code != MPI_SUCCESS) [[unlikely]] {
+      state_->repeated.discard(kept, handle != MPI_REQUEST_NULL);
       detail::mpi::fail(code, "MPI_Start", where("recv", source, tag, buffer.capacity()));
+    }
     for (int poll = 0; poll < quick_polls; ++poll) {
       int done = 0;
       MPI_Status status;
       code = MPI_Test(&handle, &done, &status);
-      if (code != MPI_SUCCESS || done != 0) return posted_outcome(c, tag, buffer, code, status);
+      if (code == MPI_SUCCESS && done != 0) [[likely]]
+        return posted_outcome(c, tag, buffer, code, status);
+      if (code != MPI_SUCCESS) {
+        state_->repeated.discard(kept, handle != MPI_REQUEST_NULL);
+        return posted_outcome(c, tag, buffer, code, status);
+      }
     }
     request req;
     req.send_ = handle;
     req.posted_ = &c;
     req.buffer_ = buffer;
     req.outcome_.tag = tag;
-    return wait_out(req, until, timeout);
+    op_result out = wait_out(req, until, timeout);
+    if (out.error) state_->repeated.discard(kept, !req.mpi_freed_);  // truncated or withdrawn
+    return out;
   }
 
   bool cancel_posted(request& req) {
@@ -791,6 +803,7 @@ class mpi {
     detail::mpi::check(MPI_Cancel(&req.send_), "MPI_Cancel", here);
     MPI_Status status;
     const int code = MPI_Wait(&req.send_, &status);
+    req.mpi_freed_ = code != MPI_SUCCESS && req.send_ == MPI_REQUEST_NULL;
     int cancelled = 0;
     if (code == MPI_SUCCESS) {
       detail::mpi::check(MPI_Test_cancelled(&status, &cancelled), "MPI_Test_cancelled", here);

@@ -51,6 +51,21 @@ class persistent_receives {
     return oldest->request;
   }
 
+  /// Forgets `request`, one of these, which ended in an error or was withdrawn: MPI may not
+  /// start it again. `still_allocated`: whether MPI left it allocated (MPICH does; Open MPI
+  /// frees a request whose MPI_Test or MPI_Wait reports an error, persistent or not, and sets
+  /// the caller's handle to MPI_REQUEST_NULL), so it is freed here. Never throws.
+  void discard(MPI_Request request, bool still_allocated) noexcept {
+    for (entry& e : entries_) {
+      if (e.request != request) continue;
+      if (still_allocated) {
+        drop(e);
+      } else {
+        e = entry{};
+      }
+    }
+  }
+
   /// Frees those on `comm`, which is about to be freed. Never throws.
   void forget(MPI_Comm comm) noexcept {
     for (entry& e : entries_) {
