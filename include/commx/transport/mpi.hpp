@@ -768,11 +768,14 @@ class mpi {
     std::error_code ec;
     std::byte* into = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
     const int bank = tag == any_tag ? 0 : state_->tags.bank_of(tag);
-    MPI_Request handle = state_->repeated.find(
-        into, static_cast<int>(buffer.capacity()), mpi_source(c, source), mpi_tag(tag),
-        c.banks[static_cast<std::size_t>(bank)], where("recv", source, tag, buffer.capacity()));
+    int code = MPI_SUCCESS;
+    MPI_Request handle =
+        state_->repeated.find(into, static_cast<int>(buffer.capacity()), mpi_source(c, source),
+                              mpi_tag(tag), c.banks[static_cast<std::size_t>(bank)], code);
+    if (handle == MPI_REQUEST_NULL) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Recv_init", where("recv", source, tag, buffer.capacity()));
     const MPI_Request kept = handle;  // MPI may set `handle` to MPI_REQUEST_NULL on an error
-    int code = MPI_Start(&handle);
+    code = MPI_Start(&handle);
     if (code != MPI_SUCCESS) [[unlikely]] {
       state_->repeated.discard(kept, handle != MPI_REQUEST_NULL);
       detail::mpi::fail(code, "MPI_Start", where("recv", source, tag, buffer.capacity()));

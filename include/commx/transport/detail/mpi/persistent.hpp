@@ -13,9 +13,8 @@
 #include <mpi.h>
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
-
-#include "commx/transport/detail/mpi/call.hpp"
 
 namespace commx::detail::mpi {
 
@@ -29,11 +28,10 @@ class persistent_receives {
   ~persistent_receives() { clear(); }
 
   /// An inactive persistent receive of `count` bytes into `data` from `source` with `tag` on
-  /// `comm` (MPI's ranks and tags), made now unless one is kept. Start it, and complete it (or
-  /// cancel it) before asking for another.
-  /// @throws commx::error when MPI_Recv_init fails.
-  MPI_Request find(void* data, int count, int source, int tag, MPI_Comm comm,
-                   const error_context& where) {
+  /// `comm` (MPI's ranks and tags), made now unless one is kept; MPI_REQUEST_NULL with `code`
+  /// set when MPI_Recv_init fails. Start it, and complete it (or cancel it) before asking for
+  /// another.
+  MPI_Request find(void* data, int count, int source, int tag, MPI_Comm comm, int& code) {
     ++uses_;
     entry* oldest = entries_.data();
     for (entry& e : entries_) {
@@ -45,10 +43,11 @@ class persistent_receives {
       if (e.used < oldest->used) oldest = &e;
     }
     drop(*oldest);
-    check(MPI_Recv_init(data, count, MPI_BYTE, source, tag, comm, &oldest->request),
-          "MPI_Recv_init", where);
-    *oldest = {data, count, source, tag, comm, oldest->request, uses_};
-    return oldest->request;
+    MPI_Request made = MPI_REQUEST_NULL;
+    code = MPI_Recv_init(data, count, MPI_BYTE, source, tag, comm, &made);
+    if (code != MPI_SUCCESS) return MPI_REQUEST_NULL;
+    *oldest = {data, count, source, tag, comm, made, uses_};
+    return made;
   }
 
   /// Forgets `request`, one of these, which ended in an error or was withdrawn: MPI may not
