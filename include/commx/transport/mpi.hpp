@@ -16,10 +16,17 @@
 /// small fails with errc::truncated having written nothing, and the message, already matched,
 /// is kept by the endpoint for the next receive that matches it: nothing is lost, unlike a
 /// truncated MPI_Irecv. Receives are offered messages in the order they were posted. The price
-/// is MPI's unexpected-message path on every receive (about 1,200 instructions more per 8-byte
-/// message than MPI_Recv with Open MPI 4.1; bench/README.md). `receive_path::posted`
-/// (COMMX_MPI_RECEIVES=posted) hands receives into fixed buffers to MPI_Irecv instead, at
-/// MPI's cost and with MPI's semantics for a buffer that is too small.
+/// is MPI's unexpected-message path on every receive: with Open MPI 4.1, MPI_Mprobe and
+/// MPI_Mrecv of an 8-byte message cost 1,160 instructions where MPI_Recv costs 698
+/// (bench/README.md). `receive_path::posted` (COMMX_MPI_RECEIVES=posted) hands receives into
+/// fixed buffers to MPI_Irecv instead, at MPI's cost and with MPI's semantics for a buffer that
+/// is too small.
+///
+/// Blocking sends and receives make no request (`send_blocking`, `recv_blocking`, which the
+/// communicator's `send`, `recv` and `sendrecv` use): MPI_Isend and MPI_Test; MPI_Improbe and
+/// MPI_Mrecv; or, posted, MPI_Start and MPI_Test on a persistent receive kept for that buffer
+/// (detail/mpi/persistent.hpp). They read the clock for their deadline only once they have
+/// polled a few microseconds in vain.
 ///
 /// Waiting: MPI posts no events to sleep on. `event_count()` counts polls, so
 /// `wait_for_event` returns after one step of backing off (detail/mpi/backoff.hpp: poll, then
