@@ -125,7 +125,7 @@ class communicator {
   /// @throws commx::error errc::invalid_argument (rank or tag), errc::peer_lost, errc::timeout.
   template <transferable M>
   void send(int dest, int tag, const M& message, deadline until = {}) {
-    post_send(dest, tag, message, stats::op::send).wait(until);
+    send_now(dest, tag, message, until, stats::op::send);
   }
 
   /// Receives into `message` (see serialize.hpp for how each type is filled).
@@ -134,8 +134,12 @@ class communicator {
   ///   errc::invalid_argument.
   template <transferable M>
   status recv(int source, int tag, M&& message, deadline until = {}) {
-    request req = post_recv(source, tag, message, stats::op::recv);
-    return req.wait(until);
+    if constexpr (transport::blocking_recv<T>) {
+      return recv_now(source, tag, message, until, stats::op::recv);
+    } else {
+      request req = post_recv(source, tag, message, stats::op::recv);
+      return req.wait(until);
+    }
   }
 
   /// Starts a send; `message` must stay alive and unchanged until the request completes
@@ -165,8 +169,7 @@ class communicator {
                   deadline until = {}) {
     const clock::time_point when = until.resolve(timeout_);
     request incoming = post_recv(source, recv_tag, in, stats::op::sendrecv);
-    request outgoing = post_send(dest, send_tag, out, stats::op::sendrecv);
-    outgoing.wait(when);
+    send_now(dest, send_tag, out, when, stats::op::sendrecv);
     return incoming.wait(when);
   }
 
@@ -704,7 +707,6 @@ class communicator {
   request post_send(int dest, int tag, const M& message, stats::op kind) {
     const detail::stopwatch<S> watch;
     check_dest(dest, tag, stats::name(kind).data());
-    if constexpr (S::enabled) state_->stats.on_call(kind);
     std::span<const std::byte> bytes;
     std::unique_ptr<std::vector<std::byte>> staging;
     if constexpr (transfer_mode_of<M> == transfer_mode::raw) {
@@ -713,6 +715,14 @@ class communicator {
       staging = std::make_unique<std::vector<std::byte>>(detail::serialize(message));
       bytes = *staging;
     }
+    return post_bytes(dest, tag, bytes, std::move(staging), kind, watch);
+  }
+
+  // A send of bytes (`staging` holds them for a serialized message), checked already.
+  request post_bytes(int dest, int tag, std::span<const std::byte> bytes,
+                     std::unique_ptr<std::vector<std::byte>> staging, stats::op kind,
+                     const detail::stopwatch<S>& watch) {
+    if constexpr (S::enabled) state_->stats.on_call(kind);
     request req =
         make_request(kind, where(stats::name(kind).data(), dest, tag, bytes.size()), false);
     req.staging_ = std::move(staging);
@@ -724,31 +734,112 @@ class communicator {
     return req;
   }
 
+  // A blocking send: through the transport's own blocking send where it has one
+  // (transport::blocking_send: no request, no shared state copied, and no clock read unless
+  // the send has to wait), else a request waited for. Counted alike either way.
+  template <class M>
+  void send_now(int dest, int tag, const M& message, const deadline& until, stats::op kind) {
+    if constexpr (!transport::blocking_send<T>) {
+      post_send(dest, tag, message, kind).wait(until);
+    } else {
+      const detail::stopwatch<S> watch;
+      check_dest(dest, tag, stats::name(kind).data());
+      std::span<const std::byte> bytes;
+      std::vector<std::byte> staging;
+      if constexpr (transfer_mode_of<M> == transfer_mode::raw) {
+        bytes = detail::bytes_of(message);
+      } else {
+        staging = detail::serialize(message);
+        bytes = staging;
+      }
+      const std::optional<transport::op_result> sent =
+          state_->endpoint.send_blocking(group_->world_of(dest), ctx_, tag, bytes, until, timeout_);
+      if (!sent) [[unlikely]] {
+        std::unique_ptr<std::vector<std::byte>> kept;
+        if constexpr (transfer_mode_of<M> != transfer_mode::raw) {
+          kept = std::make_unique<std::vector<std::byte>>(std::move(staging));
+          bytes = *kept;
+        }
+        post_bytes(dest, tag, bytes, std::move(kept), kind, watch).wait(until);
+        return;
+      }
+      if constexpr (S::enabled) {
+        state_->stats.on_call(kind);
+        state_->stats.on_sent(kind, bytes.size());
+        state_->stats.add_send_time(kind, watch.seconds());
+      }
+      if (sent->error) [[unlikely]] {
+        detail::throw_failed(*sent, where(stats::name(kind).data(), dest, tag, bytes.size()),
+                             *group_);
+      }
+    }
+  }
+
+  // Where a receive into `message` writes: its own bytes (a fixed buffer), the container grown
+  // to fit, or `staging` (serialized messages, decoded once received).
+  template <class M>
+  static transport::recv_buffer receive_buffer(M& message, std::vector<std::byte>* staging) {
+    using target = std::remove_cvref_t<M>;
+    if constexpr (recv_mode_of<target> == recv_mode::fixed) {
+      // A fixed range takes any whole number of its elements; a single value exactly itself.
+      return transport::recv_buffer(detail::writable_bytes_of(message),
+                                    detail::element_size<target>(), !raw_range<target>);
+    } else if constexpr (recv_mode_of<target> == recv_mode::resize) {
+      return {static_cast<void*>(std::addressof(message)), &detail::grow_container<target>};
+    } else {
+      return {static_cast<void*>(staging), &detail::grow_container<std::vector<std::byte>>};
+    }
+  }
+
+  template <class M>
+  static constexpr bool fixed_buffer = recv_mode_of<std::remove_cvref_t<M>> == recv_mode::fixed;
+
   template <class M>
   request post_recv(int source, int tag, M& message, stats::op kind) {
     using target = std::remove_cvref_t<M>;
     check_source(source, tag, stats::name(kind).data());
     if constexpr (S::enabled) state_->stats.on_call(kind);
     request req = make_request(kind, where(stats::name(kind).data(), source, tag, 0), true);
-    std::optional<transport::recv_buffer> buffer;
-    if constexpr (recv_mode_of<target> == recv_mode::fixed) {
-      const auto bytes = detail::writable_bytes_of(message);
-      req.where_.bytes = bytes.size();
-      // A fixed range takes any whole number of its elements; a single value exactly itself.
-      buffer.emplace(bytes, detail::element_size<target>(), !raw_range<target>);
-    } else if constexpr (recv_mode_of<target> == recv_mode::resize) {
-      buffer.emplace(static_cast<void*>(std::addressof(message)), &detail::grow_container<target>);
-    } else {
+    if constexpr (recv_mode_of<target> == recv_mode::serialized) {
       req.staging_ = std::make_unique<std::vector<std::byte>>();
       req.target_ = std::addressof(message);
       req.decode_ = [](request& r) {
         detail::deserialize(*r.staging_, *static_cast<target*>(r.target_), r.where_);
       };
-      buffer.emplace(static_cast<void*>(req.staging_.get()),
-                     &detail::grow_container<std::vector<std::byte>>);
     }
-    req.handle_ = state_->endpoint.irecv(world_source(source), ctx_, tag, *buffer);
+    const transport::recv_buffer buffer = receive_buffer(message, req.staging_.get());
+    if constexpr (fixed_buffer<M>) req.where_.bytes = buffer.capacity();
+    req.handle_ = state_->endpoint.irecv(world_source(source), ctx_, tag, buffer);
     return req;
+  }
+
+  // A blocking receive through the transport's own (transport::blocking_recv): what
+  // post_recv and a request's wait do, without the request. Counted alike.
+  template <class M>
+  status recv_now(int source, int tag, M& message, const deadline& until, stats::op kind) {
+    using target = std::remove_cvref_t<M>;
+    const detail::stopwatch<S> watch;
+    check_source(source, tag, stats::name(kind).data());
+    std::vector<std::byte> staging;  // serialized messages only
+    const transport::recv_buffer buffer = receive_buffer(message, &staging);
+    const std::optional<transport::op_result> got =
+        state_->endpoint.recv_blocking(world_source(source), ctx_, tag, buffer, until, timeout_);
+    if (!got) [[unlikely]]
+      return post_recv(source, tag, message, kind).wait(until);
+    if constexpr (S::enabled) {
+      state_->stats.on_call(kind);
+      state_->stats.add_wait_time(kind, watch.seconds());
+    }
+    const auto here = [&] {
+      return where(stats::name(kind).data(), source, tag, fixed_buffer<M> ? buffer.capacity() : 0);
+    };
+    if (got->error) [[unlikely]]
+      detail::throw_failed(*got, here(), *group_);
+    if constexpr (S::enabled) state_->stats.on_received(kind, got->bytes);
+    if constexpr (recv_mode_of<target> == recv_mode::serialized) {
+      detail::deserialize(staging, message, here());
+    }
+    return status{group_->local_of(got->source), got->tag, got->bytes};
   }
 
   template <class E>

@@ -73,6 +73,31 @@ class stopwatch {
   [[no_unique_address]] std::conditional_t<S::enabled, clock::time_point, nothing> start_{};
 };
 
+/// Throws the error an operation ended with (`result.error`), naming the operation (`where`)
+/// and, for a receive, the message's sender in `members`' ranks.
+[[noreturn]] inline void throw_failed(const transport::op_result& result,
+                                      const error_context& where, const group& members) {
+  if (result.error == errc::timeout) {
+    throw_error(result.error, where, "the deadline passed before the operation completed");
+  }
+  if (result.error == errc::truncated) {
+    throw_error(result.error, where,
+                fmt::format("a message of {} bytes from {} tag {} does not fit; it stays "
+                            "queued for a larger receive",
+                            result.bytes, members.describe(result.source), result.tag));
+  }
+  if (result.error == errc::type_mismatch) {
+    throw_error(result.error, where,
+                fmt::format("a message of {} bytes from {} is not a whole number of this "
+                            "buffer's elements; it stays queued",
+                            result.bytes, members.describe(result.source)));
+  }
+  if (result.error == errc::peer_lost) {
+    throw_error(result.error, where, fmt::format("{} is gone", members.describe(result.source)));
+  }
+  throw_error(result.error, where);
+}
+
 /// Grows a resizable container to hold `bytes` bytes, for receives of unknown size.
 template <class Container>
 std::byte* grow_container(void* container, std::size_t bytes, std::error_code& ec) {
@@ -197,22 +222,7 @@ class request {
   }
 
   [[noreturn]] void fail(const transport::op_result& result) {
-    if (result.error == errc::truncated) {
-      throw_error(result.error, where_,
-                  fmt::format("a message of {} bytes from {} tag {} does not fit; it stays "
-                              "queued for a larger receive",
-                              result.bytes, group_->describe(result.source), result.tag));
-    }
-    if (result.error == errc::type_mismatch) {
-      throw_error(result.error, where_,
-                  fmt::format("a message of {} bytes from {} is not a whole number of this "
-                              "buffer's elements; it stays queued",
-                              result.bytes, group_->describe(result.source)));
-    }
-    if (result.error == errc::peer_lost) {
-      throw_error(result.error, where_, fmt::format("{} is gone", group_->describe(result.source)));
-    }
-    throw_error(result.error, where_);
+    detail::throw_failed(result, where_, *group_);
   }
 
   // A request that dies pending must not leave the transport writing into freed memory.

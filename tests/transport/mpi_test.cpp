@@ -9,11 +9,14 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -299,6 +302,204 @@ TEST_CASE("receives posted to MPI keep MPI's semantics for a buffer too small", 
     auto withdrawn = world.irecv(prev, 8, never);
     COMMX_CHECK(withdrawn.cancel());
     world.barrier();
+  });
+}
+
+// Blocking send and recv take the transport's own blocking path (send_blocking,
+// recv_blocking), which must keep every semantic of the request path, on both receive paths.
+using receive_path = commx::transport::mpi::receive_path;
+constexpr std::array both_paths{receive_path::matched, receive_path::posted};
+
+struct ring {
+  int next;
+  int prev;
+  explicit ring(const comm& world)
+      : next((world.rank() + 1) % world.size()),
+        prev((world.rank() + world.size() - 1) % world.size()) {}
+};
+
+TEST_CASE("blocking send and recv: values, status, any_source, any_tag, order", "[mpi]") {
+  in_every_rank([] {
+    for (const receive_path receives : both_paths) {
+      comm world(commx::transport::mpi{MPI_COMM_WORLD, receives});
+      const ring r(world);
+      // Arrived before the receive starts: its first probe (or test) finds it.
+      world.send(r.next, 1, world.rank() * 10);
+      world.barrier();
+      int got = -1;
+      commx::status st = world.recv(r.prev, 1, got);
+      COMMX_CHECK_EQ(got, r.prev * 10);
+      COMMX_CHECK_EQ(st.source, r.prev);
+      COMMX_CHECK_EQ(st.tag, 1);
+      COMMX_CHECK_EQ(st.bytes, sizeof(int));
+      // any_source and any_tag report who sent what.
+      world.send(r.next, 77, world.rank());
+      st = world.recv(commx::any_source, commx::any_tag, got);
+      COMMX_CHECK_EQ(st.source, r.prev);
+      COMMX_CHECK_EQ(st.tag, 77);
+      COMMX_CHECK_EQ(got, r.prev);
+      // Receives into one buffer over more tags than the endpoint keeps persistent receives
+      // for, with messages that may not have arrived yet.
+      std::vector<double> out(3);
+      std::vector<double> in(3);
+      for (int i = 0; i < 40; ++i) {
+        const int tag = 100 + i % 6;
+        std::ranges::fill(out, world.rank() + i);
+        world.send(r.next, tag, out);
+        st = world.recv(r.prev, tag, std::span(in));
+        COMMX_CHECK(in == std::vector<double>(3, r.prev + i));
+        COMMX_CHECK_EQ(st.bytes, 3 * sizeof(double));
+        COMMX_CHECK_EQ(st.tag, tag);
+      }
+      // A receive posted earlier comes first: the blocking one gets the second message.
+      int early = -1;
+      auto first = world.irecv(r.prev, 8, early);
+      world.send(r.next, 8, 1);
+      world.send(r.next, 8, 2);
+      world.recv(r.prev, 8, got);
+      first.wait();
+      COMMX_CHECK_EQ(early, 1);
+      COMMX_CHECK_EQ(got, 2);
+      // Resizable and serialized messages take the blocking path too.
+      world.send(r.next, 9, std::vector<int>(5, world.rank()));
+      std::vector<int> grown;
+      world.recv(r.prev, 9, grown);
+      COMMX_CHECK(grown == std::vector<int>(5, r.prev));
+      world.send(r.next, 10, std::string(world.rank() + 1, 'x'));
+      std::string text;
+      world.recv(r.prev, 10, text);
+      COMMX_CHECK(text == std::string(r.prev + 1, 'x'));
+      // Larger than MPI sends eagerly: a send that waits for its receive, both ways.
+      if (world.size() >= 2 && world.rank() < 2) {
+        const auto mark = [](int rank) { return static_cast<std::byte>(rank == 0 ? 'a' : 'b'); };
+        std::vector<std::byte> big(std::size_t{1} << 20, mark(world.rank()));
+        std::vector<std::byte> back(big.size());
+        const int peer = 1 - world.rank();
+        if (world.rank() == 0) world.send(peer, 11, big);
+        world.recv(peer, 11, std::span(back));
+        if (world.rank() == 1) world.send(peer, 11, big);
+        COMMX_CHECK(back == std::vector<std::byte>(big.size(), mark(peer)));
+      }
+      world.barrier();
+    }
+  });
+}
+
+TEST_CASE("a blocking receive too small for its message", "[mpi]") {
+  in_every_rank([] {
+    {
+      // Matched (the default): errc::truncated, nothing written, and the message stays for a
+      // receive that fits.
+      comm world(commx::transport::mpi{MPI_COMM_WORLD, receive_path::matched});
+      const ring r(world);
+      const std::vector<int> out(10, world.rank());
+      world.send(r.next, 2, out);
+      world.barrier();                  // it has arrived: the receive's first probe finds it
+      std::vector<int> storage(8, -1);  // a 4-element buffer with guards on either side
+      const auto e = COMMX_EXPECT_ERROR(commx::errc::truncated,
+                                        world.recv(r.prev, 2, std::span(storage).subspan(2, 4)));
+      COMMX_CHECK(contains(e.what(), "40 bytes"));
+      COMMX_CHECK(storage == std::vector<int>(8, -1));
+      std::vector<int> fits(10, -1);
+      const commx::status st = world.recv(r.prev, 2, std::span(fits));
+      COMMX_CHECK_EQ(st.bytes, 40u);
+      COMMX_CHECK(fits == std::vector<int>(10, r.prev));
+      // Not whole elements: errc::type_mismatch, and that message stays too.
+      const std::array<char, 6> odd{'a', 'b', 'c', 'd', 'e', 'f'};
+      world.send(r.next, 3, odd);
+      world.barrier();
+      COMMX_EXPECT_ERROR(commx::errc::type_mismatch, world.recv(r.prev, 3, std::span(storage)));
+      COMMX_CHECK(storage == std::vector<int>(8, -1));
+      std::vector<char> chars;
+      world.recv(r.prev, 3, chars);
+      COMMX_CHECK(chars == std::vector<char>(odd.begin(), odd.end()));
+      // Nothing held any more: the next receive is the blocking path's again, and fits.
+      world.send(r.next, 2, out);
+      world.recv(r.prev, 2, std::span(fits));
+      COMMX_CHECK(fits == std::vector<int>(10, r.prev));
+      world.barrier();
+    }
+    {
+      // Posted: MPI's semantics, errc::truncated and the message is gone.
+      comm world(commx::transport::mpi{MPI_COMM_WORLD, receive_path::posted});
+      if (world.size() < 2) return;
+      const ring r(world);
+      world.send(r.next, 4, std::vector<int>(10, world.rank()));
+      world.barrier();
+      std::vector<int> small(4, -1);
+      COMMX_EXPECT_ERROR(commx::errc::truncated, world.recv(r.prev, 4, std::span(small)));
+      world.barrier();
+      COMMX_CHECK(!world.iprobe(r.prev, 4).has_value());
+      world.barrier();  // every rank looked before anyone sends again
+      // And the next receive of that buffer (a persistent receive, kept) works.
+      world.send(r.next, 4, std::vector<int>(4, world.rank()));
+      world.recv(r.prev, 4, std::span(small));
+      COMMX_CHECK(small == std::vector<int>(4, r.prev));
+      world.barrier();
+    }
+  });
+}
+
+TEST_CASE("a blocking receive nobody answers times out and leaves nothing posted", "[mpi]") {
+  in_every_rank([] {
+    for (const receive_path receives : both_paths) {
+      comm world(commx::transport::mpi{MPI_COMM_WORLD, receives});
+      const ring r(world);
+      int got = -1;
+      const auto e = COMMX_EXPECT_ERROR(commx::errc::timeout, world.recv(r.prev, 5, got, 20ms));
+      COMMX_CHECK(contains(e.what(), "tag 5"));
+      COMMX_CHECK_EQ(got, -1);
+      // The communicator's timeout, when the call gives none; any_source; a zero deadline.
+      world.set_timeout(20ms);
+      COMMX_EXPECT_ERROR(commx::errc::timeout, world.recv(commx::any_source, 6, got));
+      world.set_timeout(std::chrono::seconds(60));
+      COMMX_EXPECT_ERROR(commx::errc::timeout, world.recv(r.prev, 7, got, 0ms));
+      COMMX_CHECK_EQ(got, -1);
+      world.barrier();  // every rank's receives have timed out before anyone sends
+      // Nothing of them stayed posted: the messages go to the next receives.
+      for (int tag : {5, 6, 7}) world.send(r.next, tag, world.rank() + tag);
+      for (int tag : {5, 6, 7}) {
+        world.recv(tag == 6 ? commx::any_source : r.prev, tag, got);
+        COMMX_CHECK_EQ(got, r.prev + tag);
+      }
+      world.barrier();
+    }
+  });
+}
+
+TEST_CASE("blocking send and recv are counted as requests are", "[mpi]") {
+  using counted =
+      commx::communicator<commx::transport::mpi, commx::coll::native, commx::stats::counting>;
+  in_every_rank([] {
+    for (const receive_path receives : both_paths) {
+      counted world(commx::transport::mpi{MPI_COMM_WORLD, receives});
+      const int next = (world.rank() + 1) % world.size();
+      const int prev = (world.rank() + world.size() - 1) % world.size();
+      for (int i = 0; i < 5; ++i) {
+        world.send(next, 1, 1.5);
+        double got = 0;
+        world.recv(prev, 1, got);
+      }
+      int none = 0;
+      COMMX_EXPECT_ERROR(commx::errc::timeout, world.recv(prev, 2, none, 10ms));
+      int in = -1;
+      world.sendrecv(next, 3, world.rank(), prev, 3, in);
+      COMMX_CHECK_EQ(in, prev);
+      const auto& send = world.stats().of(commx::stats::op::send);
+      COMMX_CHECK_EQ(send.calls, 5u);
+      COMMX_CHECK_EQ(send.messages_sent, 5u);
+      COMMX_CHECK_EQ(send.bytes_sent, 5 * sizeof(double));
+      const auto& recv = world.stats().of(commx::stats::op::recv);
+      COMMX_CHECK_EQ(recv.calls, 6u);  // the one that timed out too
+      COMMX_CHECK_EQ(recv.messages_received, 5u);
+      COMMX_CHECK_EQ(recv.bytes_received, 5 * sizeof(double));
+      COMMX_CHECK(recv.wait_seconds > 0);
+      const auto& both = world.stats().of(commx::stats::op::sendrecv);
+      COMMX_CHECK_EQ(both.calls, 2u);  // its receive and its send
+      COMMX_CHECK_EQ(both.messages_sent, 1u);
+      COMMX_CHECK_EQ(both.messages_received, 1u);
+      world.barrier();
+    }
   });
 }
 

@@ -51,6 +51,16 @@
 /// | `t.split_by_node(parent, key, next)` | as `split` | the same with one communicator per node |
 /// | `t.release(ctx)` | `void`, noexcept | the last handle onto a communicator `split` made is gone: free what backs `ctx` and `ctx + 1` |
 ///
+/// Optional fast paths for the blocking calls (`blocking_send`, `blocking_recv`): a transport
+/// whose library has blocking calls cheaper than a request (MPI) offers them, and the
+/// communicator's `send`, `recv` and `sendrecv` use them instead of a request. `until` is a
+/// `deadline`, `timeout` the communicator's `clock::duration`:
+///
+/// | expression | type | semantics |
+/// |---|---|---|
+/// | `t.send_blocking(p, ctx, tag, out, until, timeout)` | `std::optional<op_result>` | as `isend` and waiting for the request, returning once `out` may be reused: an `op_result` whose `error` is empty, or the error `result` would give, or `errc::timeout` when `until` passes first (the send is then withdrawn as by `cancel`). `until` is resolved against `timeout` only when the call has to wait, so a send that completes at once reads no clock. `std::nullopt`: the transport did nothing, and leaves this send to `isend` |
+/// | `t.recv_blocking(p, ctx, tag, in, until, timeout)` | `std::optional<op_result>` | as `irecv` and waiting for the request: the same matching, order and `prepare` semantics (a refused message stays queued), an `op_result` as `result` gives it, or `errc::timeout` when `until` passes before a message matched (nothing stays posted). `std::nullopt`: the transport did nothing, and leaves this receive to `irecv` |
+///
 /// Every transport header ends with `static_assert(commx::transport::transport<its_type>)`; the
 /// conformance suite (tests/transport/conformance.hpp) checks the semantics above.
 
@@ -84,6 +94,23 @@ concept transport = std::movable<typename T::request> &&
   { t.iprobe(peer, ctx, tag) } -> std::same_as<std::optional<op_result>>;
   { ct.event_count() } -> std::same_as<std::uint64_t>;
   { t.wait_for_event(seen, when) } -> std::same_as<void>;
+};
+
+/// A transport with a blocking send cheaper than a request (see the table above).
+template <class T>
+concept blocking_send = requires(T& t, int peer, context_id ctx, int tag,
+                                 std::span<const std::byte> out, const deadline& until,
+                                 clock::duration timeout) {
+  {
+    t.send_blocking(peer, ctx, tag, out, until, timeout)
+    } -> std::same_as<std::optional<op_result>>;
+};
+
+/// A transport with a blocking receive cheaper than a request (see the table above).
+template <class T>
+concept blocking_recv = requires(T& t, int peer, context_id ctx, int tag, recv_buffer in,
+                                 const deadline& until, clock::duration timeout) {
+  { t.recv_blocking(peer, ctx, tag, in, until, timeout) } -> std::same_as<std::optional<op_result>>;
 };
 
 }  // namespace commx::transport

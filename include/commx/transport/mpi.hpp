@@ -16,10 +16,17 @@
 /// small fails with errc::truncated having written nothing, and the message, already matched,
 /// is kept by the endpoint for the next receive that matches it: nothing is lost, unlike a
 /// truncated MPI_Irecv. Receives are offered messages in the order they were posted. The price
-/// is MPI's unexpected-message path on every receive (about 1,200 instructions more per 8-byte
-/// message than MPI_Recv with Open MPI 4.1; bench/README.md). `receive_path::posted`
-/// (COMMX_MPI_RECEIVES=posted) hands receives into fixed buffers to MPI_Irecv instead, at
-/// MPI's cost and with MPI's semantics for a buffer that is too small.
+/// is MPI's unexpected-message path on every receive: with Open MPI 4.1, MPI_Mprobe and
+/// MPI_Mrecv of an 8-byte message cost 1,160 instructions where MPI_Recv costs 698
+/// (bench/README.md). `receive_path::posted` (COMMX_MPI_RECEIVES=posted) hands receives into
+/// fixed buffers to MPI_Irecv instead, at MPI's cost and with MPI's semantics for a buffer that
+/// is too small.
+///
+/// Blocking sends and receives make no request (`send_blocking`, `recv_blocking`, which the
+/// communicator's `send`, `recv` and `sendrecv` use): MPI_Isend and MPI_Test; MPI_Improbe and
+/// MPI_Mrecv; or, posted, MPI_Start and MPI_Test on a persistent receive kept for that buffer
+/// (detail/mpi/persistent.hpp). They read the clock for their deadline only once they have
+/// polled a few microseconds in vain.
 ///
 /// Waiting: MPI posts no events to sleep on. `event_count()` counts polls, so
 /// `wait_for_event` returns after one step of backing off (detail/mpi/backoff.hpp: poll, then
@@ -47,6 +54,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -66,6 +74,7 @@
 #include "commx/transport/detail/mpi/call.hpp"
 #include "commx/transport/detail/mpi/contexts.hpp"
 #include "commx/transport/detail/mpi/init.hpp"
+#include "commx/transport/detail/mpi/persistent.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::transport {
@@ -97,6 +106,7 @@ class mpi {
     const detail::mpi::context* posted_ = nullptr;  // set for a receive posted to MPI
     recv_buffer buffer_{std::span<std::byte>{}};    // ... and its buffer, to check the size
     op_result outcome_{};
+    bool mpi_freed_ = false;  // a receive posted to MPI that failed, and MPI freed it
   };
 
   /// How receives meet MPI (see the file comment): `matched` (the default) probes first and
@@ -254,6 +264,68 @@ class mpi {
 
   // --- customisation points the communicator uses when a transport has them ----------------
 
+  /// A blocking send without a request (transport::blocking_send): MPI_Isend, and MPI_Test at
+  /// once, which is all an eager message costs; a send that is still pending then waits as a
+  /// request's `wait` does, with `until` resolved against `timeout` only now, and is withdrawn
+  /// (`cancel`) at the deadline: errc::timeout. Sends to this rank itself are left to `isend`
+  /// (nullopt), which buffers small ones.
+  std::optional<op_result> send_blocking(int dest, context_id ctx, int tag,
+                                         std::span<const std::byte> data, const deadline& until,
+                                         clock::duration timeout) {
+    state& s = *state_;
+    if (dest == s.rank) [[unlikely]]
+      return std::nullopt;
+    const context& c = context_of(ctx, "send", dest, tag, data.size());
+    const detail::mpi::byte_layout layout(data.size());
+    MPI_Request handle = MPI_REQUEST_NULL;
+    int code =
+        MPI_Isend(data.data(), layout.count(), layout.type(), c.local_of(dest), s.tags.mpi_tag(tag),
+                  c.banks[static_cast<std::size_t>(s.tags.bank_of(tag))], &handle);
+    if (code != MPI_SUCCESS) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Isend", where("send", dest, tag, data.size()));
+    int done = 0;
+    code = MPI_Test(&handle, &done, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Test", where("send", dest, tag, data.size()));
+    if (done == 0) [[unlikely]] {
+      request req;
+      req.send_ = handle;
+      req.outcome_ = {s.rank, tag, data.size(), {}};
+      return wait_out(req, until, timeout);
+    }
+    s.waiting.progressed();
+    return op_result{s.rank, tag, data.size(), {}};
+  }
+
+  /// A blocking receive without a request (transport::blocking_recv), as `irecv` receives but
+  /// cheaper when the message is there or about to be: by default one MPI_Improbe finds it,
+  /// `in.prepare` checks its size and MPI_Mrecv receives it (a message `in` refuses is held for
+  /// the next receive, as ever); posted (`receive_path::posted`, where `irecv` would post to
+  /// MPI) MPI_Start on a persistent receive (detail/mpi/persistent.hpp) and MPI_Test. The
+  /// first polls read no clock; after them the receive waits as a request's `wait` does, with
+  /// `until` resolved against `timeout` only then, and is withdrawn at the deadline:
+  /// errc::timeout. Receives posted earlier and still waiting in the endpoint come first, and
+  /// so do the messages it holds: then this leaves the receive to `irecv` (nullopt).
+  std::optional<op_result> recv_blocking(int source, context_id ctx, int tag,
+                                         const recv_buffer& buffer, const deadline& until,
+                                         clock::duration timeout) {
+    state& s = *state_;
+    if (!s.posted.empty() || !s.held.empty()) [[unlikely]]
+      return std::nullopt;
+    const context& c = context_of(ctx, "recv", source, tag, buffer.capacity());
+    if (s.receives == receive_path::posted && postable(buffer, source, tag)) {
+      return receive_posted(c, source, tag, buffer, until, timeout);
+    }
+    for (int poll = 0; poll < quick_polls; ++poll) {
+      if (std::optional<state::found_message> m = s.probe_mpi(c, source, tag)) {
+        return take(*m, ctx, buffer);
+      }
+    }
+    request req;
+    req.slot_ = s.post(source, ctx, tag, buffer);
+    return wait_out(req, until, timeout);
+  }
+
   /// Collective over `parent`'s ranks: MPI_Comm_split(color, key) of the parent's MPI
   /// communicator (a negative color: MPI_UNDEFINED). The new communicator's context is the
   /// largest `next_free` of the parent's ranks (and the next id, for its collectives).
@@ -281,6 +353,11 @@ class mpi {
   /// Frees the MPI communicators of a communicator made by `split`: `ctx` and `ctx + 1`.
   void release(context_id ctx) noexcept {
     if (!state_) return;
+    for (const context_id freed : {ctx, ctx + 1}) {
+      if (const context* c = state_->contexts.find(freed)) {
+        for (MPI_Comm bank : c->banks) state_->repeated.forget(bank);
+      }
+    }
     state_->contexts.release(ctx);
     state_->contexts.release(ctx + 1);
   }
@@ -364,6 +441,7 @@ class mpi {
         if (r.state == phase::receiving) (void)MPI_Wait(&r.mpi, MPI_STATUS_IGNORE);
       }
       for (background_send& orphan : orphans) (void)MPI_Request_free(&orphan.request);
+      repeated.clear();
       contexts.clear();
     }
 
@@ -459,19 +537,26 @@ class mpi {
       }
       const context* c = contexts.find(r.ctx);
       if (c == nullptr) return std::nullopt;  // released: cancel_receive's business
-      const int source = r.source == any_source ? MPI_ANY_SOURCE : c->local_of(r.source);
-      const int bank_count = r.tag == any_tag ? tags.banks : 1;
+      return probe_mpi(*c, r.source, r.tag);
+    }
+
+    // The first message MPI_Improbe matches for (source, tag) on context `c`, now taken out of
+    // MPI's queue: whoever gets it must receive it (MPI_Mrecv, MPI_Imrecv) or hold it.
+    std::optional<found_message> probe_mpi(const context& c, int want_source, int want_tag) {
+      const int source = want_source == any_source ? MPI_ANY_SOURCE : c.local_of(want_source);
+      const int bank_count = want_tag == any_tag ? tags.banks : 1;
       for (int i = 0; i < bank_count; ++i) {
-        const int bank = r.tag == any_tag ? i : tags.bank_of(r.tag);
+        const int bank = want_tag == any_tag ? i : tags.bank_of(want_tag);
         int found = 0;
         found_message m;
         MPI_Status status;
         const int code =
-            MPI_Improbe(source, r.tag == any_tag ? MPI_ANY_TAG : tags.mpi_tag(r.tag),
-                        c->banks[static_cast<std::size_t>(bank)], &found, &m.message, &status);
-        detail::mpi::check(code, "MPI_Improbe", {rank, r.source, r.tag, 0, "recv"});
+            MPI_Improbe(source, want_tag == any_tag ? MPI_ANY_TAG : tags.mpi_tag(want_tag),
+                        c.banks[static_cast<std::size_t>(bank)], &found, &m.message, &status);
+        if (code != MPI_SUCCESS) [[unlikely]]
+          detail::mpi::fail(code, "MPI_Improbe", {rank, want_source, want_tag, 0, "recv"});
         if (found == 0) continue;
-        m.source = c->world_of(status.MPI_SOURCE);
+        m.source = c.world_of(status.MPI_SOURCE);
         m.tag = tags.commx_tag(bank, status.MPI_TAG);
         m.bytes = detail::mpi::bytes_of(status);
         return m;
@@ -567,6 +652,7 @@ class mpi {
     MPI_Comm world = MPI_COMM_NULL;  // context 0's communicator
     std::vector<int> nodes;
     detail::mpi::context_table contexts;
+    detail::mpi::persistent_receives repeated;  // blocking receives posted to MPI
     std::vector<receive> slots;
     std::vector<std::uint32_t> free_slots;
     std::vector<std::uint32_t> posted;  // unmatched receives, in posting order
@@ -577,6 +663,44 @@ class mpi {
     detail::mpi::backoff waiting;
     receive_path receives = receive_path::matched;
   };
+
+  // Polls a blocking call makes before it reads the clock for its deadline (a few
+  // microseconds): a ping-pong's answer comes within them.
+  static constexpr int quick_polls = 64;
+
+  // The rest of a blocking call whose operation did not complete at once: what a request's
+  // wait does (commx::detail::wait_until, then cancel at the deadline).
+  [[gnu::noinline]] op_result wait_out(request& req, const deadline& until,
+                                       clock::duration timeout) {
+    const clock::time_point when = until.resolve(timeout);
+    for (;;) {
+      const std::uint64_t seen = event_count();
+      if (test(req)) return req.outcome_;
+      if (clock::now() >= when) {
+        if (!cancel(req)) return req.outcome_;  // it completed meanwhile
+        return {req.outcome_.source, req.outcome_.tag, req.outcome_.bytes,
+                make_error_code(errc::timeout)};
+      }
+      wait_for_event(seen, when);
+    }
+  }
+
+  // A blocking receive takes the message MPI_Improbe matched for it, or refuses it (then the
+  // endpoint holds it for the next receive, as `deliver` does).
+  op_result take(state::found_message& m, context_id ctx, const recv_buffer& buffer) {
+    state_->waiting.progressed();
+    std::error_code refused;
+    std::byte* into = buffer.prepare(m.bytes, refused);
+    if (refused) {
+      state_->held.push_back({m.message, m.source, ctx, m.tag, m.bytes});
+      return {m.source, m.tag, m.bytes, refused};
+    }
+    const detail::mpi::byte_layout layout(m.bytes);
+    const int code = MPI_Mrecv(into, layout.count(), layout.type(), &m.message, MPI_STATUS_IGNORE);
+    if (code != MPI_SUCCESS) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Mrecv", where("recv", m.source, m.tag, m.bytes));
+    return {m.source, m.tag, m.bytes, {}};
+  }
 
   // A receive goes to MPI_Irecv when its buffer is fixed, one MPI communicator can match its
   // tag, and no receive waits in the endpoint (or message is held) that MPI would overtake.
@@ -606,28 +730,82 @@ class mpi {
     MPI_Status status;
     const int code = MPI_Test(&req.send_, &done, &status);
     if (code == MPI_SUCCESS && done == 0) return false;
+    req.mpi_freed_ = code != MPI_SUCCESS && req.send_ == MPI_REQUEST_NULL;
     finish_posted(req, code, status);
     return true;
   }
 
   // MPI's truncation is the receive's error; any other failure is thrown.
   void finish_posted(request& req, int code, const MPI_Status& status) {
-    const int requested_tag = req.outcome_.tag;
+    req.outcome_ = posted_outcome(*req.posted_, req.outcome_.tag, req.buffer_, code, status);
     req.send_ = MPI_REQUEST_NULL;
-    req.outcome_.source = req.posted_->world_of(status.MPI_SOURCE);
-    req.outcome_.tag = requested_tag != any_tag ? requested_tag : status.MPI_TAG;
     req.posted_ = nullptr;
+  }
+
+  // How a receive posted to MPI (for `requested_tag`, into `buffer`) ended.
+  op_result posted_outcome(const context& c, int requested_tag, const recv_buffer& buffer, int code,
+                           const MPI_Status& status) {
     state_->waiting.progressed();
-    if (code != MPI_SUCCESS) {
+    op_result out{c.world_of(status.MPI_SOURCE),
+                  requested_tag != any_tag ? requested_tag : status.MPI_TAG,
+                  0,
+                  {}};
+    if (code != MPI_SUCCESS) [[unlikely]] {
       if (detail::mpi::errc_of(code) != errc::truncated) {
         detail::mpi::fail(code, "MPI_Test", where("recv", unknown, requested_tag, 0));
       }
-      req.outcome_.bytes = req.buffer_.capacity();
-      req.outcome_.error = make_error_code(errc::truncated);
-      return;
+      out.bytes = buffer.capacity();
+      out.error = make_error_code(errc::truncated);
+      return out;
     }
-    req.outcome_.bytes = detail::mpi::bytes_of(status);
-    (void)req.buffer_.prepare(req.outcome_.bytes, req.outcome_.error);  // whole elements?
+    out.bytes = detail::mpi::bytes_of(status);
+    (void)buffer.prepare(out.bytes, out.error);  // whole elements?
+    return out;
+  }
+
+  // A blocking receive posted to MPI: started as a persistent receive (detail/mpi/
+  // persistent.hpp; past 2 GiB as post_to_mpi posts it), then polled.
+  op_result receive_posted(const context& c, int source, int tag, const recv_buffer& buffer,
+                           const deadline& until, clock::duration timeout) {
+    if (buffer.capacity() > static_cast<std::size_t>(INT_MAX)) [[unlikely]] {
+      request req;
+      post_to_mpi(req, c, source, tag, buffer);
+      return wait_out(req, until, timeout);
+    }
+    std::error_code ec;
+    std::byte* into = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
+    const int bank = tag == any_tag ? 0 : state_->tags.bank_of(tag);
+    int code = MPI_SUCCESS;
+    MPI_Request handle =
+        state_->repeated.find(into, static_cast<int>(buffer.capacity()), mpi_source(c, source),
+                              mpi_tag(tag), c.banks[static_cast<std::size_t>(bank)], code);
+    if (handle == MPI_REQUEST_NULL) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Recv_init", where("recv", source, tag, buffer.capacity()));
+    const MPI_Request kept = handle;  // MPI may set `handle` to MPI_REQUEST_NULL on an error
+    code = MPI_Start(&handle);
+    if (code != MPI_SUCCESS) [[unlikely]] {
+      state_->repeated.discard(kept, handle != MPI_REQUEST_NULL);
+      detail::mpi::fail(code, "MPI_Start", where("recv", source, tag, buffer.capacity()));
+    }
+    for (int poll = 0; poll < quick_polls; ++poll) {
+      int done = 0;
+      MPI_Status status;
+      code = MPI_Test(&handle, &done, &status);
+      if (code == MPI_SUCCESS && done != 0) [[likely]]
+        return posted_outcome(c, tag, buffer, code, status);
+      if (code != MPI_SUCCESS) {
+        state_->repeated.discard(kept, handle != MPI_REQUEST_NULL);
+        return posted_outcome(c, tag, buffer, code, status);
+      }
+    }
+    request req;
+    req.send_ = handle;
+    req.posted_ = &c;
+    req.buffer_ = buffer;
+    req.outcome_.tag = tag;
+    op_result out = wait_out(req, until, timeout);
+    if (out.error) state_->repeated.discard(kept, !req.mpi_freed_);  // truncated or withdrawn
+    return out;
   }
 
   bool cancel_posted(request& req) {
@@ -635,6 +813,7 @@ class mpi {
     detail::mpi::check(MPI_Cancel(&req.send_), "MPI_Cancel", here);
     MPI_Status status;
     const int code = MPI_Wait(&req.send_, &status);
+    req.mpi_freed_ = code != MPI_SUCCESS && req.send_ == MPI_REQUEST_NULL;
     int cancelled = 0;
     if (code == MPI_SUCCESS) {
       detail::mpi::check(MPI_Test_cancelled(&status, &cancelled), "MPI_Test_cancelled", here);
@@ -749,5 +928,6 @@ class mpi {
 };
 
 static_assert(transport<mpi>);
+static_assert(blocking_send<mpi> && blocking_recv<mpi>);
 
 }  // namespace commx::transport

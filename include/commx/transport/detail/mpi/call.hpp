@@ -76,6 +76,21 @@ class byte_layout {
       count_ = static_cast<int>(bytes);
       return;
     }
+    make_type(bytes);
+  }
+  byte_layout(const byte_layout&) = delete;
+  byte_layout& operator=(const byte_layout&) = delete;
+  ~byte_layout() {
+    if (owned_) [[unlikely]]
+      (void)MPI_Type_free(&type_);
+  }
+
+  [[nodiscard]] int count() const { return count_; }
+  [[nodiscard]] MPI_Datatype type() const { return type_; }
+
+ private:
+  // Out of line, so that the constructor stays small enough to inline on every message's path.
+  [[gnu::noinline]] void make_type(std::size_t bytes) {
     constexpr std::size_t block = std::size_t{1} << 30;
     MPI_Datatype blocks = MPI_DATATYPE_NULL;
     check(MPI_Type_contiguous(static_cast<int>(block), MPI_BYTE, &blocks), "MPI_Type_contiguous");
@@ -91,16 +106,7 @@ class byte_layout {
     count_ = 1;
     owned_ = true;
   }
-  byte_layout(const byte_layout&) = delete;
-  byte_layout& operator=(const byte_layout&) = delete;
-  ~byte_layout() {
-    if (owned_) (void)MPI_Type_free(&type_);
-  }
 
-  [[nodiscard]] int count() const { return count_; }
-  [[nodiscard]] MPI_Datatype type() const { return type_; }
-
- private:
   int count_ = 0;
   MPI_Datatype type_ = MPI_BYTE;
   bool owned_ = false;
