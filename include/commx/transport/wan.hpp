@@ -115,6 +115,11 @@ class wan {
     int before_;
   };
 
+  /// Runs at most one step of the transport's work (one read, one write, one handshake step)
+  /// and says whether there was one. For tests that must stop between two steps of a transfer:
+  /// every other call runs all the work there is, which on an idle machine can be all of it.
+  bool progress_one() { return engine_->io().poll_one() > 0; }
+
   /// The socket of data stream `k` of the path to `peer`, or -1 (tests break one with it).
   [[nodiscard]] int native_stream(int peer, int k) const { return paths_->native_stream(peer, k); }
 
