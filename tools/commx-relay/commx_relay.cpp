@@ -279,7 +279,7 @@ class relay {
   void on_accepted(asio::ip::tcp::socket socket) {
     std::error_code ignored;
     const auto from = socket.remote_endpoint(ignored);
-    if (pending_ >= max_pending_handshakes || links_ >= opts_.max_links) {
+    if (pending_ >= max_pending_handshakes || *links_ >= opts_.max_links) {
       return log(from, "refused: too many connections in progress");
     }
     ++pending_;
@@ -356,11 +356,13 @@ class relay {
           const std::string name = fmt::format("rank {} at {} -> {}", c->caller.rank,
                                                text_of(c->remote), tcp::text_of(*c->target));
           if (opts_.verbose) fmt::print(stderr, "commx-relay: link {} open\n", name);
-          ++links_;
+          ++*links_;
           auto l = std::shared_ptr<link>(
               new link(std::move(c->socket), std::move(**onward), name, opts_.verbose),
-              [this](link* gone) {
-                --links_;
+              // Links still open at exit die with the io_context, after the relay: the count
+              // they give back must outlive both.
+              [count = links_](link* gone) {
+                --*count;
                 delete gone;
               });
           l->start();
@@ -372,7 +374,7 @@ class relay {
   asio::ip::tcp::acceptor acceptor_;
   std::map<std::string, asio::ip::tcp::endpoint> routes_;
   std::size_t pending_ = 0;
-  std::size_t links_ = 0;
+  std::shared_ptr<std::size_t> links_ = std::make_shared<std::size_t>(0);
 };
 
 }  // namespace
