@@ -38,6 +38,9 @@
 #include <utility>
 #include <vector>
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <asio.hpp>
 #include <fmt/format.h>
 
@@ -384,7 +387,16 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   asio::io_context io;
   asio::signal_set stop(io, SIGINT, SIGTERM);
-  stop.async_wait([&](std::error_code, int) { io.stop(); });
+  stop.async_wait([&](std::error_code, int) {
+    // A second signal (timeout(1) signals the child, then its whole group) must not kill the
+    // exit this one began: once the signal set is gone, its default action would.
+    sigset_t both;
+    sigemptyset(&both);
+    sigaddset(&both, SIGINT);
+    sigaddset(&both, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &both, nullptr);
+    io.stop();
+  });
   try {
     relay r(io, opts);
     io.run();
