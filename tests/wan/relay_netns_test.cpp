@@ -103,7 +103,7 @@ int connect_errno(const std::string& ns, const char* address) {
 
 std::unique_ptr<child> in_ns(const std::string& ns, std::vector<std::string> argv,
                              std::vector<std::string> env) {
-  argv.insert(argv.begin(), {"timeout", "-s", "KILL", "150", "ip", "netns", "exec", ns});
+  argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
   return std::make_unique<child>(argv, env);
 }
 
@@ -118,7 +118,9 @@ std::unique_ptr<child> relay(const std::string& ns, const char* site, const char
 
 std::unique_ptr<child> rank(const std::string& ns, int r, const char* site, const char* address,
                             const char* relay_at, const std::vector<std::string>& scenario) {
-  std::vector<std::string> argv{WAN_SCENARIO_PATH};
+  // Bounded by timeout(1) besides the test's own deadline. (Not the relays: they are signalled
+  // to stop, and timeout -s KILL would pass the signal on as KILL.)
+  std::vector<std::string> argv{"timeout", "-s", "KILL", "150", WAN_SCENARIO_PATH};
   argv.insert(argv.end(), scenario.begin(), scenario.end());
   return in_ns(
       ns, argv,
