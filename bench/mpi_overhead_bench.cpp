@@ -33,8 +33,9 @@ using comm = commx::communicator<commx::transport::mpi, commx::coll::native>;
 
 enum class kind : std::int32_t { pingpong, bandwidth, allreduce, stop };
 // commx with matched-probe receives (its default), commx with receives posted to MPI_Irecv
-// (COMMX_MPI_RECEIVES=posted), raw MPI.
-enum class variant : std::int32_t { commx, commx_posted, raw };
+// (COMMX_MPI_RECEIVES=posted), raw MPI; and for ping-pong raw MPI receiving as commx's default
+// does (MPI_Mprobe, MPI_Get_count, MPI_Mrecv): what the same semantics cost in MPI itself.
+enum class variant : std::int32_t { commx, commx_posted, raw, raw_matched };
 
 struct worlds {
   comm matched;
@@ -83,14 +84,32 @@ void commx_window_recv(comm& world, std::vector<std::vector<std::byte>>& slots,
 
 // --- the raw MPI side ------------------------------------------------------------------
 
-void raw_pingpong(std::span<std::byte> out, std::span<std::byte> in, int peer, bool first) {
+// A receive that learns the size before it takes the message, as commx's matched receive.
+void raw_matched_recv(std::span<std::byte> in, int peer) {
+  MPI_Message message = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  check(MPI_Mprobe(peer, pingpong::data_tag, MPI_COMM_WORLD, &message, &status), "MPI_Mprobe");
+  int count = 0;
+  check(MPI_Get_count(&status, MPI_BYTE, &count), "MPI_Get_count");
+  if (static_cast<std::size_t>(count) > in.size()) {
+    throw commx::error(commx::errc::truncated, "raw_matched_recv");
+  }
+  check(MPI_Mrecv(in.data(), count, MPI_BYTE, &message, MPI_STATUS_IGNORE), "MPI_Mrecv");
+}
+
+void raw_pingpong(std::span<std::byte> out, std::span<std::byte> in, int peer, bool first,
+                  bool matched) {
   const int n = static_cast<int>(out.size());
   if (first) {
     check(MPI_Send(out.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD), "MPI_Send");
   }
-  check(
-      MPI_Recv(in.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-      "MPI_Recv");
+  if (matched) {
+    raw_matched_recv(in, peer);
+  } else {
+    check(MPI_Recv(in.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE),
+          "MPI_Recv");
+  }
   if (!first) {
     check(MPI_Send(in.data(), n, MPI_BYTE, peer, pingpong::data_tag, MPI_COMM_WORLD), "MPI_Send");
   }
@@ -140,7 +159,7 @@ void take_part(worlds& both, const run& r, benchmark::State* state) {
       for (std::int64_t i = 0; i < r.iterations; ++i) body();
     }
   };
-  const bool commx = r.how != variant::raw;
+  const bool commx = r.how == variant::commx || r.how == variant::commx_posted;
   if (r.what == kind::allreduce) {
     std::vector<double> data(bytes / sizeof(double), 1.0);
     if (commx) {
@@ -159,7 +178,8 @@ void take_part(worlds& both, const run& r, benchmark::State* state) {
     if (commx) {
       repeat([&] { commx_pingpong(world, out, in, peer, first); });
     } else {
-      repeat([&] { raw_pingpong(out, in, peer, first); });
+      const bool matched = r.how == variant::raw_matched;
+      repeat([&] { raw_pingpong(out, in, peer, first, matched); });
     }
     return;
   }
@@ -224,6 +244,14 @@ void register_all(worlds& world) {
           [&world, how](benchmark::State& s) { measure(s, world, kind::bandwidth, how); })
           ->Apply(pingpong::sizes)
           ->UseRealTime();
+      if (how == variant::raw) {
+        benchmark::RegisterBenchmark("pingpong/raw-mpi-matched",
+                                     [&world](benchmark::State& s) {
+                                       measure(s, world, kind::pingpong, variant::raw_matched);
+                                     })
+            ->Apply(pingpong::sizes)
+            ->UseRealTime();
+      }
     }
     benchmark::RegisterBenchmark(
         fmt::format("allreduce/{}", who).c_str(),

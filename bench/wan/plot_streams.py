@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """Plots wan_streams.py's tables (its stdout or --markdown files): Mbit/s versus streams, one
-panel per case, wan per message size beside iperf3 with the same streams.
+panel per case, wan per message size beside iperf3 with the same streams; what wan's autotune
+got, per size, as a dotted level.
 
   /usr/bin/python3 bench/wan/plot_streams.py out.png capped.txt autotuned_loss.txt
 """
@@ -16,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 
 def rows(paths):
-    """(case, streams, iperf3 or None, {size: Mbit/s}) from every table row in the files."""
+    """(case, streams or "autotune", iperf3 or None, {size: Mbit/s}) from every table row."""
     sizes = []
     for path in paths:
         with open(path) as f:
@@ -26,28 +27,36 @@ def rows(paths):
                     if cells and cells[0] == "case":
                         sizes = [c.replace("wan ", "") for c in cells[3:]]
                     continue
-                if not cells[1].isdigit():
+                if not cells[1].isdigit() and cells[1] != "autotune":
                     continue
                 values = {}
                 for size, cell in zip(sizes, cells[3:]):
                     m = re.match(r"([\d.]+)", cell)
                     if m:
                         values[size] = float(m.group(1))
-                yield cells[0], int(cells[1]), (float(cells[2]) if cells[2] != "-" else None), values
+                streams = int(cells[1]) if cells[1].isdigit() else cells[1]
+                yield cells[0], streams, (float(cells[2]) if cells[2] != "-" else None), values
 
 
 def main():
     out, paths = sys.argv[1], sys.argv[2:]
     data = {}
+    autotuned = {}
     for case, streams, iperf, values in rows(paths):
-        data.setdefault(case, {})[streams] = (iperf, values)
+        if streams == "autotune":
+            autotuned[case] = values
+        else:
+            data.setdefault(case, {})[streams] = (iperf, values)
     fig, axes = plt.subplots(1, len(data), figsize=(5 * len(data), 4), squeeze=False)
     for ax, (case, points) in zip(axes[0], data.items()):
         xs = sorted(points)
         ax.plot(xs, [points[x][0] for x in xs], "k--o", label="iperf3")
         for size in sorted({s for x in xs for s in points[x][1]}, key=lambda s: int(s.split()[0])):
             ys = [points[x][1].get(size) for x in xs]
-            ax.plot(xs, ys, "-o", label=f"wan {size}")
+            line = ax.plot(xs, ys, "-o", label=f"wan {size}")[0]
+            if size in autotuned.get(case, {}):
+                ax.axhline(autotuned[case][size], color=line.get_color(), linestyle=":",
+                           label=f"wan {size}, autotune")
         ax.set_xscale("log", base=2)
         ax.set_xticks(xs, [str(x) for x in xs])
         ax.set_title(case)

@@ -9,11 +9,17 @@ plus the wan transport's own autotune (COMMX_WAN_AUTOTUNE=1). For each case and 
 iperf3 with the same streams runs on the same emulator right before: the ceiling. Slow parts
 can be run on their own (--cases, --streams, --sizes).
 
+Like iperf3 (and osu_bw), each measured round keeps the link busy: a window of messages (as
+many as the ceiling carries in --round-seconds, at least 2) is in flight at once, so each message's
+rendezvous overlaps the one before it. --exchange measures MPWide's way instead: one message at
+a time, each answered before the next leaves (two round trips per message).
+
   sudo bench/wan/wan_streams.py --wanemu build/release/tools/wanemu/wanemu \\
       --scenario build/release/tests/transport/wan/wan_scenario [--streams 1,4,16] [--sizes 64]
 """
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -24,14 +30,14 @@ from iperf_ceiling import ADDR_A, ADDR_B, CASES, Emulator, run_iperf  # noqa: E4
 TOKEN = "b" * 64
 
 
-def run_wan(emu, scenario, mib, rounds, env, nice, timeout):
+def run_wan(emu, scenario, mib, rounds, window, env, nice, timeout):
     """One two-rank job of `wan_scenario bench`; Mbit/s that rank 0 reports, or None."""
     common = [f"COMMX_SIZE=2", f"COMMX_ROOT={ADDR_A}:17000", f"COMMX_TOKEN={TOKEN}",
               "COMMX_TIMEOUT=120"] + [f"{k}={v}" for k, v in env.items()]
     procs = []
     for rank, (ns, addr) in enumerate([(emu.ns_a, ADDR_A), (emu.ns_b, ADDR_B)]):
         args = (["nice", "-n", str(nice), "ip", "netns", "exec", ns, "env", f"COMMX_RANK={rank}",
-                 f"COMMX_ADDR={addr}"] + common + [scenario, "bench", str(mib), str(rounds)])
+                 f"COMMX_ADDR={addr}"] + common + [scenario, "bench", str(mib), str(rounds), str(window)])
         procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True))
     outs = []
@@ -63,6 +69,12 @@ def main():
     parser.add_argument("--iperf-duration", type=int, default=6)
     parser.add_argument("--nice", type=int, default=-10)
     parser.add_argument("--chunk", default="1M")
+    parser.add_argument("--round-seconds", type=float, default=4,
+                        help="a window of messages lasts about this long at the ceiling")
+    parser.add_argument("--max-seconds", type=float, default=90,
+                        help="skip a cell whose job would take longer at the ceiling")
+    parser.add_argument("--exchange", action="store_true",
+                        help="one message at a time, each answered (MPWide's exchange)")
     parser.add_argument("--markdown")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -90,15 +102,23 @@ def main():
                                         args.nice)[0]
                 cells = []
                 for mib in sizes:
-                    mbit, err = run_wan(emu, args.scenario, mib, args.rounds, env, args.nice,
-                                        timeout=900)
+                    rate = (ceiling or args.rate_mbit) * 1e6 / 8
+                    window = 1 if args.exchange else \
+                        max(2, min(64, math.ceil(rate * args.round_seconds / (mib << 20))))
+                    expected = (args.rounds + 1) * window * (mib << 20) / rate
+                    if expected > args.max_seconds:
+                        cells.append(f"- ({expected:.0f} s)")
+                        continue
+                    mbit, err = run_wan(emu, args.scenario, mib, args.rounds, window, env,
+                                        args.nice, timeout=max(900, 4 * expected))
                     if mbit is None:
                         print(err, file=sys.stderr)
                     picked = [l for l in err.splitlines() if "autotune:" in l]
                     if picked:
                         print(picked[0], flush=True)
                     ratio = f" ({mbit / ceiling:.2f}x)" if mbit and ceiling else ""
-                    cells.append(f"{mbit:.0f}{ratio}" if mbit else "failed")
+                    shown = f"{mbit:.0f}{ratio}" if mbit else "failed"
+                    cells.append(shown + (f" w{window}" if window > 1 else ""))
                 line = (f"| {case} | {p} | {ceiling:.0f} | " if ceiling else f"| {case} | {p} | - | ") \
                     + " | ".join(cells) + " |"
                 print(line, flush=True)
