@@ -24,13 +24,13 @@
 #include <fmt/format.h>
 
 #include "transport/tcp/processes.hpp"
-#include "wan/emulator.hpp"
+#include "support/netns.hpp"
 
 namespace {
 
 using commx::test::child;
-using commx::test::wan::netns_scope;
-using commx::test::wan::run_quietly;
+using commx::test::netns_scope;
+using commx::test::run_quietly;
 using clock_type = child::clock;
 using namespace std::chrono_literals;
 
@@ -170,7 +170,7 @@ TEST_CASE("commx-relay joins two sites that cannot route to each other", "[relay
 int main(int argc, char** argv) {
   if (::geteuid() != 0) {
     std::printf("SKIP: the relay's namespace test needs root (ip netns)\n");
-    return commx::test::wan::kSkipReturnCode;
+    return commx::test::kSkipReturnCode;
   }
   return Catch::Session().run(argc, argv);
 }

@@ -147,11 +147,6 @@ options parse(int argc, char** argv) {
   return o;
 }
 
-std::string text_of(const asio::ip::tcp::endpoint& ep) {
-  return ep.address().is_v6() ? fmt::format("[{}]:{}", ep.address().to_string(), ep.port())
-                              : fmt::format("{}:{}", ep.address().to_string(), ep.port());
-}
-
 /// Two connected sockets and the bytes between them, copied both ways as they come.
 class link : public std::enable_shared_from_this<link> {
  public:
@@ -245,7 +240,7 @@ class relay {
                                      opts_.listen_port, ec ? ec.message() : "no address"));
     }
     fmt::print("commx-relay: site {} listening on {}\n", opts_.site,
-               text_of(acceptor_.local_endpoint()));
+               tcp::text_of(acceptor_.local_endpoint()));
     std::fflush(stdout);
     accept_next();
   }
@@ -276,7 +271,7 @@ class relay {
   }
 
   void log(const asio::ip::tcp::endpoint& from, const std::string& what) const {
-    fmt::print(stderr, "commx-relay: {}: {}\n", text_of(from), what);
+    fmt::print(stderr, "commx-relay: {}: {}\n", tcp::text_of(from), what);
   }
 
   void on_accepted(asio::ip::tcp::socket socket) {
@@ -357,7 +352,7 @@ class relay {
             return;
           }
           const std::string name = fmt::format("rank {} at {} -> {}", c->caller.rank,
-                                               text_of(c->remote), tcp::text_of(*c->target));
+                                               tcp::text_of(c->remote), tcp::text_of(*c->target));
           if (opts_.verbose) fmt::print(stderr, "commx-relay: link {} open\n", name);
           ++*links_;
           auto l = std::shared_ptr<link>(

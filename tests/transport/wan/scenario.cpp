@@ -6,6 +6,8 @@
 // - transfer [MiB] [rounds]: rank 0 and rank 1 exchange patterned messages, checked byte for byte
 // - retune [KiB]: rank 0 retunes the path mid-run, while both ranks keep large messages in flight in
 //   both directions; every message arrives whole, once, in order
+// - retune_both [KiB]: both ranks retune the path at the same moment, each its own way, under
+//   traffic; both calls return, the ranks agree on one of the two tunings, nothing is lost
 // - autotune: under COMMX_WAN_AUTOTUNE=1, the path was measured and tuned, and works
 // - break_stream: rank 1 shuts one data stream's socket down in the middle of a large transfer;
 //   both ranks get errc::peer_lost, neither hangs nor sees a short message
@@ -27,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -202,6 +205,59 @@ void retune(comm& world, int argc, char** argv) {
   COMMX_CHECK(seen.epoch > 1);
 }
 
+/// Both ranks retune the path at the same moment, each to a tuning of its own, while large
+/// messages are in flight both ways. Both calls return; the two ranks end on the same tuning,
+/// one of the two (the rank that opens the path applies the requests in the order it reads
+/// them, so either may be last); every message arrives whole, once.
+void retune_both(comm& world, int argc, char** argv) {
+  auto& t = world.transport();
+  const int other = 1 - world.rank();
+  const std::size_t kib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 4096;
+  const std::size_t words = (kib << 10) / 4;
+  using tuning = commx::transport::wan::path_config;
+  constexpr int rounds = 6;
+  for (int round = 0; round < rounds; ++round) {
+    // Different stream counts each round and for each rank, so that which one won shows.
+    const tuning wanted[2] = {{2 + round % 3, std::size_t{64} << 10, 0, 0, 0, ""},
+                              {5 + round % 2, std::size_t{128} << 10, 0, 0, 0, ""}};
+    const auto a = pattern(words, world.rank(), 2 * round);
+    const auto b = pattern(words + 3, world.rank(), 2 * round + 1);
+    std::vector<std::uint32_t> in_a;
+    std::vector<std::uint32_t> in_b;
+    auto ra = world.irecv(other, 5, in_a);
+    auto rb = world.irecv(other, 5, in_b);
+    auto sa = world.isend(other, 5, a);
+    world.barrier();
+    auto sb = world.isend(other, 5, b);
+    const auto before = t.path(other).epoch;
+    t.retune(other, wanted[world.rank()]);
+    const auto now = t.path(other);
+    COMMX_CHECK(now.epoch > before);
+    COMMX_CHECK(now.tuning == wanted[0] || now.tuning == wanted[1]);
+    ra.wait();
+    rb.wait();
+    sa.wait();
+    sb.wait();
+    check_same(in_a, pattern(words, other, 2 * round), "retune_both a", round);
+    check_same(in_b, pattern(words + 3, other, 2 * round + 1), "retune_both b", round);
+    // Both ranks see the same epoch, with all its streams open (bounded: messages keep the
+    // transports busy while the later rank reads the last openings).
+    bool agreed = false;
+    for (int i = 0; i < 100 && !agreed; ++i) {
+      const auto seen = t.path(other);
+      const std::uint64_t here[2] = {
+          seen.epoch, static_cast<std::uint64_t>(
+                          seen.open_streams == seen.tuning.streams ? seen.tuning.streams : 0)};
+      std::uint64_t there[2] = {};
+      world.sendrecv(other, 7, std::span<const std::uint64_t>(here), other, 7,
+                     std::span<std::uint64_t>(there));
+      agreed = here[1] != 0 && here[0] == there[0] && here[1] == there[1];
+      if (!agreed) exchange(world, std::size_t{1} << 20, 1, 6);
+    }
+    COMMX_CHECK(agreed);
+  }
+}
+
 void patterns(comm& world) {
   const int next = (world.rank() + 1) % world.size();
   const int previous = (world.rank() + world.size() - 1) % world.size();
@@ -300,6 +356,8 @@ int main(int argc, char** argv) {
       transfer(world, argc, argv);
     } else if (scenario == "retune") {
       retune(world, argc, argv);
+    } else if (scenario == "retune_both") {
+      retune_both(world, argc, argv);
     } else if (scenario == "bench") {
       bench(world, argc, argv);
     } else if (scenario == "autotune") {

@@ -95,6 +95,7 @@ class connection {
         if (ec == asio::error::would_block || ec == asio::error::try_again) return {};
         if (ec) return ec;
       }
+      const bool full = n < offered;
       while (!out.empty()) {
         out_frame& f = out.front();
         const std::size_t take = std::min(n, f.total() - f.written);
@@ -108,7 +109,7 @@ class connection {
       // A TCP socket takes less than it was offered only when its send buffer is full: asking
       // again at once would be a system call that fails with would_block. The write wait the
       // caller arms resumes the queue (arming re-polls the socket, so no wake-up is missed).
-      if (n < offered) return {};
+      if (full) return {};
     }
     return {};
   }

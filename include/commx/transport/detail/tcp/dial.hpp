@@ -37,11 +37,15 @@ inline asio::ip::tcp::endpoint endpoint_of(const endpoint_record& e) {
   return {asio::ip::address_v4(bytes), e.port};
 }
 
-inline std::string text_of(const endpoint_record& e) {
-  const auto ep = endpoint_of(e);
+/// `host:port`, `[v6]:port`.
+inline std::string text_of(const asio::ip::tcp::endpoint& ep) {
   const std::string address = ep.address().to_string();
-  const std::string at =
-      e.v6 ? fmt::format("[{}]:{}", address, e.port) : fmt::format("{}:{}", address, e.port);
+  return ep.address().is_v6() ? fmt::format("[{}]:{}", address, ep.port())
+                              : fmt::format("{}:{}", address, ep.port());
+}
+
+inline std::string text_of(const endpoint_record& e) {
+  const std::string at = text_of(endpoint_of(e));
   return e.site.empty() ? at : fmt::format("{} at site {}", at, e.site);
 }
 

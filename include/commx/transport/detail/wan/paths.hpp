@@ -217,7 +217,11 @@ class paths {
   }
 
   /// Closes the path to `peer` and reopens it with `tuning` (a new epoch), without losing or
-  /// repeating a byte of the messages in flight. Returns once the new streams are up.
+  /// repeating a byte of the messages in flight. Returns once the new streams are up. Only the
+  /// higher rank of a pair ever opens its streams; the lower rank's retune asks it to (a
+  /// `retune` frame), so both ranks may retune one path at the same moment: the opener applies
+  /// the requests in the order it reads them, and each call returns once its own has been
+  /// applied (or applied and superseded by a later one).
   /// @throws commx::error errc::peer_lost when the peer goes meanwhile, errc::timeout when the
   ///   path is not back within the timeout, errc::invalid_argument for a bad peer.
   void retune(int peer, const path_config& tuning) {
@@ -230,10 +234,19 @@ class paths {
     // A retune the peer began finishes first.
     run_until([&] { return ready(peer) || !engine_.connected(peer); }, until);
     check_connected(peer, "retune");
-    p.tuning = tuning;
-    p.reopening = true;
-    close_streams(peer);
-    if (!run_until([&] { return ready(peer) || !engine_.connected(peer); }, until)) {
+    const std::uint64_t before = p.epoch;
+    if (opens(peer)) {
+      reopen(peer, tuning);
+    } else {
+      request_retune(peer, tuning);
+    }
+    // Asked of the opener, this request may come after one the opener was applying: that
+    // epoch (before + 1) has the other tuning, and this one's follows.
+    const auto applied = [&] {
+      return !engine_.connected(peer) ||
+             (ready(peer) && (p.epoch >= before + 2 || (p.epoch > before && p.tuning == tuning)));
+    };
+    if (!run_until(applied, until)) {
       throw error(errc::timeout, fmt::format("wan: rank {}: retune of the path to rank {}: not "
                                              "reopened within the timeout",
                                              engine_.rank(), peer));
@@ -295,8 +308,9 @@ class paths {
     std::deque<outgoing> sending;
     std::unordered_map<std::uint64_t, assembly> arriving;
     bool reopening = false;  ///< this rank closed the path and reopens it when the old is gone
-    std::size_t turn = 0;    ///< the stream the next round of chunks starts at
-    bool probing = false;    ///< autotune: keep every stream's queue full of probe frames
+    std::optional<path_config> requested;  ///< the peer's retune, for when the path is ready
+    std::size_t turn = 0;                  ///< the stream the next round of chunks starts at
+    bool probing = false;  ///< autotune: keep every stream's queue full of probe frames
     std::deque<std::weak_ptr<stream>> to_connect;  ///< streams of this epoch not yet connecting
     int connecting = 0;                            ///< handshakes under way
     clock::time_point connect_until{};
@@ -438,8 +452,8 @@ class paths {
     p.autotuned = fmt::format(
         "path to rank {}: rtt {:.2f} ms, Mbit/s by streams {} -> streams {}, chunk {} KiB, "
         "buffers {}",
-        peer, std::chrono::duration<double, std::milli>(rtt).count(), measured,
-        best.streams, chunk >> 10,
+        peer, std::chrono::duration<double, std::milli>(rtt).count(), measured, best.streams,
+        chunk >> 10,
         best.rcvbuf > 0 ? fmt::format("{} KiB (as configured)", best.rcvbuf >> 10)
                         : std::string("kernel-autotuned"));
     fmt::print(stderr, "commx wan: rank {}: autotune: {}\n", engine_.rank(), p.autotuned);
@@ -536,6 +550,7 @@ class paths {
           st->active = true;
           on_readable(st);
           service(st->peer);
+          apply_requested(st->peer);
         });
     session->start();
   }
@@ -551,6 +566,7 @@ class paths {
 
   void on_open(stream& s, const stream_header& h) {
     path& p = peers_[index(s.peer)];
+    if (opens(s.peer)) return violation(s, "a stream opened by the rank that does not open paths");
     const auto tuning = parse_tuning(s.tuning);
     if (!tuning || tuning->streams != static_cast<int>(h.chunk)) {
       return violation(s, "a stream opening with malformed tuning");
@@ -713,6 +729,58 @@ class paths {
     }
   }
 
+  // --- retuning ---------------------------------------------------------------------------
+
+  /// Whether this rank opens the streams of the path to `peer`: the higher rank does.
+  [[nodiscard]] bool opens(int peer) const { return engine_.rank() > peer; }
+
+  /// The opener: close the path's streams, and reopen with `tuning` once they are gone.
+  void reopen(int peer, const path_config& tuning) {
+    path& p = peers_[index(peer)];
+    p.tuning = tuning;
+    p.reopening = true;
+    close_streams(peer);
+  }
+
+  /// Not the opener: ask the opener to reopen the path with `tuning`, on a stream of the
+  /// current epoch (ahead of any close this rank may send on it later, so it is read).
+  void request_retune(int peer, const path_config& tuning) {
+    path& p = peers_[index(peer)];
+    for (const auto& s : p.streams) {
+      if (!s->active) continue;
+      const std::string text = tuning_text(tuning);
+      out_control(*s,
+                  {stream_kind::retune, engine_.rank(), static_cast<std::uint32_t>(tuning.streams),
+                   p.epoch, 0, text.size()},
+                  text);
+      flush(s);
+      return;
+    }
+    throw error(errc::peer_lost, fmt::format("wan: rank {}: retune of the path to rank {}: no "
+                                             "stream is open to ask on",
+                                             engine_.rank(), peer));
+  }
+
+  /// The opener read the peer's retune request: applied now if the path is up, else as soon
+  /// as it is (a later request replaces one not yet applied).
+  void on_retune_request(stream& s) {
+    if (!opens(s.peer)) return violation(s, "a retune request to the rank that does not open");
+    const auto tuning = parse_tuning(s.tuning);
+    if (!tuning || tuning->streams != static_cast<int>(s.current.chunk))
+      return violation(s, "a retune request with malformed tuning");
+    if (leaving_) return;
+    peers_[index(s.peer)].requested = *tuning;
+    apply_requested(s.peer);
+  }
+
+  void apply_requested(int peer) {
+    path& p = peers_[index(peer)];
+    if (!p.requested || !ready(peer) || leaving_) return;
+    const path_config tuning = *p.requested;
+    p.requested.reset();
+    reopen(peer, tuning);
+  }
+
   // --- closing ----------------------------------------------------------------------------
 
   /// Asks every stream of the path to `peer` to close: no new chunks go on them.
@@ -749,6 +817,7 @@ class paths {
 
   /// Closes every path and waits (briefly) until the streams are gone, so no chunk is cut off.
   void leave() noexcept {
+    leaving_ = true;
     try {
       for (int peer = 0; peer < engine_.size(); ++peer) {
         if (peer != engine_.rank() && engine_.connected(peer)) {
@@ -823,7 +892,8 @@ class paths {
       if (ec == asio::error::would_block || ec == asio::error::try_again) break;
       if (ec == asio::error::eof) return ended(s);
       if (ec) return broken(*s, fmt::format("read failed: {}", ec.message()));
-      if (s->current.kind == stream_kind::open) s->tuning.append(reinterpret_cast<char*>(into), n);
+      if (s->current.kind == stream_kind::open || s->current.kind == stream_kind::retune)
+        s->tuning.append(reinterpret_cast<char*>(into), n);
       s->remaining -= n;
       if (s->remaining == 0 && !end_payload(s)) return;
     }
@@ -872,7 +942,8 @@ class paths {
         break;
       }
       case stream_kind::probe:
-        break;  // its filler is read and dropped
+      case stream_kind::retune:
+        break;  // filler is read and dropped; a request's text is read, then acted on
       case stream_kind::close:
         s->close_received = true;
         s->current = h;
@@ -894,6 +965,10 @@ class paths {
     const stream_header& h = s->current;
     if (h.kind == stream_kind::open) {
       on_open(*s, h);
+      return s->conn.open;
+    }
+    if (h.kind == stream_kind::retune) {
+      on_retune_request(*s);
       return s->conn.open;
     }
     if (h.kind != stream_kind::chunk) return true;
@@ -958,6 +1033,7 @@ class paths {
   tcp::engine& engine_;
   config cfg_;
   std::vector<path> peers_;
+  bool leaving_ = false;  ///< no more reopening: the paths are closing for good
   std::array<std::byte, 64 << 10> discard_{};
 };
 

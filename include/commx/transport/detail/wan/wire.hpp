@@ -13,10 +13,10 @@
 /// | 5 | 1 | kind (`stream_kind`) |
 /// | 6 | 2 | flags, 0 |
 /// | 8 | 4 | source world rank |
-/// | 12 | 4 | chunk size of the message (chunk); streams in the path (open) |
-/// | 16 | 8 | message id: the tcp rendezvous id (chunk); path epoch (open, close) |
+/// | 12 | 4 | chunk size of the message (chunk); streams in the path (open, retune) |
+/// | 16 | 8 | message id: the tcp rendezvous id (chunk); path epoch (open, close, retune) |
 /// | 24 | 8 | offset of the chunk in the message (chunk); stream index (open) |
-/// | 32 | 8 | length of the payload that follows: the chunk's bytes (chunk), the path's tuning as `key=value` text (open), filler (probe); 0 (close) |
+/// | 32 | 8 | length of the payload that follows: the chunk's bytes (chunk), the path's tuning as `key=value` text (open, retune), filler (probe); 0 (close) |
 ///
 /// A message of `size` bytes sent with chunk size `c` is chunks at offsets 0, c, 2c, ..., each
 /// `c` long but the last: so the receiver can tell a duplicate, an overlap or a gap from the
@@ -46,6 +46,7 @@ enum class stream_kind : std::uint8_t {
   chunk,     ///< a piece of a large message's payload
   close,     ///< the sender puts nothing more on this stream (path closing or retuned, leaving)
   probe,     ///< filler bytes an autotuning sender measures the path with; dropped on arrival
+  retune,    ///< to the rank that opens the path: close it and reopen it with this tuning
 };
 
 struct stream_header {
@@ -89,7 +90,7 @@ inline decoded_stream_header decode(std::span<const std::byte, stream_header_siz
   if (w::get(&in[0], 4) != stream_magic) return {h, "bad magic on a data stream"};
   if (w::get(&in[4], 1) != stream_version) return {h, "unsupported data stream version"};
   const auto kind = static_cast<std::uint8_t>(w::get(&in[5], 1));
-  if (kind < 1 || kind > static_cast<std::uint8_t>(stream_kind::probe))
+  if (kind < 1 || kind > static_cast<std::uint8_t>(stream_kind::retune))
     return {h, "unknown data stream frame kind"};
   h.kind = static_cast<stream_kind>(kind);
   if (w::get(&in[6], 2) != 0) return {h, "unknown flags on a data stream"};
@@ -118,6 +119,11 @@ inline decoded_stream_header decode(std::span<const std::byte, stream_header_siz
     case stream_kind::probe:
       if (h.chunk != 0 || h.id != 0 || h.offset != 0 || h.length > max_chunk)
         return {h, "malformed probe"};
+      break;
+    case stream_kind::retune:
+      if (h.chunk == 0 || h.chunk > max_streams || h.offset != 0 || h.length == 0 ||
+          h.length > max_tuning_text)
+        return {h, "malformed retune request"};
       break;
   }
   return d;
