@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target: random bytes into everything the TCP transport decodes from a peer it
 // does not trust yet or at all: frame headers (as a stream, as the reader cuts it), bootstrap
-// endpoints and tables, and every handshake message. None may crash, read out of bounds or
+// endpoints and tables, every handshake message, and the wan transport's data stream headers. None may crash, read out of bounds or
 // trip UBSan; what decodes must re-encode to the same bytes.
 
 #include <cstddef>
@@ -13,9 +13,11 @@
 #include "commx/transport/detail/tcp/handshake.hpp"
 #include "commx/transport/detail/tcp/route.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
+#include "commx/transport/detail/wan/wire.hpp"
 
 namespace tcp = commx::detail::tcp;
 namespace hs = commx::detail::tcp::handshake;
+namespace wan = commx::detail::wan;
 
 namespace {
 
@@ -61,6 +63,25 @@ void endpoints(std::span<const std::byte> in) {
   }
 }
 
+// A wan data stream: header after header, each payload skipped; a chunk is checked against a
+// message size taken from the input too.
+void wan_frames(std::span<const std::byte> in) {
+  while (in.size() >= wan::stream_header_size) {
+    const auto d = wan::decode(in.first<wan::stream_header_size>(), 1);
+    if (!d.ok()) return;
+    const auto again = wan::encode(d.header);
+    require(std::equal(again.begin(), again.end(), in.begin()));
+    in = in.subspan(wan::stream_header_size);
+    if (d.header.kind == wan::stream_kind::chunk && in.size() >= 8) {
+      const std::uint64_t size = tcp::wire::get(in.data(), 8);
+      if (wan::check_chunk(d.header, size, d.header.chunk).empty())
+        require(d.header.offset + d.header.length <= size);
+    }
+    if (d.header.length > in.size()) return;
+    in = in.subspan(static_cast<std::size_t>(d.header.length));
+  }
+}
+
 void handshake(std::span<const std::byte> in) {
   constexpr std::string_view token = "0123456789abcdef0123456789abcdef";
   if (in.size() >= hs::hello_size) {
@@ -85,12 +106,15 @@ void handshake(std::span<const std::byte> in) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   const auto in = std::as_bytes(std::span(data + 1, size - 1));
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0:
       frames(in);
       break;
     case 1:
       endpoints(in);
+      break;
+    case 2:
+      wan_frames(in);
       break;
     default:
       handshake(in);

@@ -11,9 +11,11 @@
 /// Each path is tuned (streams, chunk size, socket buffers, pacing, congestion control) from
 /// the environment or a path file (detail/wan/config.hpp), and can be retuned at run time:
 /// `retune(peer, tuning)` closes the path's streams after what they carry, and reopens them
-/// under the new tuning, losing and repeating nothing. A data stream that breaks loses the
-/// peer: what waits on it completes with errc::peer_lost (errc::protocol_violation for a bad
-/// frame), and stderr names the stream.
+/// under the new tuning, losing and repeating nothing; either rank of the pair may call it,
+/// both at once too (the higher rank applies both, in the order it reads them, and both ranks
+/// end on the same tuning). A data stream that breaks loses the peer: what waits on it
+/// completes with errc::peer_lost (errc::protocol_violation for a bad frame), and stderr names
+/// the stream.
 
 #include <cstdint>
 #include <memory>

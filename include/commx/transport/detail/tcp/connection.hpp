@@ -65,6 +65,9 @@ class connection {
 
   // --- writing ---------------------------------------------------------------------------
   std::deque<out_frame> out;
+  /// Bytes the socket has taken, ever: less what it still holds (SIOCOUTQ), what the peer
+  /// acknowledged (wan's autotune measures paths so).
+  std::uint64_t bytes_written = 0;
 
   /// Writes as much of the queue as the socket takes now. Completed frames are popped and
   /// handed to `done(frame)`. Returns the error that broke the connection, if any;
@@ -94,6 +97,7 @@ class connection {
         n = socket.write_some(std::span(buffers.data(), count), ec);
         if (ec == asio::error::would_block || ec == asio::error::try_again) return {};
         if (ec) return ec;
+        bytes_written += n;
       }
       const bool full = n < offered;
       while (!out.empty()) {
@@ -123,6 +127,7 @@ class connection {
                                                     asio::buffer(payload.data(), payload.size())};
     const std::size_t n = socket.write_some(buffers, ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
+    bytes_written += n;
     return n;
   }
 
