@@ -10,8 +10,8 @@ iperf3 with the same streams runs on the same emulator right before: the ceiling
 can be run on their own (--cases, --streams, --sizes).
 
 Like iperf3 (and osu_bw), each measured round keeps the link busy: a window of messages (as
-many as the ceiling carries in --round-seconds, at least 2) is in flight at once, so each message's
-rendezvous overlaps the one before it. --exchange measures MPWide's way instead: one message at
+many as the ceiling carries in --round-seconds, at least 2) is in flight at once, so each
+message's rendezvous overlaps the one before it. --exchange measures MPWide's way instead: one message at
 a time, each answered before the next leaves (two round trips per message).
 
   sudo bench/wan/wan_streams.py --wanemu build/release/tools/wanemu/wanemu \\
@@ -37,7 +37,8 @@ def run_wan(emu, scenario, mib, rounds, window, env, nice, timeout):
     procs = []
     for rank, (ns, addr) in enumerate([(emu.ns_a, ADDR_A), (emu.ns_b, ADDR_B)]):
         args = (["nice", "-n", str(nice), "ip", "netns", "exec", ns, "env", f"COMMX_RANK={rank}",
-                 f"COMMX_ADDR={addr}"] + common + [scenario, "bench", str(mib), str(rounds), str(window)])
+                 f"COMMX_ADDR={addr}"] + common
+                + [scenario, "bench", str(mib), str(rounds), str(window)])
         procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True))
     outs = []
