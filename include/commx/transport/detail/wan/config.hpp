@@ -6,7 +6,7 @@
 ///
 /// | variable | meaning |
 /// |---|---|
-/// | COMMX_WAN_STREAMS | parallel TCP data streams per path, 1-256 (4); 1: the data goes on the control connection, as on tcp |
+/// | COMMX_WAN_STREAMS | parallel TCP data streams per path, 1-256 (4), each beside the control connection (which carries the envelopes and small messages) |
 /// | COMMX_WAN_CHUNK | bytes per chunk of a large message (1 MiB, 4 KiB - 1 GiB) |
 /// | COMMX_WAN_SNDBUF / COMMX_WAN_RCVBUF | SO_SNDBUF / SO_RCVBUF of each stream, bytes (0: the kernel autotunes) |
 /// | COMMX_WAN_PACING | SO_MAX_PACING_RATE of each stream, bytes per second (0: none) |
