@@ -148,6 +148,44 @@ void autotuned(comm& world) {
   exchange(world, std::size_t{8} << 20, 2, 1);
 }
 
+/// Two large messages each way in flight while `meanwhile()` runs (a retune); every one then
+/// arrives whole, once, in order.
+template <class Meanwhile>
+void under_traffic(comm& world, std::size_t words, int round, Meanwhile&& meanwhile) {
+  const int other = 1 - world.rank();
+  const auto a = pattern(words, world.rank(), 2 * round);
+  const auto b = pattern(words + 1, world.rank(), 2 * round + 1);
+  std::vector<std::uint32_t> in_a;
+  std::vector<std::uint32_t> in_b;
+  auto ra = world.irecv(other, 5, in_a);
+  auto rb = world.irecv(other, 5, in_b);
+  auto sa = world.isend(other, 5, a);
+  auto sb = world.isend(other, 5, b);
+  meanwhile();
+  ra.wait();
+  rb.wait();
+  sa.wait();
+  sb.wait();
+  check_same(in_a, pattern(words, other, 2 * round), "under traffic a", round);
+  check_same(in_b, pattern(words + 1, other, 2 * round + 1), "under traffic b", round);
+}
+
+/// Whether both ranks come to see the same nonzero `seen()` (what a rank makes of its path),
+/// within 100 tries; messages keep the transports busy between tries, so that a rank reads
+/// the openings of its peer's new streams. Both ranks try equally often.
+template <class Seen>
+bool both_see(comm& world, Seen&& seen) {
+  const int other = 1 - world.rank();
+  for (int i = 0; i < 100; ++i) {
+    const std::uint64_t here = seen();
+    std::uint64_t there = 0;
+    world.sendrecv(other, 7, here, other, 7, there);
+    if (here != 0 && here == there) return true;
+    exchange(world, std::size_t{1} << 20, 1, 6);
+  }
+  return false;
+}
+
 void retune(comm& world, int argc, char** argv) {
   auto& t = world.transport();
   const int other = 1 - world.rank();
@@ -161,15 +199,8 @@ void retune(comm& world, int argc, char** argv) {
   constexpr int rounds = 9;
   // Every round: two large messages each way in flight, and rank 0 retunes while they are.
   for (int round = 0; round < rounds; ++round) {
-    const auto a = pattern(words, world.rank(), 2 * round);
-    const auto b = pattern(words + 1, world.rank(), 2 * round + 1);
-    std::vector<std::uint32_t> in_a;
-    std::vector<std::uint32_t> in_b;
-    auto ra = world.irecv(other, 5, in_a);
-    auto rb = world.irecv(other, 5, in_b);
-    auto sa = world.isend(other, 5, a);
-    auto sb = world.isend(other, 5, b);
-    if (world.rank() == 0 && round % 3 != 2) {
+    under_traffic(world, words, round, [&] {
+      if (world.rank() != 0 || round % 3 == 2) return;
       const auto& tuning = tunings[static_cast<std::size_t>(round) % 3];
       const auto before = t.path(other).epoch;
       t.retune(other, tuning);
@@ -177,29 +208,17 @@ void retune(comm& world, int argc, char** argv) {
       COMMX_CHECK(now.epoch > before);
       COMMX_CHECK_EQ(now.open_streams, tuning.streams);
       COMMX_CHECK(now.tuning == tuning);
-    }
-    ra.wait();
-    rb.wait();
-    sa.wait();
-    sb.wait();
-    check_same(in_a, pattern(words, other, 2 * round), "retune a", round);
-    check_same(in_b, pattern(words + 1, other, 2 * round + 1), "retune b", round);
+    });
   }
   // The other side follows the tuning its peer chose, once it has read the new streams'
-  // openings (messages keep its transport busy meanwhile; bounded).
+  // openings. The state is kept as both ranks saw it when they agreed (once the first is done
+  // and leaves, its peer's path closes).
   const int expected = tunings[(rounds - 2) % 3].streams;
-  // The state as both ranks saw it when they agreed (once the first is done and leaves, its
-  // peer's path closes).
   auto seen = t.path(other);
-  for (int i = 0; i < 100; ++i) {
-    // Both ranks go round the same number of times: they agree on whether both are there.
+  both_see(world, [&] {
     seen = t.path(other);
-    const int here = seen.open_streams == expected ? 1 : 0;
-    int there = 0;
-    world.sendrecv(other, 7, here, other, 7, there);
-    if (here == 1 && there == 1) break;
-    exchange(world, std::size_t{1} << 20, 1, 6);
-  }
+    return seen.open_streams == expected ? 1U : 0U;
+  });
   COMMX_CHECK_EQ(seen.open_streams, expected);
   COMMX_CHECK(seen.tuning == tunings[(rounds - 2) % 3]);
   COMMX_CHECK(seen.epoch > 1);
@@ -220,41 +239,20 @@ void retune_both(comm& world, int argc, char** argv) {
     // Different stream counts each round and for each rank, so that which one won shows.
     const tuning wanted[2] = {{2 + round % 3, std::size_t{64} << 10, 0, 0, 0, ""},
                               {5 + round % 2, std::size_t{128} << 10, 0, 0, 0, ""}};
-    const auto a = pattern(words, world.rank(), 2 * round);
-    const auto b = pattern(words + 3, world.rank(), 2 * round + 1);
-    std::vector<std::uint32_t> in_a;
-    std::vector<std::uint32_t> in_b;
-    auto ra = world.irecv(other, 5, in_a);
-    auto rb = world.irecv(other, 5, in_b);
-    auto sa = world.isend(other, 5, a);
-    world.barrier();
-    auto sb = world.isend(other, 5, b);
-    const auto before = t.path(other).epoch;
-    t.retune(other, wanted[world.rank()]);
-    const auto now = t.path(other);
-    COMMX_CHECK(now.epoch > before);
-    COMMX_CHECK(now.tuning == wanted[0] || now.tuning == wanted[1]);
-    ra.wait();
-    rb.wait();
-    sa.wait();
-    sb.wait();
-    check_same(in_a, pattern(words, other, 2 * round), "retune_both a", round);
-    check_same(in_b, pattern(words + 3, other, 2 * round + 1), "retune_both b", round);
-    // Both ranks see the same epoch, with all its streams open (bounded: messages keep the
-    // transports busy while the later rank reads the last openings).
-    bool agreed = false;
-    for (int i = 0; i < 100 && !agreed; ++i) {
+    under_traffic(world, words, round, [&] {
+      world.barrier();
+      const auto before = t.path(other).epoch;
+      t.retune(other, wanted[world.rank()]);
+      const auto now = t.path(other);
+      COMMX_CHECK(now.epoch > before);
+      COMMX_CHECK(now.tuning == wanted[0] || now.tuning == wanted[1]);
+    });
+    // Both ranks see the same epoch, with all its streams open.
+    COMMX_CHECK(both_see(world, [&]() -> std::uint64_t {
       const auto seen = t.path(other);
-      const std::uint64_t here[2] = {
-          seen.epoch, static_cast<std::uint64_t>(
-                          seen.open_streams == seen.tuning.streams ? seen.tuning.streams : 0)};
-      std::uint64_t there[2] = {};
-      world.sendrecv(other, 7, std::span<const std::uint64_t>(here), other, 7,
-                     std::span<std::uint64_t>(there));
-      agreed = here[1] != 0 && here[0] == there[0] && here[1] == there[1];
-      if (!agreed) exchange(world, std::size_t{1} << 20, 1, 6);
-    }
-    COMMX_CHECK(agreed);
+      if (seen.open_streams != seen.tuning.streams) return 0;
+      return seen.epoch << 16 | static_cast<std::uint64_t>(seen.tuning.streams);
+    }));
   }
 }
 

@@ -742,9 +742,9 @@ class paths {
   /// current epoch (ahead of any close this rank may send on it later, so it is read).
   void request_retune(int peer, const path_config& tuning) {
     path& p = peers_[index(peer)];
+    const std::string text = tuning_text(tuning);
     for (const auto& s : p.streams) {
       if (!s->active) continue;
-      const std::string text = tuning_text(tuning);
       out_control(*s,
                   {stream_kind::retune, engine_.rank(), static_cast<std::uint32_t>(tuning.streams),
                    p.epoch, 0, text.size()},
