@@ -278,33 +278,6 @@ TEST_CASE("reductions map onto MPI's ops and MPI_Op_create", "[mpi]") {
   });
 }
 
-TEST_CASE("receives posted to MPI keep MPI's semantics for a buffer too small", "[mpi]") {
-  in_every_rank([] {
-    comm world(commx::transport::mpi{MPI_COMM_WORLD, commx::transport::mpi::receive_path::posted});
-    const int next = (world.rank() + 1) % world.size();
-    const int prev = (world.rank() + world.size() - 1) % world.size();
-    const std::vector<int> out(10, world.rank());
-    std::vector<int> small(4, -1);
-    auto req = world.irecv(prev, 6, std::span<int>(small));
-    world.barrier();  // posted before anything is sent: MPI matches it on arrival
-    world.send(next, 6, out);
-    COMMX_EXPECT_ERROR(commx::errc::truncated, req.wait());
-    // A buffer that fits gets its message straight from MPI.
-    std::vector<int> fits(10, -1);
-    auto again = world.irecv(prev, 7, std::span<int>(fits));
-    world.send(next, 7, out);
-    const commx::status st = again.wait();
-    COMMX_CHECK_EQ(st.source, prev);
-    COMMX_CHECK_EQ(st.bytes, sizeof(int) * 10);
-    COMMX_CHECK(fits == std::vector<int>(10, prev));
-    // Withdrawn before anything matched: MPI_Cancel takes it back.
-    int never = -1;
-    auto withdrawn = world.irecv(prev, 8, never);
-    COMMX_CHECK(withdrawn.cancel());
-    world.barrier();
-  });
-}
-
 // Blocking send and recv take the transport's own blocking path (send_blocking,
 // recv_blocking), which must keep every semantic of the request path, on both receive paths.
 using receive_path = commx::transport::mpi::receive_path;
@@ -387,14 +360,13 @@ TEST_CASE("blocking send and recv: values, status, any_source, any_tag, order", 
 
 TEST_CASE("a blocking receive too small for its message", "[mpi]") {
   in_every_rank([] {
-    {
-      // Matched (the default): errc::truncated, nothing written, and the message stays for a
-      // receive that fits.
-      comm world(commx::transport::mpi{MPI_COMM_WORLD, receive_path::matched});
+    for (const receive_path receives : both_paths) {
+      // errc::truncated, nothing written, and the message stays for a receive that fits.
+      comm world(commx::transport::mpi{MPI_COMM_WORLD, receives});
       const ring r(world);
       const std::vector<int> out(10, world.rank());
       world.send(r.next, 2, out);
-      world.barrier();                  // it has arrived: the receive's first probe finds it
+      world.barrier();                  // it has arrived: the receive's first poll finds it
       std::vector<int> storage(8, -1);  // a 4-element buffer with guards on either side
       const auto e = COMMX_EXPECT_ERROR(commx::errc::truncated,
                                         world.recv(r.prev, 2, std::span(storage).subspan(2, 4)));
@@ -419,20 +391,57 @@ TEST_CASE("a blocking receive too small for its message", "[mpi]") {
       COMMX_CHECK(fits == std::vector<int>(10, r.prev));
       world.barrier();
     }
-    {
-      // Posted: MPI's semantics, errc::truncated and the message is gone.
-      comm world(commx::transport::mpi{MPI_COMM_WORLD, receive_path::posted});
+  });
+}
+
+// Past 1 KiB a message is announced and its bytes follow (detail/mpi/announcement.hpp): every
+// size, into a buffer too small, a larger one still too small, and one that fits, on both
+// receive paths, blocking and with a request. Nothing is written into a buffer that refuses,
+// and the message stays, byte for byte, for the receive that fits.
+TEST_CASE("a message loses nothing to a buffer too small, inline or announced", "[mpi]") {
+  in_every_rank([] {
+    const std::size_t limit = commx::detail::mpi::inline_limit;
+    for (const receive_path receives : both_paths) {
+      comm world(commx::transport::mpi{MPI_COMM_WORLD, receives});
       if (world.size() < 2) return;
       const ring r(world);
-      world.send(r.next, 4, std::vector<int>(10, world.rank()));
-      world.barrier();
-      std::vector<int> small(4, -1);
-      COMMX_EXPECT_ERROR(commx::errc::truncated, world.recv(r.prev, 4, std::span(small)));
-      world.barrier();
-      COMMX_CHECK(!world.iprobe(r.prev, 4).has_value());
-      world.barrier();  // every rank looked before anyone sends again
-      // And the next receive of that buffer (a persistent receive, kept) works.
+      for (const std::size_t bytes : {std::size_t{40}, limit, limit + 4, std::size_t{1200},
+                                      std::size_t{16000}, std::size_t{1} << 20}) {
+        const auto pattern = [&](int rank) {
+          std::vector<std::int32_t> v(bytes / sizeof(std::int32_t));
+          for (std::size_t i = 0; i < v.size(); ++i) v[i] = rank * 1000003 + static_cast<int>(i);
+          return v;
+        };
+        const std::vector<std::int32_t> out = pattern(world.rank());
+        auto sent = world.isend(r.next, 3, out);
+        world.barrier();
+        std::vector<std::int32_t> storage(8, -1);  // a 4-element buffer with guards
+        const auto e = COMMX_EXPECT_ERROR(commx::errc::truncated,
+                                          world.recv(r.prev, 3, std::span(storage).subspan(2, 4)));
+        COMMX_CHECK(contains(e.what(), fmt::format("{} bytes", bytes)));
+        COMMX_CHECK(storage == std::vector<std::int32_t>(8, -1));
+        // iprobe sees the message's own size, announced or not.
+        const auto seen = world.iprobe(r.prev, 3);
+        COMMX_CHECK(seen.has_value());
+        COMMX_CHECK_EQ(seen->bytes, bytes);
+        // Larger than a posted receive's minimum and still too small (a request this time).
+        std::vector<std::int32_t> medium(600, -1);
+        if (bytes > medium.size() * sizeof(std::int32_t)) {
+          auto req = world.irecv(r.prev, 3, std::span(medium));
+          COMMX_EXPECT_ERROR(commx::errc::truncated, req.wait());
+          COMMX_CHECK(medium == std::vector<std::int32_t>(600, -1));
+        }
+        std::vector<std::int32_t> fits(out.size(), -1);
+        const commx::status st = world.recv(r.prev, 3, std::span(fits));
+        COMMX_CHECK_EQ(st.bytes, bytes);
+        COMMX_CHECK(fits == pattern(r.prev));
+        sent.wait();
+        COMMX_CHECK(!world.iprobe(r.prev, 3).has_value());
+        world.barrier();  // every rank looked before anyone sends again
+      }
+      // Nothing held any more: the next receives take the path of their kind again.
       world.send(r.next, 4, std::vector<int>(4, world.rank()));
+      std::vector<int> small(4, -1);
       world.recv(r.prev, 4, std::span(small));
       COMMX_CHECK(small == std::vector<int>(4, r.prev));
       world.barrier();

@@ -3,30 +3,36 @@
 /// @file
 /// `transport::mpi`: commx over the MPI library a cluster already runs. Messages go straight
 /// from the caller's buffer to MPI_Isend, as MPI_BYTE (a derived datatype past 2 GiB), and
-/// straight into the receiver's buffer: commx copies nothing.
+/// straight into the receiver's buffer: commx copies nothing but messages of up to 1 KiB into
+/// blocking receives of less than 1025 bytes (see below).
 ///
 /// An endpoint wraps an MPI communicator: `mpi::from_env()` wraps MPI_COMM_WORLD (initialising
 /// MPI if nobody has, see commx::init), `mpi(comm)` any communicator the application has; commx
 /// never frees it and never sends on it (it works on duplicates, see detail/mpi/contexts.hpp).
 /// World ranks are that communicator's ranks.
 ///
-/// Receives, by default, use MPI's matched probe: a posted receive takes the first message
-/// MPI_Improbe matches for it, learns its size, asks the receive buffer for room
-/// (`recv_buffer::prepare`) and only then receives it with MPI_Imrecv. So a buffer that is too
-/// small fails with errc::truncated having written nothing, and the message, already matched,
-/// is kept by the endpoint for the next receive that matches it: nothing is lost, unlike a
-/// truncated MPI_Irecv. Receives are offered messages in the order they were posted. The price
-/// is MPI's unexpected-message path on every receive: with Open MPI 4.1, MPI_Mprobe and
-/// MPI_Mrecv of an 8-byte message cost 1,160 instructions where MPI_Recv costs 698
-/// (bench/README.md). `receive_path::posted` (COMMX_MPI_RECEIVES=posted) hands receives into
-/// fixed buffers to MPI_Irecv instead, at MPI's cost and with MPI's semantics for a buffer that
-/// is too small.
+/// Receives never lose a message to a buffer that is too small: it fails with errc::truncated
+/// and the message is kept for the next receive that matches it. MPI's own posted receive
+/// would truncate and consume it, so no message travels longer than the receives commx posts:
+/// past 1 KiB a message is announced and its bytes follow (detail/mpi/announcement.hpp).
+/// - Blocking receives (`recv_blocking`, which the communicator's `recv` and `sendrecv` use)
+///   are posted to MPI before their message arrives, as an MPI code's are: MPI_Start and
+///   MPI_Test on a persistent receive kept for their buffer (detail/mpi/persistent.hpp), into
+///   the buffer itself or, below 1025 bytes, into the endpoint's scratch and copied. So an
+///   8-byte receive costs what MPI_Recv costs.
+/// - Receives with a request (`irecv`) use MPI's matched probe: the endpoint takes the first
+///   message MPI_Improbe matches for the earliest posted receive, learns its size, asks the
+///   receive buffer for room (`recv_buffer::prepare`) and only then receives it with
+///   MPI_Imrecv. A message one receive refuses goes to the next posted receive that matches,
+///   which MPI could not do for receives it already matched. The price is MPI's
+///   unexpected-message path: with Open MPI 4.1, MPI_Mprobe and MPI_Mrecv of an 8-byte message
+///   cost 1,160 instructions where MPI_Recv costs 698 (bench/README.md).
+/// `receive_path::matched` (COMMX_MPI_RECEIVES=matched) receives blocking receives that way
+/// too. Receives from this rank itself, with any_tag over several tag banks, into growable
+/// buffers, or while other receives wait in the endpoint are matched either way.
 ///
-/// Blocking sends and receives make no request (`send_blocking`, `recv_blocking`, which the
-/// communicator's `send`, `recv` and `sendrecv` use): MPI_Isend and MPI_Test; MPI_Improbe and
-/// MPI_Mrecv; or, posted, MPI_Start and MPI_Test on a persistent receive kept for that buffer
-/// (detail/mpi/persistent.hpp). They read the clock for their deadline only once they have
-/// polled a few microseconds in vain.
+/// Blocking sends make no request (`send_blocking`): MPI_Isend and MPI_Test. Blocking calls
+/// read the clock for their deadline only once they have polled a few microseconds in vain.
 ///
 /// Waiting: MPI posts no events to sleep on. `event_count()` counts polls, so
 /// `wait_for_event` returns after one step of backing off (detail/mpi/backoff.hpp: poll, then
@@ -37,9 +43,9 @@
 /// - A rank never "leaves": an MPI process that ends before MPI_Finalize ends the job, so
 ///   errc::peer_lost is never raised here (mpirun stops the job instead).
 /// - A posted send cannot always be withdrawn (Open MPI cannot cancel sends; MPI-4 deprecates
-///   it). `cancel` tries MPI_Cancel; a send that stays posted is kept by the endpoint until it
-///   completes or the endpoint closes, so its message may still arrive and its buffer must stay
-///   valid until then.
+///   it). `cancel` tries MPI_Cancel (never on an announced message, whose announcement has
+///   gone); a send that stays posted is kept by the endpoint until it completes or the endpoint
+///   closes, so its message may still arrive and its buffer must stay valid until then.
 /// - Splitting (MPI_Comm_split) and the native collectives wait as MPI waits: deadlines apply to
 ///   point-to-point and to the collectives of the policies written over point-to-point.
 ///
@@ -58,6 +64,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <list>
 #include <memory>
@@ -70,6 +77,7 @@
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"
 #include "commx/transport/concept.hpp"
+#include "commx/transport/detail/mpi/announcement.hpp"
 #include "commx/transport/detail/mpi/backoff.hpp"
 #include "commx/transport/detail/mpi/call.hpp"
 #include "commx/transport/detail/mpi/contexts.hpp"
@@ -101,31 +109,26 @@ class mpi {
    private:
     friend class mpi;
     static constexpr std::uint32_t no_slot = ~std::uint32_t{0};
-    MPI_Request send_ = MPI_REQUEST_NULL;           // a send's, or a receive posted to MPI's
-    std::uint32_t slot_ = no_slot;                  // a matched-path receive's slot
-    const detail::mpi::context* posted_ = nullptr;  // set for a receive posted to MPI
-    recv_buffer buffer_{std::span<std::byte>{}};    // ... and its buffer, to check the size
+    MPI_Request send_ = MPI_REQUEST_NULL;  // a send's
+    std::uint32_t slot_ = no_slot;         // a receive's slot in the endpoint
     op_result outcome_{};
-    bool mpi_freed_ = false;  // a receive posted to MPI that failed, and MPI freed it
+    bool announced_ = false;  // a send whose announcement has gone: never withdrawn
   };
 
-  /// How receives meet MPI (see the file comment): `matched` (the default) probes first and
-  /// loses nothing to a buffer that is too small; `posted` hands receives into fixed buffers
-  /// to MPI_Irecv before their message arrives, as an MPI code would, at MPI's own cost and
-  /// with MPI's semantics for a buffer that is too small (errc::truncated, and the message is
-  /// gone, partly written). COMMX_MPI_RECEIVES=posted|matched chooses without recompiling.
-  /// An endpoint with posted receives sets MPI_ERRORS_RETURN on MPI_COMM_WORLD and
-  /// MPI_COMM_SELF, where MPICH reports a truncated receive.
+  /// How blocking receives meet MPI (see the file comment): `posted` (the default) posts them
+  /// to MPI before their message arrives, as an MPI code would, at MPI_Recv's cost; `matched`
+  /// probes first, as receives with a request always do. Both lose nothing to a buffer that is
+  /// too small. COMMX_MPI_RECEIVES=posted|matched chooses without recompiling.
   enum class receive_path { matched, posted };
 
-  /// COMMX_MPI_RECEIVES, or `matched`.
+  /// COMMX_MPI_RECEIVES, or `posted`.
   /// @throws commx::error errc::invalid_argument for another value.
   static receive_path receive_path_from_env() {
     const char* text = std::getenv("COMMX_MPI_RECEIVES");  // NOLINT(concurrency-mt-unsafe)
-    if (text == nullptr || *text == '\0' || std::string_view(text) == "matched") {
-      return receive_path::matched;
+    if (text == nullptr || *text == '\0' || std::string_view(text) == "posted") {
+      return receive_path::posted;
     }
-    if (std::string_view(text) == "posted") return receive_path::posted;
+    if (std::string_view(text) == "matched") return receive_path::matched;
     throw error(errc::invalid_argument,
                 fmt::format("COMMX_MPI_RECEIVES='{}' is neither 'matched' nor 'posted'", text));
   }
@@ -137,14 +140,6 @@ class mpi {
                std::shared_ptr<init> guard = nullptr)
       : state_(std::make_unique<state>(comm, std::move(guard))) {
     state_->receives = receives;
-    if (receives == receive_path::posted) {
-      // MPICH raises a truncated receive's error from MPI_Test on MPI_COMM_WORLD's handler
-      // (or MPI_COMM_SELF's), whatever communicator the receive was on; fatal by default.
-      for (MPI_Comm raised_on : {MPI_COMM_WORLD, MPI_COMM_SELF}) {
-        detail::mpi::check(MPI_Comm_set_errhandler(raised_on, MPI_ERRORS_RETURN),
-                           "MPI_Comm_set_errhandler");
-      }
-    }
   }
 
   /// The world of a job started by mpirun, srun or mpiexec: MPI_COMM_WORLD, with MPI
@@ -173,15 +168,15 @@ class mpi {
     request req;
     std::optional<state::copy_list::iterator> copy;
     if (dest == state_->rank && data.size() <= state::self_buffered) [[unlikely]] {
-      copy = state_->self_copies.emplace(state_->self_copies.end(), data.begin(), data.end());
+      copy = state_->kept_copies.emplace(state_->kept_copies.end(), data.begin(), data.end());
       data = **copy;
     }
-    const detail::mpi::byte_layout layout(data.size());
-    const int code = MPI_Isend(
-        data.data(), layout.count(), layout.type(), c.local_of(dest), state_->tags.mpi_tag(tag),
-        c.banks[static_cast<std::size_t>(state_->tags.bank_of(tag))], &req.send_);
-    if (code != MPI_SUCCESS && copy) state_->self_copies.erase(*copy);
-    detail::mpi::check(code, "MPI_Isend", where("isend", dest, tag, data.size()));
+    try {
+      req.announced_ = start_send(c, dest, tag, data, req.send_, "isend");
+    } catch (...) {
+      if (copy) state_->kept_copies.erase(*copy);
+      throw;
+    }
     if (copy) state_->orphans.push_back({std::exchange(req.send_, MPI_REQUEST_NULL), copy});
     req.outcome_.source = rank();
     req.outcome_.tag = tag;
@@ -190,12 +185,8 @@ class mpi {
   }
 
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
-    const detail::mpi::context& c = context_of(ctx, "irecv", source, tag, buffer.capacity());
+    (void)context_of(ctx, "irecv", source, tag, buffer.capacity());
     request req;
-    if (state_->receives == receive_path::posted && postable(buffer, source, tag)) {
-      post_to_mpi(req, c, source, tag, buffer);
-      return req;
-    }
     req.slot_ = state_->post(source, ctx, tag, buffer);
     return req;
   }
@@ -203,7 +194,6 @@ class mpi {
   bool test(request& req) {
     if (req.slot_ != request::no_slot) return test_receive(req);
     if (req.send_ == MPI_REQUEST_NULL) return true;
-    if (req.posted_ != nullptr) return test_posted(req);
     int done = 0;
     const int code = MPI_Test(&req.send_, &done, MPI_STATUS_IGNORE);
     detail::mpi::check(code, "MPI_Test",
@@ -222,7 +212,6 @@ class mpi {
 
   bool cancel(request& req) {
     if (req.slot_ != request::no_slot) return cancel_receive(req);
-    if (req.posted_ != nullptr) return cancel_posted(req);
     return cancel_send(req);
   }
 
@@ -239,13 +228,21 @@ class mpi {
       const int code = MPI_Iprobe(mpi_source(c, source), mpi_tag(tag),
                                   c.banks[static_cast<std::size_t>(bank)], &found, &status);
       detail::mpi::check(code, "MPI_Iprobe", where("iprobe", source, tag, 0));
-      if (found != 0) {
-        state_->waiting.progressed();
-        return op_result{c.world_of(status.MPI_SOURCE),
-                         state_->tags.commx_tag(bank, status.MPI_TAG),
-                         detail::mpi::bytes_of(status),
-                         {}};
+      if (found == 0) continue;
+      state_->waiting.progressed();
+      const int sender = c.world_of(status.MPI_SOURCE);
+      const int found_tag = state_->tags.commx_tag(bank, status.MPI_TAG);
+      if (detail::mpi::bytes_of(status) > detail::mpi::inline_limit) [[unlikely]] {
+        // An announcement: the size is inside it. Taken out of MPI's queue (the first message
+        // from that sender with that tag is this one) and held, so it stays first.
+        std::optional<state::message_in_hand> m = state_->probe_mpi(c, sender, found_tag);
+        if (!m) throw_error(errc::protocol_violation, where("iprobe", sender, found_tag, 0),
+                            "MPI_Improbe missed the message MPI_Iprobe found");
+        m->ctx = ctx;
+        state_->held.push_back(std::move(*m));
+        return op_result{sender, found_tag, state_->held.back().bytes, {}};
       }
+      return op_result{sender, found_tag, detail::mpi::bytes_of(status), {}};
     }
     return std::nullopt;
   }
@@ -276,20 +273,16 @@ class mpi {
     if (dest == s.rank) [[unlikely]]
       return std::nullopt;
     const context& c = context_of(ctx, "send", dest, tag, data.size());
-    const detail::mpi::byte_layout layout(data.size());
     MPI_Request handle = MPI_REQUEST_NULL;
-    int code =
-        MPI_Isend(data.data(), layout.count(), layout.type(), c.local_of(dest), s.tags.mpi_tag(tag),
-                  c.banks[static_cast<std::size_t>(s.tags.bank_of(tag))], &handle);
-    if (code != MPI_SUCCESS) [[unlikely]]
-      detail::mpi::fail(code, "MPI_Isend", where("send", dest, tag, data.size()));
+    const bool announced = start_send(c, dest, tag, data, handle, "send");
     int done = 0;
-    code = MPI_Test(&handle, &done, MPI_STATUS_IGNORE);
+    const int code = MPI_Test(&handle, &done, MPI_STATUS_IGNORE);
     if (code != MPI_SUCCESS) [[unlikely]]
       detail::mpi::fail(code, "MPI_Test", where("send", dest, tag, data.size()));
     if (done == 0) [[unlikely]] {
       request req;
       req.send_ = handle;
+      req.announced_ = announced;
       req.outcome_ = {s.rank, tag, data.size(), {}};
       return wait_out(req, until, timeout);
     }
@@ -298,14 +291,14 @@ class mpi {
   }
 
   /// A blocking receive without a request (transport::blocking_recv), as `irecv` receives but
-  /// cheaper when the message is there or about to be: by default one MPI_Improbe finds it,
-  /// `in.prepare` checks its size and MPI_Mrecv receives it (a message `in` refuses is held for
-  /// the next receive, as ever); posted (`receive_path::posted`, where `irecv` would post to
-  /// MPI) MPI_Start on a persistent receive (detail/mpi/persistent.hpp) and MPI_Test. The
-  /// first polls read no clock; after them the receive waits as a request's `wait` does, with
-  /// `until` resolved against `timeout` only then, and is withdrawn at the deadline:
-  /// errc::timeout. Receives posted earlier and still waiting in the endpoint come first, and
-  /// so do the messages it holds: then this leaves the receive to `irecv` (nullopt).
+  /// cheaper: posted (the default), MPI_Start on a persistent receive (detail/mpi/
+  /// persistent.hpp) and MPI_Test; matched, one MPI_Improbe finds the message, `in.prepare`
+  /// checks its size and MPI_Mrecv receives it. Either way a message `in` refuses is held for
+  /// the next receive. The first polls read no clock; after them the receive waits as a
+  /// request's `wait` does, with `until` resolved against `timeout` only then, and is withdrawn
+  /// at the deadline: errc::timeout. Receives posted earlier and still waiting in the endpoint
+  /// come first, and so do the messages it holds: then this leaves the receive to `irecv`
+  /// (nullopt).
   std::optional<op_result> recv_blocking(int source, context_id ctx, int tag,
                                          const recv_buffer& buffer, const deadline& until,
                                          clock::duration timeout) {
@@ -313,12 +306,13 @@ class mpi {
     if (!s.posted.empty() || !s.held.empty()) [[unlikely]]
       return std::nullopt;
     const context& c = context_of(ctx, "recv", source, tag, buffer.capacity());
-    if (s.receives == receive_path::posted && postable(buffer, source, tag)) {
-      return receive_posted(c, source, tag, buffer, until, timeout);
+    if (s.receives == receive_path::posted && postable(buffer, source, tag)) [[likely]] {
+      return receive_posted(c, ctx, source, tag, buffer, until, timeout);
     }
     for (int poll = 0; poll < quick_polls; ++poll) {
-      if (std::optional<state::found_message> m = s.probe_mpi(c, source, tag)) {
-        return take(*m, ctx, buffer);
+      if (std::optional<state::message_in_hand> m = s.probe_mpi(c, source, tag)) {
+        m->ctx = ctx;
+        return take(*m, buffer, until, timeout);
       }
     }
     request req;
@@ -391,23 +385,25 @@ class mpi {
       op_result result{};
     };
 
-    // A message matched (so out of MPI's queue) that its receive refused: the next matching
-    // receive takes it.
-    struct held_message {
-      MPI_Message message = MPI_MESSAGE_NULL;
-      int source = 0;  // world rank
+    // How a message that is out of MPI's matching queue, and not yet received, is reached.
+    enum class carrier : std::uint8_t {
+      matched,    // MPI_Improbe matched it: MPI_Mrecv or MPI_Imrecv receives it
+      copied,     // a receive posted to MPI took it into the scratch: the endpoint has it
+      announced,  // its announcement was received: its bytes wait on the bulk communicator
+    };
+
+    // A message out of MPI's matching queue that no receive has taken: found for a receive,
+    // or held because its receive refused it (the next matching receive takes it).
+    struct message_in_hand {
+      carrier how = carrier::matched;
+      MPI_Message message = MPI_MESSAGE_NULL;  // matched
+      std::vector<std::byte> copy;             // copied
+      int bulk_tag = 0;                        // announced
+      int source = 0;                          // world rank
       context_id ctx = 0;
       int tag = 0;
       std::size_t bytes = 0;
-    };
-
-    // A message found for a receive, by MPI_Improbe or in `held`.
-    struct found_message {
-      MPI_Message message = MPI_MESSAGE_NULL;
-      std::optional<std::size_t> held_index;
-      int source = 0;
-      int tag = 0;
-      std::size_t bytes = 0;
+      std::optional<std::size_t> was_held;  // its place in `held`, taken out to be offered
     };
 
     // MPI is checked first: `tags` reads it.
@@ -432,10 +428,16 @@ class mpi {
       // Messages matched but never taken, sends never completed: MPI_Finalize must not wait
       // for them.
       std::vector<std::byte> sink;
-      for (held_message& h : held) {
+      for (message_in_hand& h : held) {
         sink.resize(h.bytes);
         const detail::mpi::byte_layout layout(h.bytes);
-        (void)MPI_Mrecv(sink.data(), layout.count(), layout.type(), &h.message, MPI_STATUS_IGNORE);
+        if (h.how == carrier::matched) {
+          (void)MPI_Mrecv(sink.data(), layout.count(), layout.type(), &h.message,
+                          MPI_STATUS_IGNORE);
+        } else if (const context* c = contexts.find(h.ctx); h.how == carrier::announced && c) {
+          (void)MPI_Recv(sink.data(), layout.count(), layout.type(), c->local_of(h.source),
+                         h.bulk_tag, c->bulk, MPI_STATUS_IGNORE);
+        }
       }
       for (receive& r : slots) {
         if (r.state == phase::receiving) (void)MPI_Wait(&r.mpi, MPI_STATUS_IGNORE);
@@ -482,15 +484,18 @@ class mpi {
       }
     }
 
-    std::uint32_t post(int source, context_id ctx, int tag, recv_buffer buffer) {
-      std::uint32_t slot = 0;
+    std::uint32_t allocate_slot() {
       if (free_slots.empty()) {
-        slot = static_cast<std::uint32_t>(slots.size());
         slots.emplace_back();
-      } else {
-        slot = free_slots.back();
-        free_slots.pop_back();
+        return static_cast<std::uint32_t>(slots.size() - 1);
       }
+      const std::uint32_t slot = free_slots.back();
+      free_slots.pop_back();
+      return slot;
+    }
+
+    std::uint32_t post(int source, context_id ctx, int tag, recv_buffer buffer) {
+      const std::uint32_t slot = allocate_slot();
       receive& r = slots[slot];
       r.state = phase::posted;
       r.source = source;
@@ -499,6 +504,17 @@ class mpi {
       r.buffer = buffer;
       r.result = {};
       posted.push_back(slot);
+      return slot;
+    }
+
+    // A slot receiving message `m` (accepted, into `into`) for a blocking receive.
+    std::uint32_t receive_taken(message_in_hand& m, std::byte* into, const op_result& result) {
+      const std::uint32_t slot = allocate_slot();
+      receive& r = slots[slot];
+      r.ctx = m.ctx;
+      r.buffer = recv_buffer(std::span<std::byte>{});
+      r.result = result;
+      start_receiving(r, into, m);
       return slot;
     }
 
@@ -527,28 +543,42 @@ class mpi {
       return std::nullopt;
     }
 
-    // The first message receive `r` would take: a held one first (they were matched before
-    // anything MPI still queues), else what MPI_Improbe matches.
-    std::optional<found_message> find_message(const receive& r) {
+    // The first message receive `r` would take, taken out of `held` or MPI's queue: a held
+    // one first (they were matched before anything MPI still queues), else what MPI_Improbe
+    // matches. Whoever gets it receives it or holds it.
+    std::optional<message_in_hand> find_message(const receive& r) {
       if (!held.empty()) {
         if (auto i = find_held(r.source, r.ctx, r.tag)) {
-          return found_message{held[*i].message, i, held[*i].source, held[*i].tag, held[*i].bytes};
+          message_in_hand m = std::move(held[*i]);
+          held.erase(held.begin() + static_cast<std::ptrdiff_t>(*i));
+          m.was_held = i;
+          return m;
         }
       }
       const context* c = contexts.find(r.ctx);
       if (c == nullptr) return std::nullopt;  // released: cancel_receive's business
-      return probe_mpi(*c, r.source, r.tag);
+      std::optional<message_in_hand> m = probe_mpi(*c, r.source, r.tag);
+      if (m) m->ctx = r.ctx;
+      return m;
+    }
+
+    // A message a receive refused waits for the next, where it was among the held ones.
+    void hold(message_in_hand&& m) {
+      const std::size_t at = m.was_held.value_or(held.size());
+      m.was_held.reset();
+      held.insert(held.begin() + static_cast<std::ptrdiff_t>(at), std::move(m));
     }
 
     // The first message MPI_Improbe matches for (source, tag) on context `c`, now taken out of
-    // MPI's queue: whoever gets it must receive it (MPI_Mrecv, MPI_Imrecv) or hold it.
-    std::optional<found_message> probe_mpi(const context& c, int want_source, int want_tag) {
+    // MPI's queue (its `ctx` is the caller's to set). An announcement is received at once and
+    // stands for its message.
+    std::optional<message_in_hand> probe_mpi(const context& c, int want_source, int want_tag) {
       const int source = want_source == any_source ? MPI_ANY_SOURCE : c.local_of(want_source);
       const int bank_count = want_tag == any_tag ? tags.banks : 1;
       for (int i = 0; i < bank_count; ++i) {
         const int bank = want_tag == any_tag ? i : tags.bank_of(want_tag);
         int found = 0;
-        found_message m;
+        message_in_hand m;
         MPI_Status status;
         const int code =
             MPI_Improbe(source, want_tag == any_tag ? MPI_ANY_TAG : tags.mpi_tag(want_tag),
@@ -559,9 +589,63 @@ class mpi {
         m.source = c.world_of(status.MPI_SOURCE);
         m.tag = tags.commx_tag(bank, status.MPI_TAG);
         m.bytes = detail::mpi::bytes_of(status);
+        if (m.bytes > detail::mpi::inline_limit) [[unlikely]]
+          receive_announcement(m);
         return m;
       }
       return std::nullopt;
+    }
+
+    // `m`, matched, is longer than any inline message: its announcement, received now.
+    void receive_announcement(message_in_hand& m) {
+      const error_context here{rank, m.source, m.tag, m.bytes, "recv"};
+      std::vector<std::byte> frame(m.bytes);
+      const detail::mpi::byte_layout layout(m.bytes);
+      detail::mpi::check(
+          MPI_Mrecv(frame.data(), layout.count(), layout.type(), &m.message, MPI_STATUS_IGNORE),
+          "MPI_Mrecv", here);
+      announced(m, frame);
+    }
+
+    // `m` becomes the message `frame` announces; a frame that announces nothing is refused.
+    void announced(message_in_hand& m, std::span<const std::byte> frame) const {
+      const std::optional<detail::mpi::announcement> a = detail::mpi::read(frame);
+      if (!a) {
+        throw_error(errc::protocol_violation, {rank, m.source, m.tag, frame.size(), "recv"},
+                    fmt::format("a message of {} bytes, longer than {} and no announcement, on "
+                                "a communicator only commx sends on",
+                                frame.size(), detail::mpi::inline_limit));
+      }
+      m.how = carrier::announced;
+      m.bytes = a->bytes;
+      m.bulk_tag = bulk_tag(a->sequence);
+      m.message = MPI_MESSAGE_NULL;
+    }
+
+    [[nodiscard]] int bulk_tag(std::uint32_t sequence) const {
+      return static_cast<int>(sequence % (static_cast<std::uint32_t>(tags.upper) + 1));
+    }
+
+    // Sends the announcement of a message of `bytes` to `dest` (the communicator's rank) with
+    // `mpi_tag` on `comm`, from a copy completed in the background; the bulk tag its bytes go
+    // with.
+    int announce(MPI_Comm comm, int dest, int mpi_tag, std::size_t bytes,
+                 const error_context& here) {
+      retry_orphans();  // announcements complete as soon as they are sent: keep the list short
+      const std::uint32_t sequence = next_sequence++;
+      auto frame = kept_copies.emplace(kept_copies.end(), detail::mpi::announcement_bytes);
+      detail::mpi::write({bytes, sequence},
+                         std::span<std::byte, detail::mpi::announcement_bytes>(frame->data(),
+                                                                               frame->size()));
+      MPI_Request sent = MPI_REQUEST_NULL;
+      const int code = MPI_Isend(frame->data(), static_cast<int>(frame->size()), MPI_BYTE, dest,
+                                 mpi_tag, comm, &sent);
+      if (code != MPI_SUCCESS) [[unlikely]] {
+        kept_copies.erase(frame);
+        detail::mpi::fail(code, "MPI_Isend", here);
+      }
+      orphans.push_back({sent, frame});
+      return bulk_tag(sequence);
     }
 
     // Offers queued messages to posted receives in posting order, up to receive `until` (all
@@ -572,7 +656,7 @@ class mpi {
       bool delivered = false;
       for (std::size_t i = 0; i < posted.size();) {
         const std::uint32_t slot = posted[i];
-        std::optional<found_message> m = find_message(slots[slot]);
+        std::optional<message_in_hand> m = find_message(slots[slot]);
         if (!m) {
           if (slot == until) return delivered;
           ++i;
@@ -596,19 +680,43 @@ class mpi {
     }
 
     // Receive `r` takes message `m`, or refuses it (then the message is held for the next).
-    void deliver(receive& r, found_message& m) {
+    void deliver(receive& r, message_in_hand& m) {
       std::error_code refused;
       std::byte* into = r.buffer.prepare(m.bytes, refused);
       r.result = {m.source, m.tag, m.bytes, refused};
       if (refused) {
-        if (!m.held_index) held.push_back({m.message, m.source, r.ctx, m.tag, m.bytes});
+        hold(std::move(m));
         r.state = phase::done;
         return;
       }
-      if (m.held_index) held.erase(held.begin() + static_cast<std::ptrdiff_t>(*m.held_index));
+      start_receiving(r, into, m);
+    }
+
+    // Receive `r` starts receiving `m`, which it accepted, into `into`.
+    void start_receiving(receive& r, std::byte* into, message_in_hand& m) {
+      const error_context here{rank, m.source, m.tag, m.bytes, "recv"};
       const detail::mpi::byte_layout layout(m.bytes);
-      detail::mpi::check(MPI_Imrecv(into, layout.count(), layout.type(), &m.message, &r.mpi),
-                         "MPI_Imrecv", {rank, m.source, m.tag, m.bytes, "recv"});
+      switch (m.how) {
+        case carrier::matched:
+          detail::mpi::check(MPI_Imrecv(into, layout.count(), layout.type(), &m.message, &r.mpi),
+                             "MPI_Imrecv", here);
+          break;
+        case carrier::copied:
+          if (m.bytes != 0) std::memcpy(into, m.copy.data(), m.bytes);
+          r.state = phase::done;
+          return;
+        case carrier::announced: {
+          const context* c = contexts.find(m.ctx);
+          if (c == nullptr) {
+            throw_error(errc::invalid_argument, here,
+                        fmt::format("context {} was released", m.ctx));
+          }
+          detail::mpi::check(MPI_Irecv(into, layout.count(), layout.type(), c->local_of(m.source),
+                                       m.bulk_tag, c->bulk, &r.mpi),
+                             "MPI_Irecv", here);
+          break;
+        }
+      }
       r.state = phase::receiving;
       finish_receiving(r);
     }
@@ -628,16 +736,16 @@ class mpi {
 
     struct background_send {
       MPI_Request request = MPI_REQUEST_NULL;
-      std::optional<copy_list::iterator> self_copy;
+      std::optional<copy_list::iterator> kept_copy;
     };
 
-    // Sends that could not be withdrawn, and sends from self_copies: completed in the
+    // Sends that could not be withdrawn, and sends from kept_copies: completed in the
     // background.
     void retry_orphans() {
       for (std::size_t i = 0; i < orphans.size();) {
         int done = 0;
         if (MPI_Test(&orphans[i].request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done != 0) {
-          if (orphans[i].self_copy) self_copies.erase(*orphans[i].self_copy);
+          if (orphans[i].kept_copy) kept_copies.erase(*orphans[i].kept_copy);
           orphans.erase(orphans.begin() + static_cast<std::ptrdiff_t>(i));
         } else {
           ++i;
@@ -656,9 +764,11 @@ class mpi {
     std::vector<receive> slots;
     std::vector<std::uint32_t> free_slots;
     std::vector<std::uint32_t> posted;  // unmatched receives, in posting order
-    std::deque<held_message> held;
-    copy_list self_copies;
+    std::deque<message_in_hand> held;
+    copy_list kept_copies;  // what sends in the background send: to self, announcements
     std::vector<background_send> orphans;
+    std::uint32_t next_sequence = 0;                // of announcements
+    alignas(16) detail::mpi::announcement_frame scratch{};  // small blocking receives' target
     std::uint64_t polls = 0;
     detail::mpi::backoff waiting;
     receive_path receives = receive_path::matched;
@@ -685,146 +795,169 @@ class mpi {
     }
   }
 
-  // A blocking receive takes the message MPI_Improbe matched for it, or refuses it (then the
-  // endpoint holds it for the next receive, as `deliver` does).
-  op_result take(state::found_message& m, context_id ctx, const recv_buffer& buffer) {
-    state_->waiting.progressed();
-    std::error_code refused;
-    std::byte* into = buffer.prepare(m.bytes, refused);
-    if (refused) {
-      state_->held.push_back({m.message, m.source, ctx, m.tag, m.bytes});
-      return {m.source, m.tag, m.bytes, refused};
+  // A blocking receive takes message `m` (found for it, its ctx set), or refuses it: then the
+  // endpoint holds it for the next receive, as `deliver` does.
+  op_result take(state::message_in_hand& m, const recv_buffer& buffer, const deadline& until,
+                 clock::duration timeout) {
+    state& s = *state_;
+    s.waiting.progressed();
+    op_result out{m.source, m.tag, m.bytes, {}};
+    std::byte* into = buffer.prepare(m.bytes, out.error);
+    if (out.error) {
+      s.hold(std::move(m));
+      return out;
     }
-    const detail::mpi::byte_layout layout(m.bytes);
-    const int code = MPI_Mrecv(into, layout.count(), layout.type(), &m.message, MPI_STATUS_IGNORE);
-    if (code != MPI_SUCCESS) [[unlikely]]
-      detail::mpi::fail(code, "MPI_Mrecv", where("recv", m.source, m.tag, m.bytes));
-    return {m.source, m.tag, m.bytes, {}};
+    if (m.how == state::carrier::matched) [[likely]] {
+      const detail::mpi::byte_layout layout(m.bytes);
+      const int code =
+          MPI_Mrecv(into, layout.count(), layout.type(), &m.message, MPI_STATUS_IGNORE);
+      if (code != MPI_SUCCESS) [[unlikely]]
+        detail::mpi::fail(code, "MPI_Mrecv", where("recv", m.source, m.tag, m.bytes));
+      return out;
+    }
+    request req;
+    req.slot_ = s.receive_taken(m, into, out);
+    return wait_out(req, until, timeout);
   }
 
-  // A receive goes to MPI_Irecv when its buffer is fixed, one MPI communicator can match its
-  // tag, and no receive waits in the endpoint (or message is held) that MPI would overtake.
-  // Never from this rank itself: Open MPI 4.1 reports a truncated receive from self as a
-  // success, so those take the matched path, which checks sizes itself.
+  // Starts the MPI send of one message: the message itself on the context's communicator or,
+  // past inline_limit, its announcement there (completed in the background) and its bytes on
+  // the bulk communicator (detail/mpi/announcement.hpp). True if it was announced.
+  bool start_send(const context& c, int dest, int tag, std::span<const std::byte> data,
+                  MPI_Request& handle, const char* operation) {
+    state& s = *state_;
+    MPI_Comm comm = c.banks[static_cast<std::size_t>(s.tags.bank_of(tag))];
+    int mpi_tag = s.tags.mpi_tag(tag);
+    const bool announced = data.size() > detail::mpi::inline_limit;
+    if (announced) [[unlikely]] {
+      mpi_tag = s.announce(comm, c.local_of(dest), mpi_tag, data.size(),
+                           where(operation, dest, tag, data.size()));
+      comm = c.bulk;
+    }
+    const detail::mpi::byte_layout layout(data.size());
+    const int code = MPI_Isend(data.data(), layout.count(), layout.type(), c.local_of(dest),
+                               mpi_tag, comm, &handle);
+    if (code != MPI_SUCCESS) [[unlikely]]
+      detail::mpi::fail(code, "MPI_Isend", where(operation, dest, tag, data.size()));
+    return announced;
+  }
+
+  // A blocking receive is posted to MPI when its buffer is fixed (and within MPI's int count),
+  // one MPI communicator can match its tag, and no receive waits in the endpoint (or message is
+  // held) that MPI would overtake. Never from this rank itself: sends to self are buffered
+  // copies (isend), and the matched path serves them.
   [[nodiscard]] bool postable(const recv_buffer& buffer, int source, int tag) const {
-    return buffer.capacity() != static_cast<std::size_t>(-1) && source != state_->rank &&
+    return buffer.capacity() <= static_cast<std::size_t>(INT_MAX) && source != state_->rank &&
            (tag != any_tag || state_->tags.banks == 1) && state_->posted.empty() &&
            state_->held.empty();
   }
 
-  void post_to_mpi(request& req, const context& c, int source, int tag, recv_buffer buffer) {
-    std::error_code ec;
-    std::byte* into = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
-    const detail::mpi::byte_layout layout(buffer.capacity());
-    const int bank = tag == any_tag ? 0 : state_->tags.bank_of(tag);
-    detail::mpi::check(MPI_Irecv(into, layout.count(), layout.type(), mpi_source(c, source),
-                                 mpi_tag(tag), c.banks[static_cast<std::size_t>(bank)], &req.send_),
-                       "MPI_Irecv", where("irecv", source, tag, buffer.capacity()));
-    req.posted_ = &c;
-    req.buffer_ = buffer;
-    req.outcome_.tag = tag;
-  }
-
-  bool test_posted(request& req) {
-    int done = 0;
-    MPI_Status status;
-    const int code = MPI_Test(&req.send_, &done, &status);
-    if (code == MPI_SUCCESS && done == 0) return false;
-    req.mpi_freed_ = code != MPI_SUCCESS && req.send_ == MPI_REQUEST_NULL;
-    finish_posted(req, code, status);
-    return true;
-  }
-
-  // MPI's truncation is the receive's error; any other failure is thrown.
-  void finish_posted(request& req, int code, const MPI_Status& status) {
-    req.outcome_ = posted_outcome(*req.posted_, req.outcome_.tag, req.buffer_, code, status);
-    req.send_ = MPI_REQUEST_NULL;
-    req.posted_ = nullptr;
-  }
-
-  // How a receive posted to MPI (for `requested_tag`, into `buffer`) ended.
-  op_result posted_outcome(const context& c, int requested_tag, const recv_buffer& buffer, int code,
-                           const MPI_Status& status) {
-    state_->waiting.progressed();
-    op_result out{c.world_of(status.MPI_SOURCE),
-                  requested_tag != any_tag ? requested_tag : status.MPI_TAG,
-                  0,
-                  {}};
-    if (code != MPI_SUCCESS) [[unlikely]] {
-      if (detail::mpi::errc_of(code) != errc::truncated) {
-        detail::mpi::fail(code, "MPI_Test", where("recv", unknown, requested_tag, 0));
-      }
-      out.bytes = buffer.capacity();
-      out.error = make_error_code(errc::truncated);
-      return out;
+  // A blocking receive posted to MPI: a persistent receive of at least announcement_bytes
+  // (detail/mpi/persistent.hpp), into the buffer itself or the endpoint's scratch, started and
+  // polled; the first polls read no clock.
+  op_result receive_posted(const context& c, context_id ctx, int source, int tag,
+                           const recv_buffer& buffer, const deadline& until,
+                           clock::duration timeout) {
+    state& s = *state_;
+    const bool direct = buffer.capacity() >= detail::mpi::announcement_bytes;
+    std::byte* into = s.scratch.data();
+    int count = static_cast<int>(s.scratch.size());
+    if (direct) {
+      std::error_code ec;
+      into = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
+      count = static_cast<int>(buffer.capacity());
     }
-    out.bytes = detail::mpi::bytes_of(status);
-    (void)buffer.prepare(out.bytes, out.error);  // whole elements?
-    return out;
-  }
-
-  // A blocking receive posted to MPI: started as a persistent receive (detail/mpi/
-  // persistent.hpp; past 2 GiB as post_to_mpi posts it), then polled.
-  op_result receive_posted(const context& c, int source, int tag, const recv_buffer& buffer,
-                           const deadline& until, clock::duration timeout) {
-    if (buffer.capacity() > static_cast<std::size_t>(INT_MAX)) [[unlikely]] {
-      request req;
-      post_to_mpi(req, c, source, tag, buffer);
-      return wait_out(req, until, timeout);
-    }
-    std::error_code ec;
-    std::byte* into = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
-    const int bank = tag == any_tag ? 0 : state_->tags.bank_of(tag);
+    const int bank = tag == any_tag ? 0 : s.tags.bank_of(tag);
     int code = MPI_SUCCESS;
-    MPI_Request handle =
-        state_->repeated.find(into, static_cast<int>(buffer.capacity()), mpi_source(c, source),
-                              mpi_tag(tag), c.banks[static_cast<std::size_t>(bank)], code);
+    MPI_Request handle = s.repeated.find(into, count, mpi_source(c, source), mpi_tag(tag),
+                                         c.banks[static_cast<std::size_t>(bank)], code);
     if (handle == MPI_REQUEST_NULL) [[unlikely]]
       detail::mpi::fail(code, "MPI_Recv_init", where("recv", source, tag, buffer.capacity()));
     const MPI_Request kept = handle;  // MPI may set `handle` to MPI_REQUEST_NULL on an error
     code = MPI_Start(&handle);
     if (code != MPI_SUCCESS) [[unlikely]] {
-      state_->repeated.discard(kept, handle != MPI_REQUEST_NULL);
+      s.repeated.discard(kept, handle != MPI_REQUEST_NULL);
       detail::mpi::fail(code, "MPI_Start", where("recv", source, tag, buffer.capacity()));
     }
+    const arrival here{c, ctx, tag, buffer, into, direct};
+    MPI_Status status;
     for (int poll = 0; poll < quick_polls; ++poll) {
-      int done = 0;
-      MPI_Status status;
-      code = MPI_Test(&handle, &done, &status);
-      if (code == MPI_SUCCESS && done != 0) [[likely]]
-        return posted_outcome(c, tag, buffer, code, status);
-      if (code != MPI_SUCCESS) {
-        state_->repeated.discard(kept, handle != MPI_REQUEST_NULL);
-        return posted_outcome(c, tag, buffer, code, status);
-      }
+      if (test_started(handle, kept, status, tag)) [[likely]]
+        return arrived(here, status, until, timeout);
     }
-    request req;
-    req.send_ = handle;
-    req.posted_ = &c;
-    req.buffer_ = buffer;
-    req.outcome_.tag = tag;
-    op_result out = wait_out(req, until, timeout);
-    if (out.error) state_->repeated.discard(kept, !req.mpi_freed_);  // truncated or withdrawn
-    return out;
+    const clock::time_point when = until.resolve(timeout);
+    for (;;) {
+      const std::uint64_t seen = event_count();
+      if (test_started(handle, kept, status, tag)) return arrived(here, status, until, timeout);
+      if (clock::now() >= when) break;
+      wait_for_event(seen, when);
+    }
+    // The deadline: withdrawn, unless its message came meanwhile.
+    const error_context at = where("recv", source, tag, buffer.capacity());
+    detail::mpi::check(MPI_Cancel(&handle), "MPI_Cancel", at);
+    code = MPI_Wait(&handle, &status);
+    s.repeated.discard(kept, handle != MPI_REQUEST_NULL);
+    detail::mpi::check(code, "MPI_Wait", at);
+    int cancelled = 0;
+    detail::mpi::check(MPI_Test_cancelled(&status, &cancelled), "MPI_Test_cancelled", at);
+    if (cancelled == 0) return arrived(here, status, until, timeout);
+    return {source, tag, 0, make_error_code(errc::timeout)};
   }
 
-  bool cancel_posted(request& req) {
-    const error_context here = where("irecv", unknown, req.outcome_.tag, 0);
-    detail::mpi::check(MPI_Cancel(&req.send_), "MPI_Cancel", here);
-    MPI_Status status;
-    const int code = MPI_Wait(&req.send_, &status);
-    req.mpi_freed_ = code != MPI_SUCCESS && req.send_ == MPI_REQUEST_NULL;
-    int cancelled = 0;
-    if (code == MPI_SUCCESS) {
-      detail::mpi::check(MPI_Test_cancelled(&status, &cancelled), "MPI_Test_cancelled", here);
+  // True once the started persistent receive `handle` (`kept`) has completed, in `status`.
+  bool test_started(MPI_Request& handle, MPI_Request kept, MPI_Status& status, int tag) {
+    int done = 0;
+    const int code = MPI_Test(&handle, &done, &status);
+    if (code != MPI_SUCCESS) [[unlikely]] {
+      state_->repeated.discard(kept, handle != MPI_REQUEST_NULL);
+      detail::mpi::fail(code, "MPI_Test", where("recv", unknown, tag, 0));
     }
-    if (cancelled != 0) {
-      req.send_ = MPI_REQUEST_NULL;
-      req.posted_ = nullptr;
-      return true;
+    return done != 0;
+  }
+
+  // Where a blocking receive posted to MPI put what arrived.
+  struct arrival {
+    const context& c;
+    context_id ctx;
+    int requested_tag;
+    const recv_buffer& buffer;
+    std::byte* into;  // the buffer's start, or the scratch
+    bool direct;      // into the buffer itself
+  };
+
+  // What arrived for a blocking receive posted to MPI: an inline message (copied from the
+  // scratch, or held if the buffer refuses it), or an announcement (then its bytes are taken as
+  // a matched message's are).
+  op_result arrived(const arrival& a, const MPI_Status& status, const deadline& until,
+                    clock::duration timeout) {
+    state& s = *state_;
+    s.waiting.progressed();
+    const int bank = a.requested_tag == any_tag ? 0 : s.tags.bank_of(a.requested_tag);
+    op_result out{a.c.world_of(status.MPI_SOURCE), s.tags.commx_tag(bank, status.MPI_TAG),
+                  detail::mpi::bytes_of(status),
+                  {}};
+    if (out.bytes <= detail::mpi::inline_limit) [[likely]] {
+      std::byte* to = a.buffer.prepare(out.bytes, out.error);
+      if (out.error) [[unlikely]] {
+        state::message_in_hand m;
+        m.how = state::carrier::copied;
+        m.copy.assign(a.into, a.into + out.bytes);
+        m.source = out.source;
+        m.ctx = a.ctx;
+        m.tag = out.tag;
+        m.bytes = out.bytes;
+        s.hold(std::move(m));
+      } else if (!a.direct && out.bytes != 0) {
+        std::memcpy(to, a.into, out.bytes);
+      }
+      return out;
     }
-    finish_posted(req, code, status);
-    return false;
+    state::message_in_hand m;
+    m.source = out.source;
+    m.ctx = a.ctx;
+    m.tag = out.tag;
+    s.announced(m, std::span<const std::byte>(a.into, out.bytes));
+    return take(m, a.buffer, until, timeout);
   }
 
   [[nodiscard]] error_context where(const char* operation, int peer, int tag,
@@ -885,6 +1018,11 @@ class mpi {
     MPI_Status status;
     detail::mpi::check(MPI_Test(&req.send_, &done, &status), "MPI_Test", here);
     if (done != 0) return false;
+    if (req.announced_) {
+      // Its announcement has gone: the receiver will wait for these bytes.
+      state_->orphans.push_back({std::exchange(req.send_, MPI_REQUEST_NULL), std::nullopt});
+      return true;
+    }
     detail::mpi::check(MPI_Cancel(&req.send_), "MPI_Cancel", here);
     detail::mpi::check(MPI_Test(&req.send_, &done, &status), "MPI_Test", here);
     if (done != 0) {

@@ -29,9 +29,11 @@
 
 namespace commx::detail::mpi {
 
-/// One commx context on MPI: its communicator (one per tag bank) and its rank maps.
+/// One commx context on MPI: its communicator (one per tag bank), the communicator that carries
+/// the bytes of announced messages (announcement.hpp), and its rank maps.
 struct context {
   std::vector<MPI_Comm> banks;  // banks[0] is the context's communicator
+  MPI_Comm bulk = MPI_COMM_NULL;
   // World rank -> rank in banks[0] (-1 outside it) and back; empty when they are the same.
   std::vector<int> local_of_world;
   std::vector<int> world_of_local;
@@ -91,7 +93,7 @@ class context_table {
   }
 
   /// Makes `ctx` the communicator `comm` (which the table now owns and frees), with `banks` - 1
-  /// duplicates for the higher tag banks, and `world` (the endpoint's world communicator) for
+  /// duplicates for the higher tag banks and one for announced messages' bytes, and `world` (the endpoint's world communicator) for
   /// the rank maps. Collective over `comm`.
   void adopt(context_id ctx, MPI_Comm comm, int banks, MPI_Comm world) {
     auto made = std::make_unique<context>();
@@ -102,6 +104,7 @@ class context_table {
       check(MPI_Comm_dup(comm, &bank), "MPI_Comm_dup");
       made->banks.push_back(bank);
     }
+    check(MPI_Comm_dup(comm, &made->bulk), "MPI_Comm_dup");
     map_ranks(*made, world);
     if (ctx >= table_.size()) table_.resize(static_cast<std::size_t>(ctx) + 1);
     table_[static_cast<std::size_t>(ctx)] = std::move(made);
@@ -126,6 +129,7 @@ class context_table {
     int finalized = 1;
     if (MPI_Finalized(&finalized) != MPI_SUCCESS || finalized != 0) return;
     for (MPI_Comm& comm : entry.banks) (void)MPI_Comm_free(&comm);
+    if (entry.bulk != MPI_COMM_NULL) (void)MPI_Comm_free(&entry.bulk);
   }
 
   // Ranks of a communicator made from the world one differ from world ranks; the transport's
