@@ -3,8 +3,8 @@
 // callgrind, which counts instructions repeatably where timings on a loaded machine are not):
 // rank 0 sends `count` 8-byte messages, then rank 1, once they have all arrived (a barrier),
 // receives them; each variant in a function of its own. Besides MPI_Recv, the raw side receives
-// with MPI_Mprobe + MPI_Get_count + MPI_Mrecv, which is what commx's default receive (a
-// too-small buffer loses nothing) costs in MPI calls alone. Run:
+// with MPI_Mprobe + MPI_Get_count + MPI_Mrecv, which is what commx's matched receive costs in
+// MPI calls alone. Run:
 //   mpirun -np 2 valgrind --tool=callgrind --callgrind-out-file=cg.%p ./bench_mpi_overhead_count
 //   callgrind_annotate --inclusive=yes cg.<pid>   (divide by the count printed; the
 //   raw_*_all<true> pair is a warm-up)

@@ -394,6 +394,23 @@ TEST_CASE("a blocking receive too small for its message", "[mpi]") {
   });
 }
 
+TEST_CASE("an announcement reads back as written, and nothing else reads as one", "[mpi]") {
+  namespace wire = commx::detail::mpi;
+  wire::announcement_frame frame{};
+  wire::write({std::uint64_t{5} << 32, 77}, frame);
+  const auto back = wire::read(frame);
+  REQUIRE(back.has_value());
+  CHECK(back->bytes == std::uint64_t{5} << 32);
+  CHECK(back->sequence == 77u);
+  // Too short, another magic word, or a size that would have travelled inline.
+  CHECK(!wire::read(std::span(frame).first(wire::announcement_bytes - 1)).has_value());
+  wire::announcement_frame stranger = frame;
+  stranger[0] = std::byte{'X'};
+  CHECK(!wire::read(stranger).has_value());
+  wire::write({wire::inline_limit, 1}, frame);
+  CHECK(!wire::read(frame).has_value());
+}
+
 // Past 1 KiB a message is announced and its bytes follow (detail/mpi/announcement.hpp): every
 // size, into a buffer too small, a larger one still too small, and one that fits, on both
 // receive paths, blocking and with a request. Nothing is written into a buffer that refuses,
