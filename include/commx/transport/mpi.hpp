@@ -185,9 +185,19 @@ class mpi {
   }
 
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
-    (void)context_of(ctx, "irecv", source, tag, buffer.capacity());
+    const context& c = context_of(ctx, "irecv", source, tag, buffer.capacity());
+    state& s = *state_;
     request req;
-    req.slot_ = state_->post(source, ctx, tag, buffer);
+    if (s.receives == receive_path::posted && postable(buffer, source, tag) && s.held.empty() &&
+        std::ranges::none_of(s.posted, [&s](std::uint32_t slot) {
+          return s.slots[slot].state == state::phase::posted;
+        })) {
+      const int bank = tag == any_tag ? 0 : s.tags.bank_of(tag);
+      req.slot_ = s.post_to_mpi(source, ctx, tag, buffer, mpi_source(c, source), mpi_tag(tag),
+                                c.banks[static_cast<std::size_t>(bank)]);
+      return req;
+    }
+    req.slot_ = s.post(source, ctx, tag, buffer);
     return req;
   }
 
@@ -236,8 +246,9 @@ class mpi {
         // An announcement: the size is inside it. Taken out of MPI's queue (the first message
         // from that sender with that tag is this one) and held, so it stays first.
         std::optional<state::message_in_hand> m = state_->probe_mpi(c, sender, found_tag);
-        if (!m) throw_error(errc::protocol_violation, where("iprobe", sender, found_tag, 0),
-                            "MPI_Improbe missed the message MPI_Iprobe found");
+        if (!m)
+          throw_error(errc::protocol_violation, where("iprobe", sender, found_tag, 0),
+                      "MPI_Improbe missed the message MPI_Iprobe found");
         m->ctx = ctx;
         state_->held.push_back(std::move(*m));
         return op_result{sender, found_tag, state_->held.back().bytes, {}};
@@ -373,7 +384,10 @@ class mpi {
   // What the endpoint keeps between calls; behind a pointer so the endpoint moves cheaply and
   // a moved-from endpoint frees nothing.
   struct state {
-    enum class phase : std::uint8_t { free, posted, receiving, done };
+    // posted: waits in the endpoint for a matched message; with_mpi: posted to MPI (MPI_Irecv);
+    // arrived: MPI has completed it (`status`), the endpoint has not looked yet; receiving: a
+    // message's bytes are on their way into the buffer.
+    enum class phase : std::uint8_t { free, posted, with_mpi, arrived, receiving, done };
 
     struct receive {
       phase state = phase::free;
@@ -381,8 +395,12 @@ class mpi {
       context_id ctx = 0;
       int tag = any_tag;  // as posted: commx tag or any_tag
       recv_buffer buffer{std::span<std::byte>{}};
-      MPI_Request mpi = MPI_REQUEST_NULL;  // the MPI_Imrecv while receiving
+      MPI_Request mpi = MPI_REQUEST_NULL;  // with_mpi: the MPI_Irecv; receiving: the bytes'
       op_result result{};
+      std::byte* target = nullptr;  // with_mpi: the buffer's start, or `scratch`
+      bool direct = false;          // with_mpi: into the buffer itself
+      MPI_Status status{};          // arrived
+      std::unique_ptr<detail::mpi::announcement_frame> scratch;  // kept as the slot is reused
     };
 
     // How a message that is out of MPI's matching queue, and not yet received, is reached.
@@ -440,7 +458,10 @@ class mpi {
         }
       }
       for (receive& r : slots) {
-        if (r.state == phase::receiving) (void)MPI_Wait(&r.mpi, MPI_STATUS_IGNORE);
+        if (r.state == phase::with_mpi) (void)MPI_Cancel(&r.mpi);  // then MPI_Wait below
+        if (r.state == phase::receiving || r.state == phase::with_mpi) {
+          (void)MPI_Wait(&r.mpi, MPI_STATUS_IGNORE);
+        }
       }
       for (background_send& orphan : orphans) (void)MPI_Request_free(&orphan.request);
       repeated.clear();
@@ -505,6 +526,143 @@ class mpi {
       r.result = {};
       posted.push_back(slot);
       return slot;
+    }
+
+    // A receive posted to MPI (see the file comment): into the buffer when it has room for an
+    // announcement, else into the slot's scratch. `mpi_source`, `mpi_tag`, `comm`: MPI's.
+    std::uint32_t post_to_mpi(int source, context_id ctx, int tag, recv_buffer buffer,
+                              int mpi_source, int mpi_tag, MPI_Comm comm) {
+      const std::uint32_t slot = allocate_slot();
+      receive& r = slots[slot];
+      r.source = source;
+      r.ctx = ctx;
+      r.tag = tag;
+      r.buffer = buffer;
+      r.result = {};
+      r.direct = buffer.capacity() >= detail::mpi::announcement_bytes;
+      if (r.direct) {
+        std::error_code ec;
+        r.target = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
+      } else {
+        if (!r.scratch) r.scratch = std::make_unique<detail::mpi::announcement_frame>();
+        r.target = r.scratch->data();
+      }
+      const int count = r.direct ? static_cast<int>(buffer.capacity())
+                                 : static_cast<int>(detail::mpi::announcement_bytes);
+      const int code = MPI_Irecv(r.target, count, MPI_BYTE, mpi_source, mpi_tag, comm, &r.mpi);
+      if (code != MPI_SUCCESS) [[unlikely]] {
+        release_slot(slot);
+        detail::mpi::fail(code, "MPI_Irecv", {rank, source, tag, buffer.capacity(), "irecv"});
+      }
+      r.state = phase::with_mpi;
+      posted.push_back(slot);
+      return slot;
+    }
+
+    // True once receive `r`, posted to MPI, has arrived (MPI completed it).
+    bool test_with_mpi(receive& r) {
+      if (r.state == phase::arrived) return true;
+      int done = 0;
+      const int code = MPI_Test(&r.mpi, &done, &r.status);
+      if (code != MPI_SUCCESS) [[unlikely]]
+        detail::mpi::fail(code, "MPI_Test", {rank, r.source, r.tag, 0, "recv"});
+      if (done == 0) return false;
+      r.state = phase::arrived;
+      return true;
+    }
+
+    // Whether a receive posted to MPI before posted[i] (which has arrived) has not been looked
+    // at and matches what posted[i] got: MPI matched that one first, and if it refuses its
+    // message, that message goes to posted[i] instead.
+    [[nodiscard]] bool earlier_may_pass_on(std::size_t i) const {
+      const receive& r = slots[posted[i]];
+      const message_in_hand m = sender_of(r, r.status);
+      return std::any_of(posted.begin(), posted.begin() + static_cast<std::ptrdiff_t>(i),
+                         [&](std::uint32_t earlier) {
+                           const receive& e = slots[earlier];
+                           return (e.state == phase::with_mpi || e.state == phase::arrived) &&
+                                  matches(e.source, e.ctx, e.tag, m.source, m.ctx, m.tag);
+                         });
+    }
+
+    // What MPI put into receive `r` (arrived): an inline message, taken or refused, or an
+    // announcement, whose message `r` then takes as a matched one.
+    void take_arrival(receive& r) {
+      message_in_hand m = sender_of(r, r.status);
+      if (m.bytes <= detail::mpi::inline_limit) [[likely]] {
+        op_result out{m.source, m.tag, m.bytes, {}};
+        take_inline(r.buffer, r.target, r.direct, out, r.ctx);
+        r.result = out;
+        r.state = phase::done;
+        return;
+      }
+      announced(m, std::span<const std::byte>(r.target, m.bytes));
+      deliver(r, m);
+    }
+
+    // Who sent what MPI put into receive `r`, and its count.
+    message_in_hand sender_of(const receive& r, const MPI_Status& status) const {
+      const context* c = contexts.find(r.ctx);
+      message_in_hand m;
+      m.source = c != nullptr ? c->world_of(status.MPI_SOURCE) : status.MPI_SOURCE;
+      m.ctx = r.ctx;
+      m.tag = tags.commx_tag(r.tag == any_tag ? 0 : tags.bank_of(r.tag), status.MPI_TAG);
+      m.bytes = detail::mpi::bytes_of(status);
+      return m;
+    }
+
+    // An inline message of `out.bytes` at `at` (the buffer's own start when `direct`) for a
+    // receive into `buffer`: copied into it, or, refused (out.error), held.
+    void take_inline(const recv_buffer& buffer, const std::byte* at, bool direct, op_result& out,
+                     context_id ctx) {
+      std::byte* to = buffer.prepare(out.bytes, out.error);
+      if (out.error) [[unlikely]] {
+        message_in_hand m;
+        m.how = carrier::copied;
+        m.copy.assign(at, at + out.bytes);
+        m.source = out.source;
+        m.ctx = ctx;
+        m.tag = out.tag;
+        m.bytes = out.bytes;
+        hold(std::move(m));
+        return;
+      }
+      if (!direct && out.bytes != 0) std::memcpy(to, at, out.bytes);
+    }
+
+    // While messages are held, no receive may stay with MPI: MPI would give it a message later
+    // than a held one it matches. Each is withdrawn (MPI_Cancel) and waits on the matched path;
+    // a message MPI already gave one joins `held`, after the messages held before it (it came
+    // later than any of them that it matches), in posting order.
+    void withdraw_from_mpi() {
+      for (const std::uint32_t slot : posted) {
+        receive& r = slots[slot];
+        if (r.state == phase::with_mpi && cancel_with_mpi(r)) {
+          r.state = phase::posted;
+          continue;
+        }
+        if (r.state != phase::with_mpi && r.state != phase::arrived) continue;
+        r.state = phase::posted;  // and what MPI gave it (`status`) is held
+        message_in_hand m = sender_of(r, r.status);
+        if (m.bytes <= detail::mpi::inline_limit) {
+          m.how = carrier::copied;
+          m.copy.assign(r.target, r.target + m.bytes);
+        } else {
+          announced(m, std::span<const std::byte>(r.target, m.bytes));
+        }
+        held.push_back(std::move(m));
+      }
+    }
+
+    // Withdraws receive `r` from MPI; false if MPI had completed it (then `r.status` says with
+    // what).
+    bool cancel_with_mpi(receive& r) {
+      const error_context here{rank, r.source, r.tag, 0, "recv"};
+      detail::mpi::check(MPI_Cancel(&r.mpi), "MPI_Cancel", here);
+      detail::mpi::check(MPI_Wait(&r.mpi, &r.status), "MPI_Wait", here);
+      int cancelled = 0;
+      detail::mpi::check(MPI_Test_cancelled(&r.status, &cancelled), "MPI_Test_cancelled", here);
+      return cancelled != 0;
     }
 
     // A slot receiving message `m` (accepted, into `into`) for a blocking receive.
@@ -634,9 +792,8 @@ class mpi {
       retry_orphans();  // announcements complete as soon as they are sent: keep the list short
       const std::uint32_t sequence = next_sequence++;
       auto frame = kept_copies.emplace(kept_copies.end(), detail::mpi::announcement_bytes);
-      detail::mpi::write({bytes, sequence},
-                         std::span<std::byte, detail::mpi::announcement_bytes>(frame->data(),
-                                                                               frame->size()));
+      detail::mpi::write({bytes, sequence}, std::span<std::byte, detail::mpi::announcement_bytes>(
+                                                frame->data(), frame->size()));
       MPI_Request sent = MPI_REQUEST_NULL;
       const int code = MPI_Isend(frame->data(), static_cast<int>(frame->size()), MPI_BYTE, dest,
                                  mpi_tag, comm, &sent);
@@ -650,21 +807,40 @@ class mpi {
 
     // Offers queued messages to posted receives in posting order, up to receive `until` (all
     // of them for no_slot). A message found for one receive goes to the earliest posted
-    // receive that matches it, which may be an earlier one it arrived too late for.
+    // receive that matches it, which may be an earlier one it arrived too late for. Receives
+    // posted to MPI are tested in their turn; once one refuses its message, the rest leave MPI.
     // True if a receive took (or refused) a message.
     bool progress_posted(std::uint32_t until) {
       bool delivered = false;
       for (std::size_t i = 0; i < posted.size();) {
+        if (!held.empty()) withdraw_from_mpi();  // a refused message goes to the next receive
         const std::uint32_t slot = posted[i];
-        std::optional<message_in_hand> m = find_message(slots[slot]);
+        receive& r = slots[slot];
+        if (r.state == phase::with_mpi || r.state == phase::arrived) {
+          if (!test_with_mpi(r) || earlier_may_pass_on(i)) {
+            if (slot == until) return delivered;
+            ++i;
+            continue;
+          }
+          posted.erase(posted.begin() + static_cast<std::ptrdiff_t>(i));
+          take_arrival(r);
+          waiting.progressed();
+          delivered = true;
+          if (slot == until) return delivered;
+          i = 0;  // an earlier one may have waited for this one
+          continue;
+        }
+        std::optional<message_in_hand> m = find_message(r);
         if (!m) {
           if (slot == until) return delivered;
           ++i;
           continue;
         }
+        // Receives with MPI have their messages from MPI: the earliest matched-path one takes it.
         std::size_t j = 0;
-        const context_id ctx = slots[slot].ctx;
-        while (!matches(slots[posted[j]].source, slots[posted[j]].ctx, slots[posted[j]].tag,
+        const context_id ctx = r.ctx;
+        while (slots[posted[j]].state != phase::posted ||
+               !matches(slots[posted[j]].source, slots[posted[j]].ctx, slots[posted[j]].tag,
                         m->source, ctx, m->tag)) {
           ++j;
         }
@@ -767,7 +943,7 @@ class mpi {
     std::deque<message_in_hand> held;
     copy_list kept_copies;  // what sends in the background send: to self, announcements
     std::vector<background_send> orphans;
-    std::uint32_t next_sequence = 0;                // of announcements
+    std::uint32_t next_sequence = 0;                        // of announcements
     alignas(16) detail::mpi::announcement_frame scratch{};  // small blocking receives' target
     std::uint64_t polls = 0;
     detail::mpi::backoff waiting;
@@ -842,14 +1018,12 @@ class mpi {
     return announced;
   }
 
-  // A blocking receive is posted to MPI when its buffer is fixed (and within MPI's int count),
-  // one MPI communicator can match its tag, and no receive waits in the endpoint (or message is
-  // held) that MPI would overtake. Never from this rank itself: sends to self are buffered
-  // copies (isend), and the matched path serves them.
+  // A receive may be posted to MPI when its buffer is fixed (and within MPI's int count) and
+  // one MPI communicator can match its tag; not from this rank itself, whose sends the matched
+  // path serves. Its caller checks that nothing waits in the endpoint that MPI would overtake.
   [[nodiscard]] bool postable(const recv_buffer& buffer, int source, int tag) const {
     return buffer.capacity() <= static_cast<std::size_t>(INT_MAX) && source != state_->rank &&
-           (tag != any_tag || state_->tags.banks == 1) && state_->posted.empty() &&
-           state_->held.empty();
+           (tag != any_tag || state_->tags.banks == 1);
   }
 
   // A blocking receive posted to MPI: a persistent receive of at least announcement_bytes
@@ -883,12 +1057,13 @@ class mpi {
     MPI_Status status;
     for (int poll = 0; poll < quick_polls; ++poll) {
       if (test_started(handle, kept, status, tag)) [[likely]]
-        return arrived(here, status, until, timeout);
+        return posted_arrived(here, status, until, timeout);
     }
     const clock::time_point when = until.resolve(timeout);
     for (;;) {
       const std::uint64_t seen = event_count();
-      if (test_started(handle, kept, status, tag)) return arrived(here, status, until, timeout);
+      if (test_started(handle, kept, status, tag))
+        return posted_arrived(here, status, until, timeout);
       if (clock::now() >= when) break;
       wait_for_event(seen, when);
     }
@@ -900,7 +1075,7 @@ class mpi {
     detail::mpi::check(code, "MPI_Wait", at);
     int cancelled = 0;
     detail::mpi::check(MPI_Test_cancelled(&status, &cancelled), "MPI_Test_cancelled", at);
-    if (cancelled == 0) return arrived(here, status, until, timeout);
+    if (cancelled == 0) return posted_arrived(here, status, until, timeout);
     return {source, tag, 0, make_error_code(errc::timeout)};
   }
 
@@ -928,28 +1103,17 @@ class mpi {
   // What arrived for a blocking receive posted to MPI: an inline message (copied from the
   // scratch, or held if the buffer refuses it), or an announcement (then its bytes are taken as
   // a matched message's are).
-  op_result arrived(const arrival& a, const MPI_Status& status, const deadline& until,
-                    clock::duration timeout) {
+  op_result posted_arrived(const arrival& a, const MPI_Status& status, const deadline& until,
+                           clock::duration timeout) {
     state& s = *state_;
     s.waiting.progressed();
     const int bank = a.requested_tag == any_tag ? 0 : s.tags.bank_of(a.requested_tag);
-    op_result out{a.c.world_of(status.MPI_SOURCE), s.tags.commx_tag(bank, status.MPI_TAG),
+    op_result out{a.c.world_of(status.MPI_SOURCE),
+                  s.tags.commx_tag(bank, status.MPI_TAG),
                   detail::mpi::bytes_of(status),
                   {}};
     if (out.bytes <= detail::mpi::inline_limit) [[likely]] {
-      std::byte* to = a.buffer.prepare(out.bytes, out.error);
-      if (out.error) [[unlikely]] {
-        state::message_in_hand m;
-        m.how = state::carrier::copied;
-        m.copy.assign(a.into, a.into + out.bytes);
-        m.source = out.source;
-        m.ctx = a.ctx;
-        m.tag = out.tag;
-        m.bytes = out.bytes;
-        s.hold(std::move(m));
-      } else if (!a.direct && out.bytes != 0) {
-        std::memcpy(to, a.into, out.bytes);
-      }
+      s.take_inline(a.buffer, a.into, a.direct, out, a.ctx);
       return out;
     }
     state::message_in_hand m;
@@ -984,7 +1148,10 @@ class mpi {
 
   bool test_receive(request& req) {
     auto& r = state_->slots[req.slot_];
-    if (r.state == state::phase::posted) (void)state_->progress_posted(req.slot_);
+    if (r.state == state::phase::posted || r.state == state::phase::with_mpi ||
+        r.state == state::phase::arrived) {
+      (void)state_->progress_posted(req.slot_);
+    }
     if (r.state == state::phase::receiving) state_->finish_receiving(r);
     if (r.state != state::phase::done) return false;
     req.outcome_ = r.result;
@@ -997,10 +1164,18 @@ class mpi {
   bool cancel_receive(request& req) {
     auto& r = state_->slots[req.slot_];
     bool withdrawn = false;
+    if (r.state == state::phase::with_mpi && state_->cancel_with_mpi(r)) {
+      std::erase(state_->posted, req.slot_);
+      withdrawn = true;
+    } else if (r.state == state::phase::with_mpi || r.state == state::phase::arrived) {
+      std::erase(state_->posted, req.slot_);
+      state_->take_arrival(r);  // too late: it has its message
+    }
     if (r.state == state::phase::posted) {
       std::erase(state_->posted, req.slot_);
       withdrawn = true;
-    } else if (r.state == state::phase::receiving) {
+    }
+    if (r.state == state::phase::receiving) {
       // Matched: its data is already on the way, and MPI cannot cancel it.
       detail::mpi::check(MPI_Wait(&r.mpi, MPI_STATUS_IGNORE), "MPI_Wait",
                          where("recv", r.result.source, r.result.tag, r.result.bytes));
