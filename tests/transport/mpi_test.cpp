@@ -394,6 +394,42 @@ TEST_CASE("a blocking receive too small for its message", "[mpi]") {
   });
 }
 
+// Receives with a request are posted to MPI; MPI gives each its message in posting order, but
+// the first refuses its own: that message goes to the second, the second's to the third, and
+// the third's to the next receive, even when they are waited for last to first.
+TEST_CASE("a message refused by a receive with MPI passes on, in order", "[mpi]") {
+  in_every_rank([] {
+    for (const receive_path receives : both_paths) {
+      comm world(commx::transport::mpi{MPI_COMM_WORLD, receives});
+      if (world.size() < 2) return;
+      const ring r(world);
+      for (const std::size_t count : {std::size_t{4}, std::size_t{1000}}) {  // inline, announced
+        std::array<std::int32_t, 1> small{-1};
+        std::vector<std::vector<std::int32_t>> fits(2, std::vector<std::int32_t>(count, -1));
+        auto first = world.irecv(r.prev, 12, std::span(small));
+        auto second = world.irecv(r.prev, 12, std::span(fits[0]));
+        auto third = world.irecv(r.prev, 12, std::span(fits[1]));
+        world.barrier();  // all three are posted before anything is sent
+        const auto message = [&](int rank, int k) {
+          return std::vector<std::int32_t>(count, rank * 100 + k);
+        };
+        for (int k = 0; k < 3; ++k) world.send(r.next, 12, message(world.rank(), k));
+        world.barrier();  // and everything has been sent: MPI has matched all three
+        third.wait();
+        second.wait();
+        COMMX_EXPECT_ERROR(commx::errc::truncated, first.wait());
+        COMMX_CHECK_EQ(small[0], -1);
+        COMMX_CHECK(fits[0] == message(r.prev, 0));
+        COMMX_CHECK(fits[1] == message(r.prev, 1));
+        std::vector<std::int32_t> last;
+        world.recv(r.prev, 12, last);
+        COMMX_CHECK(last == message(r.prev, 2));
+        world.barrier();
+      }
+    }
+  });
+}
+
 TEST_CASE("an announcement reads back as written, and nothing else reads as one", "[mpi]") {
   namespace wire = commx::detail::mpi;
   wire::announcement_frame frame{};

@@ -15,21 +15,22 @@
 /// and the message is kept for the next receive that matches it. MPI's own posted receive
 /// would truncate and consume it, so no message travels longer than the receives commx posts:
 /// past 1 KiB a message is announced and its bytes follow (detail/mpi/announcement.hpp).
-/// - Blocking receives (`recv_blocking`, which the communicator's `recv` and `sendrecv` use)
-///   are posted to MPI before their message arrives, as an MPI code's are: MPI_Start and
-///   MPI_Test on a persistent receive kept for their buffer (detail/mpi/persistent.hpp), into
-///   the buffer itself or, below 1025 bytes, into the endpoint's scratch and copied. So an
-///   8-byte receive costs what MPI_Recv costs.
-/// - Receives with a request (`irecv`) use MPI's matched probe: the endpoint takes the first
-///   message MPI_Improbe matches for the earliest posted receive, learns its size, asks the
-///   receive buffer for room (`recv_buffer::prepare`) and only then receives it with
-///   MPI_Imrecv. A message one receive refuses goes to the next posted receive that matches,
-///   which MPI could not do for receives it already matched. The price is MPI's
-///   unexpected-message path: with Open MPI 4.1, MPI_Mprobe and MPI_Mrecv of an 8-byte message
-///   cost 1,160 instructions where MPI_Recv costs 698 (bench/README.md).
-/// `receive_path::matched` (COMMX_MPI_RECEIVES=matched) receives blocking receives that way
-/// too. Receives from this rank itself, with any_tag over several tag banks, into growable
-/// buffers, or while other receives wait in the endpoint are matched either way.
+/// Receives are posted to MPI before their message arrives, as an MPI code's are, into their
+/// buffer or, below 1025 bytes, into a scratch buffer and copied:
+/// - blocking ones (`recv_blocking`, which the communicator's `recv` and `sendrecv` use) with
+///   MPI_Start and MPI_Test on a persistent receive kept for their buffer (detail/mpi/
+///   persistent.hpp): an 8-byte receive costs what MPI_Recv costs;
+/// - those with a request (`irecv`) with MPI_Irecv. They are looked at in posting order, so a
+///   message one refuses goes to the next posted receive that matches: once a message is held,
+///   the receives still with MPI are withdrawn (MPI_Cancel; what MPI already gave them is held
+///   after it) and wait on the matched path below.
+/// The matched path: the endpoint takes the first message MPI_Improbe matches for the earliest
+/// posted receive, learns its size, asks the receive buffer for room (`recv_buffer::prepare`)
+/// and only then receives it (MPI_Mrecv, MPI_Imrecv). It serves receives from this rank itself,
+/// with any_tag over several tag banks, into growable buffers, and while messages are held or
+/// matched-path receives wait; with `receive_path::matched` (COMMX_MPI_RECEIVES=matched), all.
+/// Its price is MPI's unexpected-message path: with Open MPI 4.1, MPI_Mprobe and MPI_Mrecv of
+/// an 8-byte message cost 1,160 instructions where MPI_Recv costs 698 (bench/README.md).
 ///
 /// Blocking sends make no request (`send_blocking`): MPI_Isend and MPI_Test. Blocking calls
 /// read the clock for their deadline only once they have polled a few microseconds in vain.
@@ -115,10 +116,10 @@ class mpi {
     bool announced_ = false;  // a send whose announcement has gone: never withdrawn
   };
 
-  /// How blocking receives meet MPI (see the file comment): `posted` (the default) posts them
-  /// to MPI before their message arrives, as an MPI code would, at MPI_Recv's cost; `matched`
-  /// probes first, as receives with a request always do. Both lose nothing to a buffer that is
-  /// too small. COMMX_MPI_RECEIVES=posted|matched chooses without recompiling.
+  /// How receives meet MPI (see the file comment): `posted` (the default) posts them to MPI
+  /// before their message arrives, as an MPI code would, at MPI's cost; `matched` probes first.
+  /// Both lose nothing to a buffer that is too small. COMMX_MPI_RECEIVES=posted|matched chooses
+  /// without recompiling.
   enum class receive_path { matched, posted };
 
   /// COMMX_MPI_RECEIVES, or `posted`.
