@@ -189,10 +189,8 @@ class mpi {
     const context& c = context_of(ctx, "irecv", source, tag, buffer.capacity());
     state& s = *state_;
     request req;
-    if (s.receives == receive_path::posted && postable(buffer, source, tag) && s.held.empty() &&
-        std::ranges::none_of(s.posted, [&s](std::uint32_t slot) {
-          return s.slots[slot].state == state::phase::posted;
-        })) {
+    if (s.receives == receive_path::posted && postable(buffer, source, tag) &&
+        s.may_post_to_mpi()) {
       const int bank = tag == any_tag ? 0 : s.tags.bank_of(tag);
       req.slot_ = s.post_to_mpi(source, ctx, tag, buffer, mpi_source(c, source), mpi_tag(tag),
                                 c.banks[static_cast<std::size_t>(bank)]);
@@ -527,6 +525,14 @@ class mpi {
       r.result = {};
       posted.push_back(slot);
       return slot;
+    }
+
+    // Whether a new receive may go to MPI: no message is held and no receive waits on the
+    // matched path, which MPI would overtake. `posted` holds the receives with MPI first, then
+    // those on the matched path (these are posted last, and withdrawing turns all into them),
+    // so the last one tells.
+    [[nodiscard]] bool may_post_to_mpi() const {
+      return held.empty() && (posted.empty() || slots[posted.back()].state != phase::posted);
     }
 
     // A receive posted to MPI (see the file comment): into the buffer when it has room for an
