@@ -4,7 +4,7 @@
 /// `transport::mpi`: commx over the MPI library a cluster already runs. Messages go straight
 /// from the caller's buffer to MPI_Isend, as MPI_BYTE (a derived datatype past 2 GiB), and
 /// straight into the receiver's buffer: commx copies nothing but messages of up to 1 KiB into
-/// blocking receives of less than 1025 bytes (see below).
+/// receives of less than 1025 bytes (see below).
 ///
 /// An endpoint wraps an MPI communicator: `mpi::from_env()` wraps MPI_COMM_WORLD (initialising
 /// MPI if nobody has, see commx::init), `mpi(comm)` any communicator the application has; commx
@@ -16,7 +16,9 @@
 /// would truncate and consume it, so no message travels longer than the receives commx posts:
 /// past 1 KiB a message is announced and its bytes follow (detail/mpi/announcement.hpp).
 /// Receives are posted to MPI before their message arrives, as an MPI code's are, into their
-/// buffer or, below 1025 bytes, into a scratch buffer and copied:
+/// buffer or, below 1025 bytes, into a scratch buffer and copied (so a buffer of 1025 bytes or
+/// more that refuses a message for its element size has had it written into it; the message
+/// is held all the same):
 /// - blocking ones (`recv_blocking`, which the communicator's `recv` and `sendrecv` use) with
 ///   MPI_Start and MPI_Test on a persistent receive kept for their buffer (detail/mpi/
 ///   persistent.hpp): an 8-byte receive costs what MPI_Recv costs;
@@ -834,7 +836,7 @@ class mpi {
           waiting.progressed();
           delivered = true;
           if (slot == until) return delivered;
-          i = 0;  // an earlier one may have waited for this one
+          if (!held.empty()) i = 0;  // it refused: earlier receives get the first offer
           continue;
         }
         std::optional<message_in_hand> m = find_message(r);
