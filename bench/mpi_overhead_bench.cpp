@@ -32,10 +32,10 @@ namespace {
 using comm = commx::communicator<commx::transport::mpi, commx::coll::native>;
 
 enum class kind : std::int32_t { pingpong, bandwidth, allreduce, stop };
-// commx with its default receives (blocking ones posted to MPI, lossless by announcing long
-// messages), commx with matched-probe receives (COMMX_MPI_RECEIVES=matched), raw MPI; and for
-// ping-pong raw MPI receiving as commx's matched path does (MPI_Mprobe, MPI_Get_count,
-// MPI_Mrecv): what those semantics cost in MPI itself.
+// commx with its default receives (posted to MPI, lossless by announcing long messages), commx
+// with matched-probe receives (COMMX_MPI_RECEIVES=matched), raw MPI; and for ping-pong raw MPI
+// receiving as commx's matched path does (MPI_Mprobe, MPI_Get_count, MPI_Mrecv): what those
+// semantics cost in MPI itself.
 enum class variant : std::int32_t { commx_posted, commx_matched, raw, raw_matched };
 
 struct worlds {

@@ -41,8 +41,8 @@ endforeach()
 commx_add_mpi_test(transport.mpi.init_owned 2 "[.init_owned]")
 commx_add_mpi_test(transport.mpi.init_borrowed 2 "[.init_borrowed]")
 
-# Blocking receives matched rather than posted to MPI (COMMX_MPI_RECEIVES=matched): the
-# default posts them; both must keep every semantic.
+# Receives matched rather than posted to MPI (COMMX_MPI_RECEIVES=matched): the default posts
+# them; both must keep every semantic.
 foreach(suite conformance p2p coll.collectives)
   list(TRANSFORM commx_mpi_launch REPLACE "@N@" "3" OUTPUT_VARIABLE launch)
   add_test(NAME ${suite}.mpi.matched.np3

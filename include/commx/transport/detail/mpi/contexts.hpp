@@ -93,8 +93,8 @@ class context_table {
   }
 
   /// Makes `ctx` the communicator `comm` (which the table now owns and frees), with `banks` - 1
-  /// duplicates for the higher tag banks and one for announced messages' bytes, and `world` (the endpoint's world communicator) for
-  /// the rank maps. Collective over `comm`.
+  /// duplicates for the higher tag banks and one for announced messages' bytes, and `world`
+  /// (the endpoint's world communicator) for the rank maps. Collective over `comm`.
   void adopt(context_id ctx, MPI_Comm comm, int banks, MPI_Comm world) {
     auto made = std::make_unique<context>();
     made->banks.push_back(comm);
