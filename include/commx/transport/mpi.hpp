@@ -584,6 +584,7 @@ class mpi {
     // at and matches what posted[i] got: MPI matched that one first, and if it refuses its
     // message, that message goes to posted[i] instead.
     [[nodiscard]] bool earlier_may_pass_on(std::size_t i) const {
+      if (i == 0) return false;  // the usual case: spare the status its MPI_Get_count
       const receive& r = slots[posted[i]];
       const message_in_hand m = sender_of(r, r.status);
       return std::any_of(posted.begin(), posted.begin() + static_cast<std::ptrdiff_t>(i),
