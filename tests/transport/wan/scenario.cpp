@@ -18,6 +18,7 @@
 //   stream k (each stream carried exactly its part), rank 1 receives them into 4 buffers of
 //   sizes it did not know
 
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <linux/sockios.h>
@@ -313,21 +314,33 @@ void break_stream(comm& world) {
     auto recv = world.irecv(0, 3, std::span<std::uint32_t>(in));
     world.barrier();
     // Drive the transfer (the clear-to-send leaves from inside a call into the transport) until
-    // chunks wait unread in stream 1's socket: mid-transfer. From then on this rank makes no
-    // call into the transport, so the sender stalls on full buffers and cannot finish first.
-    // Bounded in time.
+    // the first chunk bytes land in `in`, then make no call into the transport: the sender
+    // stalls on full socket buffers, far short of 256 MiB, and cannot finish first. Waiting
+    // for bytes in stream 1's socket while still driving would not do: a reader as fast as the
+    // sender can drain each stream as its bytes arrive, all the way to the last chunk (CI saw
+    // that once, and the sender's send completed before the break).
+    const auto until = clock::now() + 60s;
+    const auto begun = [&] {
+      // Chunks are cut at whole 4 KiB pages: the first read into any chunk writes one of these.
+      constexpr std::size_t page_words = 1024;
+      for (std::size_t i = 0; i < words; i += page_words) {
+        if (in[i] != 0) return true;
+      }
+      return false;
+    };
+    while (!begun() && clock::now() < until) {
+      if (!t.progress_one()) std::this_thread::yield();
+    }
+    COMMX_CHECK(begun());
+    // Stream 1 has room or bytes already: the stalled sender fills it. Bounded in time.
     const int fd = t.native_stream(0, 1);
     COMMX_CHECK(fd >= 0);
-    const auto until = clock::now() + 60s;
     int waiting = 0;
-    // One step at a time, looking between steps: a call such as test() runs all the work
-    // there is, and with the sender on the other core that can be the whole transfer. (Were
-    // the whole message to arrive regardless, stream 1 would stay empty: the check below
-    // fails at the deadline.)
     while (clock::now() < until) {
       if (::ioctl(fd, FIONREAD, &waiting) != 0) waiting = 0;
       if (waiting > 0) break;
-      if (!t.progress_one()) std::this_thread::yield();
+      pollfd readable{fd, POLLIN, 0};
+      ::poll(&readable, 1, 100);
     }
     COMMX_CHECK(waiting > 0);
     ::shutdown(fd, SHUT_RDWR);
