@@ -193,9 +193,10 @@ void retune(comm& world, int argc, char** argv) {
   const std::size_t kib = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 6144;
   const std::size_t words = (kib << 10) / 4;
   const commx::transport::wan::path_config tunings[] = {
-      {2, std::size_t{64} << 10, 0, 0, 0, ""},
-      {7, std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{1} << 20, 0, ""},
-      {1, std::size_t{1} << 20, 0, 0, 0, ""},
+      {2, std::size_t{64} << 10, 0, 0, 0, "", 0},
+      {7, std::size_t{256} << 10, std::size_t{1} << 20, std::size_t{1} << 20, 0, "",
+       std::size_t{128} << 10},
+      {1, std::size_t{1} << 20, 0, 0, 0, "", 0},
   };
   constexpr int rounds = 9;
   // Every round: two large messages each way in flight, and rank 0 retunes while they are.
@@ -238,8 +239,8 @@ void retune_both(comm& world, int argc, char** argv) {
   constexpr int rounds = 6;
   for (int round = 0; round < rounds; ++round) {
     // Different stream counts each round and for each rank, so that which one won shows.
-    const tuning wanted[2] = {{2 + round % 3, std::size_t{64} << 10, 0, 0, 0, ""},
-                              {5 + round % 2, std::size_t{128} << 10, 0, 0, 0, ""}};
+    const tuning wanted[2] = {{2 + round % 3, std::size_t{64} << 10, 0, 0, 0, "", 0},
+                              {5 + round % 2, std::size_t{128} << 10, 0, 0, 0, "", 0}};
     under_traffic(world, words, round, [&] {
       world.barrier();
       const auto before = t.path(other).epoch;

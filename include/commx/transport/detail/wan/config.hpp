@@ -10,15 +10,17 @@
 /// | COMMX_WAN_CHUNK | bytes per chunk of a large message (1 MiB, 4 KiB - 1 GiB) |
 /// | COMMX_WAN_SNDBUF / COMMX_WAN_RCVBUF | SO_SNDBUF / SO_RCVBUF of each stream, bytes (0: the kernel autotunes) |
 /// | COMMX_WAN_PACING | SO_MAX_PACING_RATE of each stream, bytes per second (0: none) |
+/// | COMMX_WAN_UNSENT | TCP_NOTSENT_LOWAT of each stream, bytes (0: 4 MiB shared by the streams, 64 KiB - 1 MiB each; see unsent_limit) |
 /// | COMMX_WAN_CC | TCP_CONGESTION of each stream (`bbr`, `cubic`; empty: the system's default) |
 /// | COMMX_WAN_PATHS | a file of per-path overrides, one path a line: `A B key=value...` |
 /// | COMMX_WAN_AUTOTUNE | `1`: at start-up, measure each path (RTT, throughput as streams double) and pick its streams and chunk; one line per path on stderr (paths.hpp) |
 ///
 /// A path file line names two ranks (`*` for any) and overrides keys `streams`, `chunk`,
-/// `sndbuf`, `rcvbuf`, `pacing`, `cc` for the path between them; sizes take K, M, G suffixes;
-/// `#` starts a comment; later lines win. The rank that opens the path's streams (the higher
+/// `sndbuf`, `rcvbuf`, `pacing`, `unsent`, `cc` for the path between them; sizes take K, M, G
+/// suffixes; `#` starts a comment; later lines win. The rank that opens the path's streams (the higher
 /// one) decides its tuning, so both need not agree.
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
@@ -45,11 +47,26 @@ struct path_config {
   std::size_t rcvbuf = 0;
   std::uint64_t pacing = 0;  ///< bytes per second per stream; 0: unpaced
   std::string cc;            ///< congestion control; empty: the system's default
+  std::size_t unsent = 0;    ///< TCP_NOTSENT_LOWAT per stream; 0: unsent_limit's choice
 
   friend bool operator==(const path_config&, const path_config&) = default;
 };
 
 inline constexpr std::size_t min_chunk = std::size_t{4} << 10;
+
+/// How many bytes a stream's socket may hold that it has not sent yet (TCP_NOTSENT_LOWAT).
+/// Bytes in a socket are committed to that stream. Without a bound, the kernel takes up to its
+/// whole send buffer (4 MiB each when autotuned): with 64 streams that is most of a 256 MiB
+/// message, dealt out before the streams show their speeds, and the message ends with the
+/// slowest stream's share. Unsent bytes also take room from the bytes in flight in a
+/// buffer-limited stream. Too low a bound, though, starves a stream between two wake-ups of
+/// its writer. So 4 MiB in all, 64 KiB to 1 MiB a stream (bench/README.md, wan).
+[[nodiscard]] inline std::size_t unsent_limit(const path_config& p) {
+  if (p.unsent > 0) return p.unsent;
+  const std::size_t all = std::size_t{4} << 20;
+  return std::clamp(all / static_cast<std::size_t>(std::max(p.streams, 1)), std::size_t{64} << 10,
+                    std::size_t{1} << 20);
+}
 
 /// A path file line: the ranks it names (-1: any) and the keys it overrides.
 struct path_override {
@@ -114,11 +131,15 @@ inline void apply(path_config& p, const std::string& key, const std::string& val
     (key == "sndbuf" ? p.sndbuf : p.rcvbuf) = static_cast<std::size_t>(*n);
   } else if (key == "pacing") {
     p.pacing = *n;
+  } else if (key == "unsent") {
+    if (*n > (std::uint64_t{1} << 30)) throw bad("a byte count up to 1G");
+    p.unsent = static_cast<std::size_t>(*n);
   } else {
     throw error(
         errc::bootstrap_failed,
-        fmt::format("wan: {}: unknown key '{}' (streams, chunk, sndbuf, rcvbuf, pacing, cc)", where,
-                    key));
+        fmt::format(
+            "wan: {}: unknown key '{}' (streams, chunk, sndbuf, rcvbuf, pacing, unsent, cc)", where,
+            key));
   }
 }
 
@@ -186,10 +207,13 @@ inline std::vector<path_override> read_path_file(const std::string& file) {
 inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_env) {
   config c;
   c.base = tcp::config_from_env(get);
-  const std::pair<const char*, const char*> keys[] = {
-      {"COMMX_WAN_STREAMS", "streams"}, {"COMMX_WAN_CHUNK", "chunk"},
-      {"COMMX_WAN_SNDBUF", "sndbuf"},   {"COMMX_WAN_RCVBUF", "rcvbuf"},
-      {"COMMX_WAN_PACING", "pacing"},   {"COMMX_WAN_CC", "cc"}};
+  const std::pair<const char*, const char*> keys[] = {{"COMMX_WAN_STREAMS", "streams"},
+                                                      {"COMMX_WAN_CHUNK", "chunk"},
+                                                      {"COMMX_WAN_SNDBUF", "sndbuf"},
+                                                      {"COMMX_WAN_RCVBUF", "rcvbuf"},
+                                                      {"COMMX_WAN_PACING", "pacing"},
+                                                      {"COMMX_WAN_UNSENT", "unsent"},
+                                                      {"COMMX_WAN_CC", "cc"}};
   for (const auto& [variable, key] : keys) {
     if (const auto value = get(variable)) apply(c.path, key, *value, variable);
   }

@@ -5,8 +5,9 @@
 /// (envelopes, small messages, credits, bye: tcp's protocol, unchanged) plus N data streams,
 /// extra TCP connections authenticated by the same handshake (purpose::stream). When a large
 /// message's receiver answers clear-to-send, its payload leaves as chunks (wire.hpp) spread
-/// over the streams: each stream keeps a couple of chunks queued and takes the next one as the
-/// kernel takes its bytes, so a fast stream carries more than a slow one. The receiver reads
+/// over the streams (chunk_for): each stream keeps one chunk queued and takes the next once the
+/// kernel took it, holding few of its bytes unsent (config.hpp's unsent_limit), so a fast
+/// stream carries more and a message's last chunks go to the streams ahead. The receiver reads
 /// each chunk straight into the user's buffer at its offset and completes the receive when
 /// every chunk is in; a duplicate, an overlap or a chunk for no message is a protocol
 /// violation.
@@ -56,10 +57,31 @@ using tcp::operation;
 
 /// The tuning as `key=value` text, as an opening frame carries it.
 inline std::string tuning_text(const path_config& p) {
-  std::string text = fmt::format("streams={} chunk={} sndbuf={} rcvbuf={} pacing={}", p.streams,
-                                 p.chunk, p.sndbuf, p.rcvbuf, p.pacing);
+  std::string text = fmt::format("streams={} chunk={} sndbuf={} rcvbuf={} pacing={} unsent={}",
+                                 p.streams, p.chunk, p.sndbuf, p.rcvbuf, p.pacing, p.unsent);
   if (!p.cc.empty()) text += fmt::format(" cc={}", p.cc);
   return text;
+}
+
+/// The chunk size a message of `size` bytes is cut into, in whole 4 KiB pages. A message goes in
+/// about 16 chunks a stream, so that its end waits on a sixteenth of a stream's share at most
+/// (the streams' rates differ by more than that: with 64 streams and a chunk per stream, the
+/// slowest stream's last chunk cost 10-20% of the throughput), but at most the path's chunk,
+/// and at least 64 KiB unless that would leave streams idle. One pinned to a stream
+/// (wan_parts.hpp) goes in the path's chunks.
+[[nodiscard]] inline std::uint64_t chunk_for(std::uint64_t size, const path_config& p,
+                                             bool pinned) {
+  const auto pages = [](std::uint64_t bytes) {
+    return std::max<std::uint64_t>((bytes + min_chunk - 1) / min_chunk * min_chunk, min_chunk);
+  };
+  if (pinned) return std::min<std::uint64_t>(pages(size), p.chunk);
+  constexpr std::uint64_t pieces_per_stream = 16;
+  const auto streams = static_cast<std::uint64_t>(std::max(p.streams, 1));
+  const std::uint64_t per_stream = pages((size + streams - 1) / streams);
+  const std::uint64_t fine =
+      pages((size + streams * pieces_per_stream - 1) / (streams * pieces_per_stream));
+  const std::uint64_t floor = std::min<std::uint64_t>(per_stream, std::uint64_t{64} << 10);
+  return std::min<std::uint64_t>(std::max(fine, floor), p.chunk);
 }
 
 inline std::optional<path_config> parse_tuning(std::string_view text) {
@@ -78,8 +100,8 @@ inline std::optional<path_config> parse_tuning(std::string_view text) {
   return p;
 }
 
-/// Sets a stream socket's buffers, congestion control and pacing; the reason it could not, or
-/// empty.
+/// Sets a stream socket's buffers, congestion control, pacing and unsent bound; the reason it
+/// could not, or empty.
 inline std::string tune_socket(int fd, const path_config& p) {
   std::string failed;
   const auto set_int = [&](int level, int name, std::size_t value, const char* what) {
@@ -98,6 +120,7 @@ inline std::string tune_socket(int fd, const path_config& p) {
     if (::setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) != 0)
       failed += " SO_MAX_PACING_RATE";
   }
+  set_int(IPPROTO_TCP, TCP_NOTSENT_LOWAT, unsent_limit(p), "TCP_NOTSENT_LOWAT");
   return failed;
 }
 
@@ -316,7 +339,10 @@ class paths {
     std::string autotuned;
   };
 
-  static constexpr std::size_t queue_depth = 2;  ///< chunks queued per stream
+  /// Chunks queued per stream. One: a chunk is dealt to a stream only once the stream's socket
+  /// has taken the one before (and holds at most unsent_limit of it unsent), so a fast stream
+  /// takes more and the last chunks of a message go to the streams that are ahead.
+  static constexpr std::size_t queue_depth = 1;
 
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
 
@@ -593,14 +619,7 @@ class paths {
   bool carry(int peer, const std::shared_ptr<operation>& op) {
     path& p = peers_[index(peer)];
     if (op->payload.empty()) return false;  // nothing to chunk: tcp's empty data frame
-    // A message smaller than streams x chunk is cut finer, so that it still spreads over
-    // every stream (whole 4 KiB pages, at most the path's chunk).
-    // One pinned to a stream goes in the path's chunks.
-    const std::uint64_t streams =
-        op->stream >= 0 ? 1 : static_cast<std::uint64_t>(std::max(p.tuning.streams, 1));
-    const std::uint64_t share = (op->payload.size() + streams - 1) / streams;
-    const std::uint64_t chunk = std::clamp<std::uint64_t>(
-        (share + min_chunk - 1) / min_chunk * min_chunk, min_chunk, p.tuning.chunk);
+    const std::uint64_t chunk = chunk_for(op->payload.size(), p.tuning, op->stream >= 0);
     p.sending.push_back({op, op->cookie, op->payload, {}, chunk, 0, 0, op->stream});
     service(peer);
     return true;
