@@ -17,8 +17,8 @@
 ///
 /// A path file line names two ranks (`*` for any) and overrides keys `streams`, `chunk`,
 /// `sndbuf`, `rcvbuf`, `pacing`, `unsent`, `cc` for the path between them; sizes take K, M, G
-/// suffixes; `#` starts a comment; later lines win. The rank that opens the path's streams (the higher
-/// one) decides its tuning, so both need not agree.
+/// suffixes; `#` starts a comment; later lines win. The rank that opens the path's streams (the
+/// higher one) decides its tuning, so both need not agree.
 
 #include <algorithm>
 #include <cctype>
@@ -60,7 +60,8 @@ inline constexpr std::size_t min_chunk = std::size_t{4} << 10;
 /// message, dealt out before the streams show their speeds, and the message ends with the
 /// slowest stream's share. Unsent bytes also take room from the bytes in flight in a
 /// buffer-limited stream. Too low a bound, though, starves a stream between two wake-ups of
-/// its writer. So 4 MiB in all, 64 KiB to 1 MiB a stream (bench/README.md, wan).
+/// its writer. So 4 MiB in all, 64 KiB to 1 MiB a stream. One or two streams that recover from
+/// losses all the time do better with 2-4 MiB: `unsent` sets it (bench/README.md, wan).
 [[nodiscard]] inline std::size_t unsent_limit(const path_config& p) {
   if (p.unsent > 0) return p.unsent;
   const std::size_t all = std::size_t{4} << 20;
