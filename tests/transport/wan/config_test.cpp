@@ -44,6 +44,15 @@ TEST_CASE("wan tuning: unsent is a key, and 0 leaves the bound to the stream cou
   CHECK(wan::unsent_limit(p) == std::size_t{256} << 10);
   p.streams = 256;
   CHECK(wan::unsent_limit(p) == std::size_t{64} << 10);
+  // A stream losing packets may hold more, up to 4 MiB; with many streams the share decides.
+  p.streams = 1;
+  CHECK(wan::unsent_limit(p, true) == std::size_t{4} << 20);
+  p.streams = 2;
+  CHECK(wan::unsent_limit(p, true) == std::size_t{2} << 20);
+  p.streams = 16;
+  CHECK(wan::unsent_limit(p, true) == wan::unsent_limit(p));
+  p.unsent = std::size_t{96} << 10;
+  CHECK(wan::unsent_limit(p, true) == p.unsent);
   CHECK_THROWS_WITH(with("unsent", "2G"), Catch::Contains("unsent='2G'"));
   CHECK_THROWS_WITH(with("unsent", "lots"), Catch::Contains("unsent='lots'"));
 }

@@ -10,7 +10,7 @@
 /// | COMMX_WAN_CHUNK | bytes per chunk of a large message (1 MiB, 4 KiB - 1 GiB) |
 /// | COMMX_WAN_SNDBUF / COMMX_WAN_RCVBUF | SO_SNDBUF / SO_RCVBUF of each stream, bytes (0: the kernel autotunes) |
 /// | COMMX_WAN_PACING | SO_MAX_PACING_RATE of each stream, bytes per second (0: none) |
-/// | COMMX_WAN_UNSENT | TCP_NOTSENT_LOWAT of each stream, bytes (0: 4 MiB shared by the streams, 64 KiB - 1 MiB each; see unsent_limit) |
+/// | COMMX_WAN_UNSENT | TCP_NOTSENT_LOWAT of each stream, bytes (0: 4 MiB shared by the streams, 64 KiB - 1 MiB each, up to 4 MiB while a stream loses packets; see unsent_limit) |
 /// | COMMX_WAN_CC | TCP_CONGESTION of each stream (`bbr`, `cubic`; empty: the system's default) |
 /// | COMMX_WAN_PATHS | a file of per-path overrides, one path a line: `A B key=value...` |
 /// | COMMX_WAN_AUTOTUNE | `1`: at start-up, measure each path (RTT, throughput as streams double) and pick its streams and chunk; one line per path on stderr (paths.hpp) |
@@ -59,14 +59,18 @@ inline constexpr std::size_t min_chunk = std::size_t{4} << 10;
 /// whole send buffer (4 MiB each when autotuned): with 64 streams that is most of a 256 MiB
 /// message, dealt out before the streams show their speeds, and the message ends with the
 /// slowest stream's share. Unsent bytes also take room from the bytes in flight in a
-/// buffer-limited stream. Too low a bound, though, starves a stream between two wake-ups of
-/// its writer. So 4 MiB in all, 64 KiB to 1 MiB a stream. One or two streams that recover from
-/// losses all the time do better with 2-4 MiB: `unsent` sets it (bench/README.md, wan).
-[[nodiscard]] inline std::size_t unsent_limit(const path_config& p) {
+/// buffer-limited stream. So 4 MiB in all, 64 KiB to 1 MiB a stream.
+///
+/// A stream that is `losing` packets needs more: its queue frees only as each hole is repaired,
+/// about once a round trip, and its writer wakes only then, so between two repairs it can send
+/// only what it holds unsent. Then the bound is 4 MiB in all, up to 4 MiB a stream (with one
+/// stream and 0.1% loss: 0.92x iperf3 against 0.86x at 1 MiB; bench/README.md, wan).
+[[nodiscard]] inline std::size_t unsent_limit(const path_config& p, bool losing = false) {
   if (p.unsent > 0) return p.unsent;
   const std::size_t all = std::size_t{4} << 20;
+  const std::size_t most = losing ? all : std::size_t{1} << 20;
   return std::clamp(all / static_cast<std::size_t>(std::max(p.streams, 1)), std::size_t{64} << 10,
-                    std::size_t{1} << 20);
+                    most);
 }
 
 /// A path file line: the ranks it names (-1: any) and the keys it overrides.

@@ -139,6 +139,10 @@ struct stream {
   bool shut = false;          ///< our sending half is shut down
   bool close_received = false;
   std::uint64_t carried = 0;  ///< chunk payload bytes handed to this stream
+  // the unsent bound (unsent_limit): the larger one while the stream keeps losing packets
+  std::uint32_t retransmitted = 0;  ///< the kernel's count when last looked at
+  clock::time_point last_loss{};    ///< when that count last grew
+  bool losing = false;              ///< the bound in force is the losing one
   // reading
   stream_header_bytes head{};
   std::size_t head_have = 0;
@@ -639,6 +643,7 @@ class paths {
     for (outgoing& o : p.sending) {
       if (o.next >= o.payload.size()) continue;
       if (o.stream >= 0 && o.stream % std::max(p.expected, 1) != s.index) continue;
+      follow_losses(p, s);
       const std::uint64_t length = std::min<std::uint64_t>(o.chunk, o.payload.size() - o.next);
       tcp::out_frame& f = s.conn.out.emplace_back();
       const auto bytes =
@@ -653,6 +658,27 @@ class paths {
       return true;
     }
     return false;
+  }
+
+  /// Sets the stream's unsent bound to the losing one while it retransmitted within the last
+  /// second, and back to the other once it has not: one TCP_INFO a chunk, one setsockopt a
+  /// change. A bound the path's tuning sets stays.
+  void follow_losses(const path& p, stream& s) {
+    if (p.tuning.unsent > 0) return;
+    const int fd = s.conn.socket.native_handle();
+    tcp_info info{};
+    socklen_t length = sizeof info;
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return;
+    const auto now = clock::now();
+    if (info.tcpi_total_retrans != s.retransmitted) {
+      s.retransmitted = info.tcpi_total_retrans;
+      s.last_loss = now;
+    }
+    const bool losing = s.retransmitted > 0 && now - s.last_loss < std::chrono::seconds(1);
+    if (losing == s.losing) return;
+    s.losing = losing;
+    const int bound = static_cast<int>(unsent_limit(p.tuning, losing));
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bound, sizeof bound);
   }
 
   /// Filler for a stream while the path is measured (autotune).
