@@ -100,6 +100,12 @@ inline std::optional<path_config> parse_tuning(std::string_view text) {
   return p;
 }
 
+/// Bounds the bytes a stream socket holds unsent (unsent_limit); false if the kernel refused.
+inline bool set_unsent_bound(int fd, std::size_t bytes) {
+  const int v = static_cast<int>(std::min<std::size_t>(bytes, 1U << 30));
+  return ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, sizeof v) == 0;
+}
+
 /// Sets a stream socket's buffers, congestion control, pacing and unsent bound; the reason it
 /// could not, or empty.
 inline std::string tune_socket(int fd, const path_config& p) {
@@ -120,7 +126,7 @@ inline std::string tune_socket(int fd, const path_config& p) {
     if (::setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &rate, sizeof rate) != 0)
       failed += " SO_MAX_PACING_RATE";
   }
-  set_int(IPPROTO_TCP, TCP_NOTSENT_LOWAT, unsent_limit(p), "TCP_NOTSENT_LOWAT");
+  if (!set_unsent_bound(fd, unsent_limit(p))) failed += " TCP_NOTSENT_LOWAT";
   return failed;
 }
 
@@ -662,9 +668,10 @@ class paths {
 
   /// Sets the stream's unsent bound to the losing one while it retransmitted within the last
   /// second, and back to the other once it has not: one TCP_INFO a chunk, one setsockopt a
-  /// change. A bound the path's tuning sets stays.
+  /// change. Nothing to do where both bounds are one (4 or more streams, or a bound the path's
+  /// tuning sets), so most paths make no extra system call on the send path.
   void follow_losses(const path& p, stream& s) {
-    if (p.tuning.unsent > 0) return;
+    if (unsent_limit(p.tuning, true) == unsent_limit(p.tuning, false)) return;
     const int fd = s.conn.socket.native_handle();
     tcp_info info{};
     socklen_t length = sizeof info;
@@ -677,8 +684,7 @@ class paths {
     const bool losing = s.retransmitted > 0 && now - s.last_loss < std::chrono::seconds(1);
     if (losing == s.losing) return;
     s.losing = losing;
-    const int bound = static_cast<int>(unsent_limit(p.tuning, losing));
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bound, sizeof bound);
+    set_unsent_bound(fd, unsent_limit(p.tuning, losing));  // best effort, as on the open
   }
 
   /// Filler for a stream while the path is measured (autotune).
