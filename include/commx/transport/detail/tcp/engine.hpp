@@ -51,76 +51,12 @@
 #include "commx/transport/detail/tcp/config.hpp"
 #include "commx/transport/detail/tcp/connection.hpp"
 #include "commx/transport/detail/tcp/dial.hpp"
+#include "commx/transport/detail/tcp/operation.hpp"
 #include "commx/transport/detail/tcp/session.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::detail::tcp {
-
-using transport::op_result;
-using transport::recv_buffer;
-
-/// A send or receive that did not complete when it was posted.
-struct operation {
-  enum class kind : std::uint8_t { send, recv };
-  enum class stage : std::uint8_t {
-    done,
-    posted,         ///< a receive waiting for a matching message
-    awaiting_cts,   ///< a rendezvous send whose envelope is out
-    writing,        ///< a rendezvous send whose data frame is queued or being written
-    awaiting_data,  ///< a receive that matched an envelope and asked for its data
-    receiving,      ///< a receive whose payload is arriving now
-    queued_self,    ///< a large send to this rank itself, waiting for a receive
-  };
-
-  operation(kind k, int peer_rank, context_id context, int message_tag)
-      : what(k), peer(peer_rank), ctx(context), tag(message_tag) {}
-
-  kind what;
-  int peer;  ///< destination of a send; source (or any_source) of a receive
-  context_id ctx;
-  int tag;
-  recv_buffer buffer{std::span<std::byte>{}};  ///< receives
-  std::span<const std::byte> payload;          ///< rendezvous sends
-  std::byte* target = nullptr;                 ///< a matched receive's destination
-  std::uint64_t cookie = 0;                    ///< rendezvous id
-  int stream = -1;  ///< for an extension with several streams: the one to carry it; -1 any
-  op_result result;
-  stage where = stage::done;
-  bool done = false;
-};
-
-/// A message that arrived before a matching receive.
-struct queued_message {
-  enum class form : std::uint8_t { eager, remote_rendezvous, self_rendezvous };
-  int source;
-  context_id ctx;
-  int tag;
-  std::uint64_t size;
-  form how;
-  std::vector<std::byte> eager;
-  std::uint64_t cookie = 0;              // remote rendezvous
-  std::shared_ptr<operation> self_send;  // self rendezvous
-};
-
-/// What a transport built on this engine (transport::wan) plugs in to carry the data of large
-/// messages over connections of its own. Every hook is optional: unset, the engine is plain tcp.
-struct extension {
-  /// A clear-to-send came for rendezvous send `op` to `peer`: true when the extension carries
-  /// its data itself (and completes `op` through engine::complete), false to leave it to tcp.
-  std::function<bool(int peer, const std::shared_ptr<operation>& op)> carry_data;
-  /// A connection from `peer` that authenticated with purpose::stream (the engine does not
-  /// keep it).
-  std::function<void(int peer, asio::ip::tcp::socket socket)> adopt_stream;
-  /// `peer` is gone (finished, or failed with `why`): the extension drops what it holds for it.
-  std::function<void(int peer, std::error_code why)> peer_gone;
-};
-
-/// A rendezvous receive waiting for its data, as an extension sees it.
-struct awaited_receive {
-  operation* op;  ///< null: the receive was cancelled, the data is dropped
-  std::uint64_t size;
-};
 
 class engine {
  public:
@@ -349,26 +285,7 @@ class engine {
   /// @throws commx::error errc::bootstrap_failed naming the missing ranks when the rendezvous
   ///   does not complete within the timeout; errc::authentication_failed when a peer does not
   ///   hold the job token.
-  void join() {
-    if (size() == 1) return;
-    const clock::time_point until = clock::now() + cfg_.timeout;
-    if (!cfg_.relay_host.empty()) relay_ = resolve(cfg_.relay_host, cfg_.relay_port, "COMMX_RELAY");
-    if (rank() == 0) {
-      join_as_root(until);
-    } else {
-      join_as_member(until);
-    }
-    // Node ids: ranks that listen on the same host address at the same site share a node (two
-    // sites may use the same private addresses).
-    std::vector<std::pair<std::string, std::array<std::uint8_t, 16>>> hosts;
-    for (int r = 0; r < size(); ++r) {
-      const auto a = std::make_pair(table_[index(r)].site, table_[index(r)].address);
-      auto known = std::find(hosts.begin(), hosts.end(), a);
-      nodes_[index(r)] = static_cast<int>(known - hosts.begin());
-      if (known == hosts.end()) hosts.push_back(a);
-    }
-    joined_ = true;
-  }
+  void join();
 
  private:
   enum class presence : std::uint8_t { absent, present, finished, failed };
@@ -544,504 +461,65 @@ class engine {
 
   // --- writing ----------------------------------------------------------------------------
 
-  void push_control(int peer, frame_kind kind, std::uint64_t cookie) {
-    peer_link& link = peers_[index(peer)];
-    if (link.state != presence::present) return;
-    out_frame& f = link.conn->out.emplace_back();
-    f.header = encode(frame_header{kind, 0, rank(), 0, 0, 0, cookie});
-    flush(peer);
-  }
-
-  void push_payload(int peer, frame_kind kind, std::span<const std::byte> payload) {
-    peer_link& link = peers_[index(peer)];
-    out_frame& f = link.conn->out.emplace_back();
-    f.header = encode(frame_header{kind, 0, rank(), 0, 0, payload.size(), 0});
-    f.owned.assign(payload.begin(), payload.end());
-    f.payload = f.owned;
-    flush(peer);
-  }
-
-  void flush(int peer) {
-    peer_link& link = peers_[index(peer)];
-    if (!link.conn || !link.conn->open) return;
-    connection& c = *link.conn;
-    const std::error_code ec = c.flush([&](out_frame& f) {
-      if (f.completes) finish(*f.completes, {peer, f.completes->tag, f.payload.size(), {}});
-    });
-    if (ec) return broken(peer, ec);
-    if (!c.out.empty() && !c.write_armed) {
-      c.write_armed = true;
-      c.socket.async_wait(asio::socket_base::wait_write, [this, peer](std::error_code wec) {
-        connection& conn = *peers_[index(peer)].conn;
-        conn.write_armed = false;
-        if (!wec && conn.open) flush(peer);
-      });
-    }
-  }
+  void push_control(int peer, frame_kind kind, std::uint64_t cookie);
+  void push_payload(int peer, frame_kind kind, std::span<const std::byte> payload);
+  void flush(int peer);
 
   // --- reading ----------------------------------------------------------------------------
 
-  void arm_read(int peer) {
-    connection& c = *peers_[index(peer)].conn;
-    if (c.read_armed || !c.open) return;
-    c.read_armed = true;
-    c.socket.async_wait(asio::socket_base::wait_read, [this, peer](std::error_code ec) {
-      connection& conn = *peers_[index(peer)].conn;
-      conn.read_armed = false;
-      if (!ec && conn.open) on_readable(peer);
-    });
-  }
+  void arm_read(int peer);
 
   // Asio's epoll reactor is edge-triggered and its waits are not speculative: a wait armed
   // while bytes are already waiting would not fire. So a connection is always read until the
   // kernel says would_block before its next wait is armed, and one that had more to give after
   // a fair share of rounds is resumed through the queue instead.
-  void on_readable(int peer) {
-    connection& c = *peers_[index(peer)].conn;
-    constexpr int fair_share = 16;
-    for (int round = 0; c.open; ++round) {
-      if (round == fair_share) {
-        c.read_armed = true;
-        asio::post(io_, [this, peer] {
-          connection& conn = *peers_[index(peer)].conn;
-          conn.read_armed = false;
-          if (conn.open) on_readable(peer);
-        });
-        return;
-      }
-      std::error_code ec;
-      if (c.in_payload && c.available() == 0 && c.destination != nullptr &&
-          c.remaining >= connection::direct_read) {
-        const std::size_t n = c.socket.read_some(
-            asio::buffer(c.destination, static_cast<std::size_t>(c.remaining)), ec);
-        if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-        if (ec) return broken(peer, ec);
-        c.destination += n;
-        c.remaining -= n;
-        if (c.remaining == 0) end_payload(peer);
-        continue;
-      }
-      c.compact();
-      std::size_t room = c.staging.size() - c.end;
-      // When a payload this rank asked for (cts) may come next, take no more than the next
-      // header: a full read would pull up to the staging size of that payload through the
-      // staging buffer and a second copy; this way all of it is read straight into its
-      // receive buffer, for one more small read per frame while the rendezvous is pending.
-      if (!c.in_payload && c.available() < header_size && awaits_payload(peer)) {
-        room = header_size - c.available();
-      }
-      const std::size_t n = c.socket.read_some(asio::buffer(c.staging.data() + c.end, room), ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again) break;
-      if (ec) return broken(peer, ec);
-      c.end += n;
-      process(peer);
-    }
-    arm_read(peer);
-  }
+  void on_readable(int peer);
 
   /// Whether a `data` frame from `peer` may come next on its connection: a receive asked for
   /// one, and no extension carries the data on connections of its own.
-  [[nodiscard]] bool awaits_payload(int peer) const {
-    return !ext_.carry_data && !peers_[index(peer)].awaiting_data.empty();
-  }
+  [[nodiscard]] bool awaits_payload(int peer) const;
 
   /// Acts on every whole header and payload byte in the staging buffer.
-  void process(int peer) {
-    connection& c = *peers_[index(peer)].conn;
-    while (c.open) {
-      if (c.in_payload) {
-        const auto take =
-            static_cast<std::size_t>(std::min<std::uint64_t>(c.available(), c.remaining));
-        if (take == 0) return;
-        if (c.destination != nullptr) {
-          std::memcpy(c.destination, c.staging.data() + c.begin, take);
-          c.destination += take;
-        }
-        c.begin += take;
-        c.remaining -= take;
-        if (c.remaining == 0) end_payload(peer);
-        continue;
-      }
-      if (c.available() < header_size) return;
-      const decoded d = decode(
-          std::span<const std::byte, header_size>(c.staging.data() + c.begin, header_size), peer);
-      c.begin += header_size;
-      if (!d.ok()) return violation(peer, d.error);
-      on_header(peer, d.header);
-    }
-  }
+  void process(int peer);
 
   void begin_payload(int peer, const frame_header& h, std::byte* destination,
-                     std::shared_ptr<operation> op, bool into_holding) {
-    connection& c = *peers_[index(peer)].conn;
-    c.in_payload = true;
-    c.current = h;
-    c.remaining = h.length;
-    c.receiving = std::move(op);
-    c.into_holding = into_holding;
-    if (into_holding) {
-      c.holding.resize(static_cast<std::size_t>(h.length));
-      destination = c.holding.data();
-    }
-    c.destination = destination;
-    if (c.receiving) c.receiving->where = operation::stage::receiving;
-    if (h.length == 0) end_payload(peer);
-  }
-
-  void on_header(int peer, const frame_header& h) {
-    peer_link& link = peers_[index(peer)];
-    const auto size = static_cast<std::size_t>(h.length);
-    switch (h.kind) {
-      case frame_kind::eager: {
-        link.held += h.length + header_size;
-        if (link.held > cfg_.window) return violation(peer, "eager messages beyond the window");
-        ++events_;
-        if (auto op = match_posted(peer, h.context, h.tag, size)) {
-          std::byte* target = op->target;
-          return begin_payload(peer, h, target, std::move(op), false);
-        }
-        return begin_payload(peer, h, nullptr, nullptr, true);
-      }
-      case frame_kind::rts: {
-        if (link.awaiting_data.contains(h.cookie)) return violation(peer, "rendezvous id reused");
-        ++events_;
-        if (auto op = match_posted(peer, h.context, h.tag, size)) {
-          op->cookie = h.cookie;
-          op->where = operation::stage::awaiting_data;
-          link.awaiting_data[h.cookie] = {op, h.length};
-          return push_control(peer, frame_kind::cts, h.cookie);
-        }
-        unexpected_.push_back({peer,
-                               h.context,
-                               h.tag,
-                               h.length,
-                               queued_message::form::remote_rendezvous,
-                               {},
-                               h.cookie,
-                               nullptr});
-        return;
-      }
-      case frame_kind::cts: {
-        if (h.cookie >= link.next_cookie) return violation(peer, "clear-to-send for no message");
-        auto it = link.awaiting_cts.find(h.cookie);
-        if (it == link.awaiting_cts.end()) return;  // we withdrew it; our revoke is on its way
-        std::shared_ptr<operation> op = std::move(it->second);
-        link.awaiting_cts.erase(it);
-        op->where = operation::stage::writing;
-        if (ext_.carry_data && ext_.carry_data(peer, op)) return;
-        out_frame& f = link.conn->out.emplace_back();
-        f.header =
-            encode(frame_header{frame_kind::data, 0, rank(), 0, 0, op->payload.size(), op->cookie});
-        f.payload = op->payload;
-        f.cookie = op->cookie;
-        f.completes = std::move(op);
-        return flush(peer);
-      }
-      case frame_kind::data: {
-        auto it = link.awaiting_data.find(h.cookie);
-        if (it == link.awaiting_data.end()) return violation(peer, "data nobody asked for");
-        if (it->second.size != h.length) return violation(peer, "data of the wrong size");
-        std::shared_ptr<operation> op = std::move(it->second.op);
-        link.awaiting_data.erase(it);
-        std::byte* target = op ? op->target : nullptr;
-        return begin_payload(peer, h, target, std::move(op), false);
-      }
-      case frame_kind::credit:
-        link.send_credit += h.cookie;
-        if (link.send_credit > cfg_.window) return violation(peer, "credit beyond the window");
-        return;
-      case frame_kind::revoke: {
-        if (auto it = link.awaiting_data.find(h.cookie); it != link.awaiting_data.end()) {
-          if (it->second.op) {
-            finish(*it->second.op,
-                   {peer, it->second.op->result.tag, 0, make_error_code(errc::cancelled)});
-          }
-          link.awaiting_data.erase(it);
-          return;
-        }
-        std::erase_if(unexpected_, [&](const queued_message& m) {
-          return m.source == peer && m.how == queued_message::form::remote_rendezvous &&
-                 m.cookie == h.cookie;
-        });
-        return;
-      }
-      case frame_kind::bye:
-        return gone(peer, presence::finished, make_error_code(errc::peer_lost));
-      case frame_kind::address:
-        if (rank() != 0 || joined_ || table_[index(peer)].port != 0)
-          return violation(peer, "an address out of turn");
-        return begin_payload(peer, h, nullptr, nullptr, true);
-      case frame_kind::table:
-        if (peer != 0 || joined_ || have_table_ || h.length != index(this->size()) * endpoint_size)
-          return violation(peer, "a table out of turn");
-        return begin_payload(peer, h, nullptr, nullptr, true);
-      case frame_kind::abort:
-        if (peer != 0 || joined_) return violation(peer, "an abort out of turn");
-        return begin_payload(peer, h, nullptr, nullptr, true);
-    }
-  }
-
-  void end_payload(int peer) {
-    connection& c = *peers_[index(peer)].conn;
-    c.in_payload = false;
-    const frame_header h = c.current;
-    std::shared_ptr<operation> op = std::move(c.receiving);
-    c.receiving = nullptr;
-    c.destination = nullptr;
-    const auto size = static_cast<std::size_t>(h.length);
-    switch (h.kind) {
-      case frame_kind::eager:
-        if (op) {
-          finish(*op, op->result);
-          consumed(peer, size);
-        } else if (c.into_holding) {
-          deliver_held(peer, h, std::move(c.holding));
-        } else {
-          consumed(peer, size);  // its receive was cancelled on the way
-        }
-        break;
-      case frame_kind::data:
-        if (op) finish(*op, op->result);
-        break;
-      case frame_kind::address:
-        if (auto e = decode_endpoint(c.holding)) {
-          table_[index(peer)] = *e;
-          ++events_;
-        } else {
-          violation(peer, "a malformed address");
-        }
-        break;
-      case frame_kind::table:
-        if (auto t = decode_table(c.holding, index(this->size()))) {
-          table_ = std::move(*t);
-          have_table_ = true;
-          ++events_;
-        } else {
-          violation(peer, "a malformed table");
-        }
-        break;
-      case frame_kind::abort:
-        abort_text_.assign(reinterpret_cast<const char*>(c.holding.data()), c.holding.size());
-        have_abort_ = true;
-        ++events_;
-        break;
-      default:
-        break;
-    }
-    c.into_holding = false;
-    c.holding = {};
-  }
+                     std::shared_ptr<operation> op, bool into_holding);
+  void on_header(int peer, const frame_header& h);
+  void end_payload(int peer);
 
   /// An eager message whose payload arrived while no receive matched: a receive posted since
   /// takes it, or it waits in the queue.
-  void deliver_held(int peer, const frame_header& h, std::vector<std::byte> payload) {
-    ++events_;
-    if (auto op = match_posted(peer, h.context, h.tag, payload.size())) {
-      if (!payload.empty()) std::memcpy(op->target, payload.data(), payload.size());
-      finish(*op, op->result);
-      consumed(peer, payload.size());
-      return;
-    }
-    const std::uint64_t size = payload.size();
-    unexpected_.push_back({peer, h.context, h.tag, size, queued_message::form::eager,
-                           std::move(payload), 0, nullptr});
-  }
+  void deliver_held(int peer, const frame_header& h, std::vector<std::byte> payload);
 
   // --- peers that go ----------------------------------------------------------------------
 
-  void violation(int peer, std::string_view why) {
-    fmt::print(stderr, "commx tcp: rank {}: closing the connection to rank {}: {}\n", rank(), peer,
-               why);
-    std::fflush(stderr);
-    gone(peer, presence::failed, make_error_code(errc::protocol_violation));
-  }
+  void violation(int peer, std::string_view why);
 
   /// The connection to `peer` broke (end of stream without bye, reset, write error).
-  void broken(int peer, std::error_code) {
-    gone(peer, presence::failed, make_error_code(errc::peer_lost));
-  }
-
-  void gone(int peer, presence how, std::error_code why) {
-    peer_link& link = peers_[index(peer)];
-    if (link.state != presence::present) return;
-    link.state = how;
-    link.loss = why;
-    if (how == presence::failed) any_failed_ = peer;
-    const op_result result = lost_result(peer, 0, why);
-    if (link.conn) {
-      connection& c = *link.conn;
-      c.close();
-      for (auto& f : c.out) {
-        if (f.completes) finish(*f.completes, result);
-      }
-      c.out.clear();
-      if (c.receiving) finish(*c.receiving, result);
-      c.receiving = nullptr;
-      c.in_payload = false;
-    }
-    for (auto& [cookie, op] : link.awaiting_cts) finish(*op, result);
-    link.awaiting_cts.clear();
-    for (auto& [cookie, waiting] : link.awaiting_data) {
-      if (waiting.op) finish(*waiting.op, result);
-    }
-    link.awaiting_data.clear();
-    // Its large messages can no longer be fetched; its eager ones are still delivered.
-    std::erase_if(unexpected_, [&](const queued_message& m) {
-      return m.source == peer && m.how == queued_message::form::remote_rendezvous;
-    });
-    std::erase_if(posted_, [&](const std::shared_ptr<operation>& op) {
-      if (op->peer != peer && !(how == presence::failed && op->peer == any_source)) return false;
-      finish(*op, result);
-      return true;
-    });
-    if (ext_.peer_gone) ext_.peer_gone(peer, why);
-    ++events_;
-  }
+  void broken(int peer, std::error_code);
+  void gone(int peer, presence how, std::error_code why);
 
   // --- connections ------------------------------------------------------------------------
 
-  void adopt(int peer, asio::ip::tcp::socket socket) {
-    peer_link& link = peers_[index(peer)];
-    link.conn = std::make_unique<connection>(std::move(socket));
-    link.conn->detect_dead_host(std::chrono::duration_cast<std::chrono::seconds>(
-        std::min<clock::duration>(cfg_.timeout, std::chrono::hours(9))));
-    link.state = presence::present;
-    ++events_;
-    on_readable(peer);  // bytes may have come with the handshake's last read
-  }
-
-  void log_refusal(const asio::ip::tcp::endpoint& from, const std::string& why) {
-    fmt::print(stderr, "commx tcp: rank {}: refused a connection from {}:{}: {}\n", rank(),
-               from.address().to_string(), from.port(), why);
-    std::fflush(stderr);
-  }
-
-  handshake::verdict_code welcome(const handshake::hello& h) const {
-    // A relay's caller has come to the wrong port: ranks do not relay.
-    if (h.size != size() || h.rank == rank() || h.why == handshake::purpose::relay)
-      return handshake::verdict_code::unexpected;
-    if (h.why == handshake::purpose::stream) {
-      return ext_.adopt_stream && peers_[index(h.rank)].state == presence::present
-                 ? handshake::verdict_code::accepted
-                 : handshake::verdict_code::unexpected;
-    }
-    const bool expected = h.why == handshake::purpose::join
-                              ? rank() == 0 && !joined_
-                              : rank() != 0 && h.rank > rank() && h.rank != 0;
-    if (!expected || peers_[index(h.rank)].state != presence::absent) {
-      return handshake::verdict_code::unexpected;
-    }
-    return handshake::verdict_code::accepted;
-  }
-
-  void accept_next() {
-    acceptor_->async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
-      if (ec == asio::error::operation_aborted || !acceptor_->is_open()) return;
-      if (!ec) on_accepted(std::move(socket));
-      accept_next();
-    });
-  }
-
-  void on_accepted(asio::ip::tcp::socket socket) {
-    std::error_code ignored;
-    const auto from = socket.remote_endpoint(ignored);
-    if (pending_handshakes_ >= max_pending_handshakes) {
-      log_refusal(from, "too many handshakes in progress");
-      return;
-    }
-    ++pending_handshakes_;
-    const clock::time_point until =
-        clock::now() + std::min<clock::duration>(cfg_.timeout, std::chrono::seconds(10));
-    auto session = std::make_shared<server_session>(
-        std::move(socket), cfg_.token, rank(), size(), until,
-        [this](const handshake::hello& h) { return welcome(h); },
-        [this](server_session& s, bool ok, const std::string& why) {
-          --pending_handshakes_;
-          if (!ok) return log_refusal(s.remote, why);
-          if (s.peer.why == handshake::purpose::stream) {
-            if (ext_.adopt_stream) ext_.adopt_stream(s.peer.rank, std::move(s.socket));
-            return;
-          }
-          // Two handshakes for one rank may both have passed `welcome`: the first one wins.
-          if (peers_[index(s.peer.rank)].state != presence::absent) {
-            return log_refusal(s.remote, fmt::format("rank {} is already connected", s.peer.rank));
-          }
-          adopt(s.peer.rank, std::move(s.socket));
-        });
-    session->start();
-  }
-
-  void open_acceptor(const asio::ip::tcp::endpoint& where, bool reuse) {
-    acceptor_.emplace(io_);
-    std::error_code ec;
-    acceptor_->open(where.protocol(), ec);
-    if (!ec && reuse) acceptor_->set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) {
-      if (where.port() != 0 || cfg_.port_low == 0) {
-        acceptor_->bind(where, ec);
-      } else {
-        for (unsigned port = cfg_.port_low; port <= cfg_.port_high; ++port) {
-          acceptor_->bind({where.address(), static_cast<std::uint16_t>(port)}, ec);
-          if (!ec) break;
-        }
-      }
-    }
-    if (!ec) acceptor_->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      const std::string range = where.port() == 0 && cfg_.port_low != 0
-                                    ? fmt::format("a port in {}-{}", cfg_.port_low, cfg_.port_high)
-                                    : fmt::format("port {}", where.port());
-      throw error(errc::bootstrap_failed,
-                  fmt::format("tcp: rank {}: cannot listen on {} {}: {}", rank(),
-                              where.address().to_string(), range, ec.message()));
-    }
-    accept_next();
-  }
+  void adopt(int peer, asio::ip::tcp::socket socket);
+  void log_refusal(const asio::ip::tcp::endpoint& from, const std::string& why);
+  handshake::verdict_code welcome(const handshake::hello& h) const;
+  void accept_next();
+  void on_accepted(asio::ip::tcp::socket socket);
+  void open_acceptor(const asio::ip::tcp::endpoint& where, bool reuse);
 
   /// This rank's endpoint `ep` as the table carries it: with the site this rank is at.
-  endpoint_record record_of(const asio::ip::tcp::endpoint& ep) const {
-    endpoint_record e;
-    e.site = cfg_.site;
-    e.port = ep.port();
-    if (ep.address().is_v6()) {
-      e.v6 = true;
-      const auto bytes = ep.address().to_v6().to_bytes();
-      std::copy(bytes.begin(), bytes.end(), e.address.begin());
-    } else {
-      const auto bytes = ep.address().to_v4().to_bytes();
-      std::copy(bytes.begin(), bytes.end(), e.address.begin());
-    }
-    return e;
-  }
+  endpoint_record record_of(const asio::ip::tcp::endpoint& ep) const;
 
   asio::ip::tcp::endpoint resolve(const std::string& host, std::uint16_t port,
-                                  const char* variable) {
-    asio::ip::tcp::resolver resolver(io_);
-    std::error_code ec;
-    auto results = resolver.resolve(host, std::to_string(port), ec);
-    if (ec || results.empty()) {
-      throw error(errc::bootstrap_failed,
-                  fmt::format("tcp: rank {}: cannot resolve {} host '{}': {}", rank(), variable,
-                              host, ec ? ec.message() : "no address"));
-    }
-    return results.begin()->endpoint();
-  }
-
-  asio::ip::tcp::endpoint root_endpoint() {
-    return resolve(cfg_.root_host, cfg_.root_port, "COMMX_ROOT");
-  }
+                                  const char* variable);
+  asio::ip::tcp::endpoint root_endpoint();
 
   /// Connects to `target`, through this site's relay when it is at another site.
-  [[nodiscard]] dial_identity identity(const endpoint_record& target) const {
-    dial_identity who{cfg_.token, rank(), size(), std::nullopt};
-    if (relay_ && target.site != cfg_.site) who.relay = relay_;
-    return who;
-  }
+  [[nodiscard]] dial_identity identity(const endpoint_record& target) const;
 
   void dial(const endpoint_record& target, clock::time_point until, dialer::done_fn done,
-            std::optional<asio::ip::tcp::socket> opened = std::nullopt) {
-    dialer::start(io_, identity(target), target, until, std::move(done), std::move(opened));
-  }
+            std::optional<asio::ip::tcp::socket> opened = std::nullopt);
 
   struct dialled {
     bool done = false;
@@ -1052,228 +530,29 @@ class engine {
 
   /// Dials `target` and runs the rendezvous until it is connected or failed (or `until`). The
   /// outcome is shared with the dialer, which may still finish after a deadline.
-  std::shared_ptr<dialled> dial_and_wait(const endpoint_record& target, clock::time_point until) {
-    auto d = std::make_shared<dialled>();
-    dial(target, until, [d](const std::string& why, asio::ip::tcp::socket s, bool token) {
-      d->done = true;
-      d->failure = why;
-      d->token_refused = token;
-      if (why.empty()) d->socket.emplace(std::move(s));
-    });
-    if (!run_until([&] { return d->done; }, until) && !d->done) {
-      d->failure = "no answer before the deadline";
-    }
-    return d;
-  }
+  std::shared_ptr<dialled> dial_and_wait(const endpoint_record& target, clock::time_point until);
 
   std::string root_text() const { return fmt::format("{}:{}", cfg_.root_host, cfg_.root_port); }
 
   /// Runs handlers until `done()` or `until`; false at the deadline. A peer lost meanwhile
   /// fails the rendezvous.
   template <class Done>
-  bool run_until(Done&& done, clock::time_point until) {
-    while (!done()) {
-      for (int r = 0; r < size(); ++r) {
-        // A peer that finished may already have said bye; one that failed ends the job.
-        if (peers_[index(r)].state == presence::failed) {
-          throw error(errc::bootstrap_failed,
-                      fmt::format("tcp: rank {}: rank {} left during the rendezvous at {}", rank(),
-                                  r, root_text()));
-        }
-      }
-      if (clock::now() >= until) return false;
-      io_.run_one_until(until);
-    }
-    return true;
-  }
-
-  static std::string rank_list(const std::vector<int>& ranks) {
-    std::string text;
-    for (std::size_t i = 0; i < ranks.size(); ++i) {
-      text += fmt::format("{}{}", i == 0 ? "" : ", ", ranks[i]);
-    }
-    return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", text);
-  }
-
-  std::string seconds_text() const {
-    return fmt::format("{:.3g} s", std::chrono::duration<double>(cfg_.timeout).count());
-  }
-
-  void join_as_root(clock::time_point until) {
-    const asio::ip::tcp::endpoint root = root_endpoint();
-    table_.assign(index(size()), endpoint_record{});
-    table_[0] = record_of(root);
-    open_acceptor(root, true);
-    const auto joined = [&] {
-      return std::all_of(table_.begin() + 1, table_.end(),
-                         [](const endpoint_record& e) { return e.port != 0; });
-    };
-    if (!run_until(joined, until)) {
-      std::vector<int> missing;
-      for (int r = 1; r < size(); ++r) {
-        if (table_[index(r)].port == 0) missing.push_back(r);
-      }
-      const std::string why = fmt::format("{} of {} did not join the rendezvous at {} within {}",
-                                          rank_list(missing), size(), root_text(), seconds_text());
-      for (int r = 1; r < size(); ++r) {
-        if (peers_[index(r)].state != presence::present) continue;
-        push_payload(r, frame_kind::abort, std::as_bytes(std::span(why.data(), why.size())));
-      }
-      // Give the abort a moment to leave; the peers fail on their own deadline anyway.
-      const auto flushed = [&] {
-        return std::all_of(peers_.begin(), peers_.end(), [](const peer_link& l) {
-          return !l.conn || !l.conn->open || l.conn->out.empty();
-        });
-      };
-      run_until(flushed, clock::now() + std::chrono::seconds(1));
-      throw error(errc::bootstrap_failed, fmt::format("tcp: rank 0: {}", why));
-    }
-    std::vector<std::byte> table;
-    for (const endpoint_record& e : table_) {
-      const auto bytes = encode(e);
-      table.insert(table.end(), bytes.begin(), bytes.end());
-    }
-    for (int r = 1; r < size(); ++r) push_payload(r, frame_kind::table, table);
-  }
-
-  void join_as_member(clock::time_point until) {
-    endpoint_record root = record_of(root_endpoint());
-    root.site = cfg_.root_site;
-    // Rank 0 may not be listening yet: retry, backing off, until the deadline.
-    std::optional<asio::ip::tcp::socket> reached;
-    auto backoff = std::chrono::milliseconds(10);
-    for (;;) {
-      const auto d = dial_and_wait(root, until);
-      if (d->socket) {
-        reached = std::move(d->socket);
-        break;
-      }
-      if (d->token_refused) {
-        throw error(
-            errc::authentication_failed,
-            fmt::format("tcp: rank {}: the rendezvous at {}: {}", rank(), root_text(), d->failure));
-      }
-      if (clock::now() + backoff >= until) {
-        throw error(errc::bootstrap_failed,
-                    fmt::format("tcp: rank {}: the rendezvous at {} did not complete within {}: "
-                                "rank 0 does not answer ({})",
-                                rank(), root_text(), seconds_text(), d->failure));
-      }
-      asio::steady_timer pause(io_, backoff);
-      bool paused = false;
-      pause.async_wait([&](std::error_code) { paused = true; });
-      run_until([&] { return paused; }, until);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
-    }
-    asio::ip::tcp::socket to_root = std::move(*reached);
-    const asio::ip::address listen_address =
-        cfg_.listen_address ? *cfg_.listen_address : to_root.local_endpoint().address();
-    open_acceptor({listen_address, 0}, false);
-
-    connect(0, std::move(to_root), handshake::purpose::join, until);
-    run_until([&] { return peers_[0].state != presence::absent; }, until);
-    if (peers_[0].state == presence::absent) {
-      throw error(errc::bootstrap_failed,
-                  fmt::format("tcp: rank {}: no handshake with rank 0 at {} within {}", rank(),
-                              root_text(), seconds_text()));
-    }
-    const auto me = encode(record_of(acceptor_->local_endpoint()));
-    push_payload(0, frame_kind::address, me);
-
-    // Rank 0 waits a whole timeout for the others; wait a little longer for its verdict.
-    const clock::time_point table_until = until + std::chrono::seconds(2);
-    if (!run_until([&] { return have_table_ || have_abort_; }, table_until)) {
-      throw error(errc::bootstrap_failed,
-                  fmt::format("tcp: rank {}: the rendezvous at {} did not complete within {}: "
-                              "rank 0 sent no table (some other rank did not join)",
-                              rank(), root_text(), seconds_text()));
-    }
-    if (have_abort_) {
-      throw error(errc::bootstrap_failed,
-                  fmt::format("tcp: rank {}: rank 0 gave up: {}", rank(), abort_text_));
-    }
-    for (int r = 1; r < rank(); ++r) {
-      const auto d = dial_and_wait(table_[index(r)], until);
-      if (!d->socket) {
-        throw error(d->token_refused ? errc::authentication_failed : errc::bootstrap_failed,
-                    fmt::format("tcp: rank {}: cannot connect to rank {} at {}: {}", rank(), r,
-                                text_of(table_[index(r)]), d->failure));
-      }
-      asio::ip::tcp::socket socket = std::move(*d->socket);
-      connect(r, std::move(socket), handshake::purpose::peer, until);
-    }
-    const auto all = [&] {
-      return std::all_of(peers_.begin(), peers_.end(), [&](const peer_link& l) {
-        return &l == &peers_[index(rank())] || l.state != presence::absent;
-      });
-    };
-    if (!run_until(all, until)) {
-      std::vector<int> missing;
-      for (int r = 0; r < size(); ++r) {
-        if (r != rank() && peers_[index(r)].state == presence::absent) missing.push_back(r);
-      }
-      throw error(errc::bootstrap_failed,
-                  fmt::format("tcp: rank {}: no connection with {} within {}", rank(),
-                              rank_list(missing), seconds_text()));
-    }
-  }
+  bool run_until(Done&& done, clock::time_point until);
+  static std::string rank_list(const std::vector<int>& ranks);
+  std::string seconds_text() const;
+  void join_as_root(clock::time_point until);
+  void join_as_member(clock::time_point until);
 
   /// Authenticates a connected socket to `peer` and adopts it; a refusal ends the rendezvous.
   void connect(int peer, asio::ip::tcp::socket socket, handshake::purpose why,
-               clock::time_point until) {
-    auto session = std::make_shared<client_session>(
-        std::move(socket), cfg_.token,
-        handshake::hello{why, rank(), size(), handshake::fresh_nonce()}, peer, until,
-        [this, peer](client_session& s, bool ok, const std::string& reason, bool token) {
-          if (ok) return adopt(peer, std::move(s.socket));
-          const std::string text =
-              fmt::format("tcp: rank {}: handshake with rank {} failed: {}", rank(), peer, reason);
-          if (token) throw error(errc::authentication_failed, text);
-          throw error(errc::bootstrap_failed, text);
-        });
-    session->start();
-  }
+               clock::time_point until);
 
   // --- leaving ----------------------------------------------------------------------------
 
   /// Says bye to every peer, sends what is still queued, and waits (briefly) until each peer
   /// has closed its end, so nothing it sent is cut off by a reset. `failing`: just closes, so
   /// the peers see a failed rank.
-  void leave(bool failing) noexcept {
-    try {
-      if (acceptor_) {
-        std::error_code ignored;
-        acceptor_->close(ignored);
-      }
-      if (failing) {
-        for (peer_link& l : peers_) {
-          if (l.conn) l.conn->close();
-        }
-        return;
-      }
-      for (int r = 0; r < size(); ++r) {
-        if (peers_[index(r)].state == presence::present) push_control(r, frame_kind::bye, 0);
-      }
-      const clock::time_point until =
-          clock::now() + std::min<clock::duration>(cfg_.timeout, std::chrono::seconds(10));
-      const auto closed = [&] {
-        bool all = true;
-        for (peer_link& l : peers_) {
-          if (!l.conn || !l.conn->open) continue;
-          all = false;
-          if (l.conn->out.empty() && !l.shut) {
-            std::error_code ignored;
-            l.conn->socket.shutdown(asio::socket_base::shutdown_send, ignored);
-            l.shut = true;
-          }
-        }
-        return all;
-      };
-      while (!closed() && clock::now() < until) io_.run_one_until(until);
-    } catch (...) {
-      // Leaving never throws: the process is ending or the endpoint is going away.
-    }
-  }
+  void leave(bool failing) noexcept;
 
   asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> keep_running_;
@@ -1296,3 +575,8 @@ class engine {
 };
 
 }  // namespace commx::detail::tcp
+
+// The engine's larger parts, out of line (each includes this header first).
+#include "commx/transport/detail/tcp/engine_connections.hpp"  // IWYU pragma: export
+#include "commx/transport/detail/tcp/engine_frames.hpp"       // IWYU pragma: export
+#include "commx/transport/detail/tcp/engine_rendezvous.hpp"   // IWYU pragma: export

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The TCP engine's rendezvous (engine.hpp): rank 0 collects the listen endpoints and hands
+/// out the table, every other rank dials in (through a relay across sites) and then connects to
+/// the ranks below it. Out of line as Asio's detail/impl files are, included by engine.hpp.
+
+#include "commx/transport/detail/tcp/engine.hpp"
+
+namespace commx::detail::tcp {
+
+inline void engine::join() {
+  if (size() == 1) return;
+  const clock::time_point until = clock::now() + cfg_.timeout;
+  if (!cfg_.relay_host.empty()) relay_ = resolve(cfg_.relay_host, cfg_.relay_port, "COMMX_RELAY");
+  if (rank() == 0) {
+    join_as_root(until);
+  } else {
+    join_as_member(until);
+  }
+  // Node ids: ranks that listen on the same host address at the same site share a node (two
+  // sites may use the same private addresses).
+  std::vector<std::pair<std::string, std::array<std::uint8_t, 16>>> hosts;
+  for (int r = 0; r < size(); ++r) {
+    const auto a = std::make_pair(table_[index(r)].site, table_[index(r)].address);
+    auto known = std::find(hosts.begin(), hosts.end(), a);
+    nodes_[index(r)] = static_cast<int>(known - hosts.begin());
+    if (known == hosts.end()) hosts.push_back(a);
+  }
+  joined_ = true;
+}
+
+inline endpoint_record engine::record_of(const asio::ip::tcp::endpoint& ep) const {
+  endpoint_record e;
+  e.site = cfg_.site;
+  e.port = ep.port();
+  if (ep.address().is_v6()) {
+    e.v6 = true;
+    const auto bytes = ep.address().to_v6().to_bytes();
+    std::copy(bytes.begin(), bytes.end(), e.address.begin());
+  } else {
+    const auto bytes = ep.address().to_v4().to_bytes();
+    std::copy(bytes.begin(), bytes.end(), e.address.begin());
+  }
+  return e;
+}
+
+inline asio::ip::tcp::endpoint engine::resolve(const std::string& host, std::uint16_t port,
+                                               const char* variable) {
+  asio::ip::tcp::resolver resolver(io_);
+  std::error_code ec;
+  auto results = resolver.resolve(host, std::to_string(port), ec);
+  if (ec || results.empty()) {
+    throw error(errc::bootstrap_failed,
+                fmt::format("tcp: rank {}: cannot resolve {} host '{}': {}", rank(), variable, host,
+                            ec ? ec.message() : "no address"));
+  }
+  return results.begin()->endpoint();
+}
+
+inline asio::ip::tcp::endpoint engine::root_endpoint() {
+  return resolve(cfg_.root_host, cfg_.root_port, "COMMX_ROOT");
+}
+
+inline dial_identity engine::identity(const endpoint_record& target) const {
+  dial_identity who{cfg_.token, rank(), size(), std::nullopt};
+  if (relay_ && target.site != cfg_.site) who.relay = relay_;
+  return who;
+}
+
+inline void engine::dial(const endpoint_record& target, clock::time_point until,
+                         dialer::done_fn done, std::optional<asio::ip::tcp::socket> opened) {
+  dialer::start(io_, identity(target), target, until, std::move(done), std::move(opened));
+}
+
+inline std::shared_ptr<engine::dialled> engine::dial_and_wait(const endpoint_record& target,
+                                                              clock::time_point until) {
+  auto d = std::make_shared<dialled>();
+  dial(target, until, [d](const std::string& why, asio::ip::tcp::socket s, bool token) {
+    d->done = true;
+    d->failure = why;
+    d->token_refused = token;
+    if (why.empty()) d->socket.emplace(std::move(s));
+  });
+  if (!run_until([&] { return d->done; }, until) && !d->done) {
+    d->failure = "no answer before the deadline";
+  }
+  return d;
+}
+
+template <class Done>
+bool engine::run_until(Done&& done, clock::time_point until) {
+  while (!done()) {
+    for (int r = 0; r < size(); ++r) {
+      // A peer that finished may already have said bye; one that failed ends the job.
+      if (peers_[index(r)].state == presence::failed) {
+        throw error(errc::bootstrap_failed,
+                    fmt::format("tcp: rank {}: rank {} left during the rendezvous at {}", rank(), r,
+                                root_text()));
+      }
+    }
+    if (clock::now() >= until) return false;
+    io_.run_one_until(until);
+  }
+  return true;
+}
+
+inline std::string engine::rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    text += fmt::format("{}{}", i == 0 ? "" : ", ", ranks[i]);
+  }
+  return fmt::format("{} {}", ranks.size() == 1 ? "rank" : "ranks", text);
+}
+
+inline std::string engine::seconds_text() const {
+  return fmt::format("{:.3g} s", std::chrono::duration<double>(cfg_.timeout).count());
+}
+
+inline void engine::join_as_root(clock::time_point until) {
+  const asio::ip::tcp::endpoint root = root_endpoint();
+  table_.assign(index(size()), endpoint_record{});
+  table_[0] = record_of(root);
+  open_acceptor(root, true);
+  const auto joined = [&] {
+    return std::all_of(table_.begin() + 1, table_.end(),
+                       [](const endpoint_record& e) { return e.port != 0; });
+  };
+  if (!run_until(joined, until)) {
+    std::vector<int> missing;
+    for (int r = 1; r < size(); ++r) {
+      if (table_[index(r)].port == 0) missing.push_back(r);
+    }
+    const std::string why = fmt::format("{} of {} did not join the rendezvous at {} within {}",
+                                        rank_list(missing), size(), root_text(), seconds_text());
+    for (int r = 1; r < size(); ++r) {
+      if (peers_[index(r)].state != presence::present) continue;
+      push_payload(r, frame_kind::abort, std::as_bytes(std::span(why.data(), why.size())));
+    }
+    // Give the abort a moment to leave; the peers fail on their own deadline anyway.
+    const auto flushed = [&] {
+      return std::all_of(peers_.begin(), peers_.end(), [](const peer_link& l) {
+        return !l.conn || !l.conn->open || l.conn->out.empty();
+      });
+    };
+    run_until(flushed, clock::now() + std::chrono::seconds(1));
+    throw error(errc::bootstrap_failed, fmt::format("tcp: rank 0: {}", why));
+  }
+  std::vector<std::byte> table;
+  for (const endpoint_record& e : table_) {
+    const auto bytes = encode(e);
+    table.insert(table.end(), bytes.begin(), bytes.end());
+  }
+  for (int r = 1; r < size(); ++r) push_payload(r, frame_kind::table, table);
+}
+
+inline void engine::join_as_member(clock::time_point until) {
+  endpoint_record root = record_of(root_endpoint());
+  root.site = cfg_.root_site;
+  // Rank 0 may not be listening yet: retry, backing off, until the deadline.
+  std::optional<asio::ip::tcp::socket> reached;
+  auto backoff = std::chrono::milliseconds(10);
+  for (;;) {
+    const auto d = dial_and_wait(root, until);
+    if (d->socket) {
+      reached = std::move(d->socket);
+      break;
+    }
+    if (d->token_refused) {
+      throw error(errc::authentication_failed, fmt::format("tcp: rank {}: the rendezvous at {}: {}",
+                                                           rank(), root_text(), d->failure));
+    }
+    if (clock::now() + backoff >= until) {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("tcp: rank {}: the rendezvous at {} did not complete within {}: "
+                              "rank 0 does not answer ({})",
+                              rank(), root_text(), seconds_text(), d->failure));
+    }
+    asio::steady_timer pause(io_, backoff);
+    bool paused = false;
+    pause.async_wait([&](std::error_code) { paused = true; });
+    run_until([&] { return paused; }, until);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+  }
+  asio::ip::tcp::socket to_root = std::move(*reached);
+  const asio::ip::address listen_address =
+      cfg_.listen_address ? *cfg_.listen_address : to_root.local_endpoint().address();
+  open_acceptor({listen_address, 0}, false);
+
+  connect(0, std::move(to_root), handshake::purpose::join, until);
+  run_until([&] { return peers_[0].state != presence::absent; }, until);
+  if (peers_[0].state == presence::absent) {
+    throw error(errc::bootstrap_failed,
+                fmt::format("tcp: rank {}: no handshake with rank 0 at {} within {}", rank(),
+                            root_text(), seconds_text()));
+  }
+  const auto me = encode(record_of(acceptor_->local_endpoint()));
+  push_payload(0, frame_kind::address, me);
+
+  // Rank 0 waits a whole timeout for the others; wait a little longer for its verdict.
+  const clock::time_point table_until = until + std::chrono::seconds(2);
+  if (!run_until([&] { return have_table_ || have_abort_; }, table_until)) {
+    throw error(errc::bootstrap_failed,
+                fmt::format("tcp: rank {}: the rendezvous at {} did not complete within {}: "
+                            "rank 0 sent no table (some other rank did not join)",
+                            rank(), root_text(), seconds_text()));
+  }
+  if (have_abort_) {
+    throw error(errc::bootstrap_failed,
+                fmt::format("tcp: rank {}: rank 0 gave up: {}", rank(), abort_text_));
+  }
+  for (int r = 1; r < rank(); ++r) {
+    const auto d = dial_and_wait(table_[index(r)], until);
+    if (!d->socket) {
+      throw error(d->token_refused ? errc::authentication_failed : errc::bootstrap_failed,
+                  fmt::format("tcp: rank {}: cannot connect to rank {} at {}: {}", rank(), r,
+                              text_of(table_[index(r)]), d->failure));
+    }
+    asio::ip::tcp::socket socket = std::move(*d->socket);
+    connect(r, std::move(socket), handshake::purpose::peer, until);
+  }
+  const auto all = [&] {
+    return std::all_of(peers_.begin(), peers_.end(), [&](const peer_link& l) {
+      return &l == &peers_[index(rank())] || l.state != presence::absent;
+    });
+  };
+  if (!run_until(all, until)) {
+    std::vector<int> missing;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank() && peers_[index(r)].state == presence::absent) missing.push_back(r);
+    }
+    throw error(errc::bootstrap_failed, fmt::format("tcp: rank {}: no connection with {} within {}",
+                                                    rank(), rank_list(missing), seconds_text()));
+  }
+}
+
+inline void engine::connect(int peer, asio::ip::tcp::socket socket, handshake::purpose why,
+                            clock::time_point until) {
+  auto session = std::make_shared<client_session>(
+      std::move(socket), cfg_.token,
+      handshake::hello{why, rank(), size(), handshake::fresh_nonce()}, peer, until,
+      [this, peer](client_session& s, bool ok, const std::string& reason, bool token) {
+        if (ok) return adopt(peer, std::move(s.socket));
+        const std::string text =
+            fmt::format("tcp: rank {}: handshake with rank {} failed: {}", rank(), peer, reason);
+        if (token) throw error(errc::authentication_failed, text);
+        throw error(errc::bootstrap_failed, text);
+      });
+  session->start();
+}
+
+}  // namespace commx::detail::tcp
