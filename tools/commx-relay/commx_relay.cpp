@@ -18,7 +18,8 @@
 // closed is passed on as a shutdown of the other side's sending half; a reset, as a close.
 //
 // A stranger (not a commx hello, a wrong token, a silent connection past --timeout) is refused
-// and logged on stderr, and costs the links in flight nothing. Prints one line on stdout,
+// and logged on stderr (COMMX_LOG `warn`; --verbose adds `info` lines for links opened and
+// closed), and costs the links in flight nothing. Prints one line on stdout,
 // "commx-relay: site NAME listening on ADDRESS:PORT", once it accepts connections (PORT 0 asks
 // the kernel for one). Exits 0 on SIGINT or SIGTERM, 2 on bad usage, 1 when it cannot listen.
 
@@ -45,6 +46,7 @@
 #include <fmt/format.h>
 
 #include "commx/error.hpp"
+#include "commx/log.hpp"
 #include "commx/transport/detail/tcp/config.hpp"
 #include "commx/transport/detail/tcp/dial.hpp"
 #include "commx/transport/detail/tcp/handshake.hpp"
@@ -56,6 +58,9 @@ namespace {
 
 namespace tcp = commx::detail::tcp;
 using clock_type = std::chrono::steady_clock;
+
+/// The relay's log lines (COMMX_LOG, or at least `info` with --verbose): `commx[relay] ...`.
+const commx::log::context relay_log{"relay"};
 
 struct options {
   std::string site;
@@ -150,8 +155,8 @@ options parse(int argc, char** argv) {
 /// Two connected sockets and the bytes between them, copied both ways as they come.
 class link : public std::enable_shared_from_this<link> {
  public:
-  link(asio::ip::tcp::socket caller, asio::ip::tcp::socket target, std::string name, bool verbose)
-      : ends_{std::move(caller), std::move(target)}, name_(std::move(name)), verbose_(verbose) {}
+  link(asio::ip::tcp::socket caller, asio::ip::tcp::socket target, std::string name)
+      : ends_{std::move(caller), std::move(target)}, name_(std::move(name)) {}
 
   void start() {
     for (auto& end : ends_) {
@@ -163,10 +168,8 @@ class link : public std::enable_shared_from_this<link> {
   }
 
   ~link() {
-    if (verbose_) {
-      fmt::print(stderr, "commx-relay: link {} closed after {} bytes out, {} bytes back\n", name_,
-                 moved_[0], moved_[1]);
-    }
+    COMMX_LOG(info, relay_log, "link {} closed after {} bytes out, {} bytes back", name_, moved_[0],
+              moved_[1]);
   }
 
  private:
@@ -207,7 +210,6 @@ class link : public std::enable_shared_from_this<link> {
   std::array<std::array<std::byte, buffer_size>, 2> buffers_{};
   std::array<std::uint64_t, 2> moved_{};
   std::string name_;
-  bool verbose_;
 };
 
 class relay {
@@ -270,8 +272,9 @@ class relay {
     });
   }
 
+  /// A connection the relay refused or could not route: always worth a line (`warn`).
   void log(const asio::ip::tcp::endpoint& from, const std::string& what) const {
-    fmt::print(stderr, "commx-relay: {}: {}\n", tcp::text_of(from), what);
+    COMMX_LOG(warn, relay_log, "{}: {}", tcp::text_of(from), what);
   }
 
   void on_accepted(asio::ip::tcp::socket socket) {
@@ -320,7 +323,7 @@ class relay {
   }
 
   void forward(const std::shared_ptr<call>& c) {
-    tcp::dial_identity who{opts_.token, c->caller.rank, c->caller.size, std::nullopt};
+    tcp::dial_identity who{opts_.token, c->caller.rank, c->caller.size, std::nullopt, "relay"};
     // A route names the relay of the target's site; with none, the target is reachable here.
     if (const auto r = routes_.find(c->target->site); r != routes_.end()) who.relay = r->second;
     tcp::dialer::start(
@@ -353,10 +356,10 @@ class relay {
           }
           const std::string name = fmt::format("rank {} at {} -> {}", c->caller.rank,
                                                tcp::text_of(c->remote), tcp::text_of(*c->target));
-          if (opts_.verbose) fmt::print(stderr, "commx-relay: link {} open\n", name);
+          COMMX_LOG(info, relay_log, "link {} open", name);
           ++*links_;
           auto l = std::shared_ptr<link>(
-              new link(std::move(c->socket), std::move(**onward), name, opts_.verbose),
+              new link(std::move(c->socket), std::move(**onward), name),
               // Links still open at exit die with the io_context, after the relay: the count
               // they give back must outlive both.
               [count = links_](link* gone) {
@@ -379,6 +382,9 @@ class relay {
 
 int main(int argc, char** argv) {
   const options opts = parse(argc, argv);
+  if (opts.verbose && commx::log::threshold() < commx::log::level::info) {
+    commx::log::set_threshold(commx::log::level::info);
+  }
   std::signal(SIGPIPE, SIG_IGN);
   asio::io_context io;
   asio::signal_set stop(io, SIGINT, SIGTERM);
@@ -396,7 +402,7 @@ int main(int argc, char** argv) {
     relay r(io, opts);
     io.run();
   } catch (const std::exception& e) {
-    fmt::print(stderr, "commx-relay: {}\n", e.what());
+    COMMX_LOG(error, relay_log, "{}", e.what());
     return 1;
   }
   return 0;

@@ -14,7 +14,7 @@
 /// under the new tuning, losing and repeating nothing; either rank of the pair may call it,
 /// both at once too (the higher rank applies both, in the order it reads them, and both ranks
 /// end on the same tuning). A data stream that breaks loses the peer: what waits on it
-/// completes with errc::peer_lost (errc::protocol_violation for a bad frame), and stderr names
+/// completes with errc::peer_lost (errc::protocol_violation for a bad frame), and a `warn` line (log.hpp) names
 /// the stream.
 
 #include <cstdint>

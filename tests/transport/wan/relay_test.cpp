@@ -81,7 +81,7 @@ std::unique_ptr<child> rank(int r, int size, const std::string& site, const std:
 std::size_t links_opened(const std::string& log, int r) {
   std::size_t n = 0;
   std::size_t from = 0;
-  const std::string prefix = fmt::format("commx-relay: link rank {} at ", r);
+  const std::string prefix = fmt::format("commx[relay] info: link rank {} at ", r);
   while (from < log.size()) {
     auto end = log.find('\n', from);
     if (end == std::string::npos) end = log.size();

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "commx/deadline.hpp"
+#include "commx/log.hpp"
 #include "commx/transport/detail/tcp/handshake.hpp"
 #include "commx/transport/detail/tcp/route.hpp"
 #include "commx/transport/detail/tcp/session.hpp"
@@ -55,6 +56,7 @@ struct dial_identity {
   int rank = 0;
   int size = 1;
   std::optional<asio::ip::tcp::endpoint> relay;  ///< unset: connect directly
+  std::string_view stack = "tcp";                ///< for log lines (log.hpp)
 };
 
 /// One connection attempt. `done(failure, socket, token_refused)`: failure is empty on success.
@@ -142,9 +144,14 @@ class dialer : public std::enable_shared_from_this<dialer> {
     if (ec) return finish("the relay closed before its reply", false);
     const auto code = route::decode_reply(reply_);
     if (!code) return finish("the relay sent a malformed reply", false);
+    const log::context ctx{who_.stack, who_.rank};
     if (*code != route::route_code::connected) {
+      COMMX_LOG(warn, ctx, "the relay at {} refused the route to {}: {}", text_of(*who_.relay),
+                text_of(target_), route::describe(*code));
       return finish(fmt::format("the relay: {}", route::describe(*code)), false);
     }
+    COMMX_LOG(info, ctx, "route to {} set up through the relay at {}", text_of(target_),
+              text_of(*who_.relay));
     finish({}, false);
   }
 

@@ -48,6 +48,7 @@
 
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"
+#include "commx/log.hpp"
 #include "commx/transport/detail/tcp/config.hpp"
 #include "commx/transport/detail/tcp/connection.hpp"
 #include "commx/transport/detail/tcp/dial.hpp"
@@ -64,7 +65,8 @@ class engine {
       : keep_running_(asio::make_work_guard(io_)),
         cfg_(std::move(cfg)),
         peers_(static_cast<std::size_t>(cfg_.size)),
-        nodes_(static_cast<std::size_t>(cfg_.size), 0) {
+        nodes_(static_cast<std::size_t>(cfg_.size), 0),
+        log_{"tcp", cfg_.rank} {
     for (auto& p : peers_) p.send_credit = cfg_.window;
   }
 
@@ -90,7 +92,12 @@ class engine {
 
   // --- for an extension (transport::wan) -------------------------------------------------
 
-  void extend(extension hooks) { ext_ = std::move(hooks); }
+  void extend(extension hooks) {
+    if (!hooks.stack.empty()) log_.stack = hooks.stack;
+    ext_ = std::move(hooks);
+  }
+  /// Who this engine's log lines come from (log.hpp): its rank and stack.
+  [[nodiscard]] const log::context& log_context() const { return log_; }
   asio::io_context& io() { return io_; }
   /// Connects to `peer`'s listen endpoint, through this site's relay when the peer is at
   /// another site (dial.hpp); `done(failure, socket, token_refused)`.
@@ -126,9 +133,7 @@ class engine {
   /// Ends the job's connection with `peer` as failed: what waits on it completes with `why`.
   void fail_peer(int peer, errc why, std::string_view text) {
     if (!connected(peer)) return;
-    fmt::print(stderr, "commx {}: rank {}: closing the connection to rank {}: {}\n",
-               ext_.carry_data ? "wan" : "tcp", rank(), peer, text);
-    std::fflush(stderr);
+    COMMX_LOG(warn, log_, "closing the connection to rank {}: {}", peer, text);
     gone(peer, presence::failed, make_error_code(why));
   }
 
@@ -572,6 +577,8 @@ class engine {
   bool have_abort_ = false;
   std::string abort_text_;
   extension ext_;
+  log::context log_;
+  bool leaving_ = false;  ///< our bye is out: a peer that closes without one is no news
 };
 
 }  // namespace commx::detail::tcp

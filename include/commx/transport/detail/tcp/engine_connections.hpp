@@ -10,13 +10,16 @@
 namespace commx::detail::tcp {
 
 inline void engine::violation(int peer, std::string_view why) {
-  fmt::print(stderr, "commx tcp: rank {}: closing the connection to rank {}: {}\n", rank(), peer,
-             why);
-  std::fflush(stderr);
+  COMMX_LOG(warn, log_, "closing the connection to rank {}: {}", peer, why);
   gone(peer, presence::failed, make_error_code(errc::protocol_violation));
 }
 
-inline void engine::broken(int peer, std::error_code) {
+inline void engine::broken(int peer, std::error_code ec) {
+  // A peer that had our bye before it finished leaves without one of its own.
+  if (peers_[index(peer)].state == presence::present && !leaving_) {
+    COMMX_LOG(warn, log_, "lost rank {}: its connection broke ({})", peer,
+              ec == asio::error::eof ? "closed without saying bye" : ec.message());
+  }
   gone(peer, presence::failed, make_error_code(errc::peer_lost));
 }
 
@@ -26,6 +29,7 @@ inline void engine::gone(int peer, presence how, std::error_code why) {
   link.state = how;
   link.loss = why;
   if (how == presence::failed) any_failed_ = peer;
+  if (how == presence::finished) COMMX_LOG(debug, log_, "rank {} said bye", peer);
   const op_result result = lost_result(peer, 0, why);
   if (link.conn) {
     connection& c = *link.conn;
@@ -64,13 +68,22 @@ inline void engine::adopt(int peer, asio::ip::tcp::socket socket) {
       std::min<clock::duration>(cfg_.timeout, std::chrono::hours(9))));
   link.state = presence::present;
   ++events_;
+  if (log::enabled(log::level::info)) {  // only then ask the kernel for the addresses
+    std::error_code ignored;
+    const auto local = link.conn->socket.local_endpoint(ignored);
+    const auto remote = link.conn->socket.remote_endpoint(ignored);
+    COMMX_LOG(info, log_, "connected to rank {} ({})", peer, text_of(remote));
+    COMMX_LOG(debug, log_, "connection to rank {}: local {}, dead host detected after {} s", peer,
+              text_of(local),
+              std::chrono::duration_cast<std::chrono::seconds>(
+                  std::min<clock::duration>(cfg_.timeout, std::chrono::hours(9)))
+                  .count());
+  }
   on_readable(peer);  // bytes may have come with the handshake's last read
 }
 
 inline void engine::log_refusal(const asio::ip::tcp::endpoint& from, const std::string& why) {
-  fmt::print(stderr, "commx tcp: rank {}: refused a connection from {}:{}: {}\n", rank(),
-             from.address().to_string(), from.port(), why);
-  std::fflush(stderr);
+  COMMX_LOG(warn, log_, "refused a connection from {}: {}", text_of(from), why);
 }
 
 inline handshake::verdict_code engine::welcome(const handshake::hello& h) const {
@@ -156,6 +169,7 @@ inline void engine::open_acceptor(const asio::ip::tcp::endpoint& where, bool reu
 }
 
 inline void engine::leave(bool failing) noexcept {
+  leaving_ = true;
   try {
     if (acceptor_) {
       std::error_code ignored;

@@ -28,6 +28,7 @@ inline void engine::join() {
     if (known == hosts.end()) hosts.push_back(a);
   }
   joined_ = true;
+  COMMX_LOG(debug, log_, "rendezvous at {} done: {} ranks", root_text(), size());
 }
 
 inline endpoint_record engine::record_of(const asio::ip::tcp::endpoint& ep) const {
@@ -63,7 +64,7 @@ inline asio::ip::tcp::endpoint engine::root_endpoint() {
 }
 
 inline dial_identity engine::identity(const endpoint_record& target) const {
-  dial_identity who{cfg_.token, rank(), size(), std::nullopt};
+  dial_identity who{cfg_.token, rank(), size(), std::nullopt, log_.stack};
   if (relay_ && target.site != cfg_.site) who.relay = relay_;
   return who;
 }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -75,6 +76,8 @@ struct extension {
   std::function<void(int peer, asio::ip::tcp::socket socket)> adopt_stream;
   /// `peer` is gone (finished, or failed with `why`): the extension drops what it holds for it.
   std::function<void(int peer, std::error_code why)> peer_gone;
+  /// The stack the engine's log lines name (log.hpp); empty: "tcp".
+  std::string_view stack;
 };
 
 /// A rendezvous receive waiting for its data, as an extension sees it.

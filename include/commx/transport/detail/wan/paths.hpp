@@ -17,7 +17,7 @@
 /// crossed and the other end shut. Chunks of a message not yet handed to a stream wait, and go
 /// on the streams of the path's next epoch: nothing is lost or sent twice. A stream that ends
 /// without `close` broke (a killed peer, a reset): the peer is lost, and everything waiting on
-/// it completes with errc::peer_lost, naming the stream on stderr.
+/// it completes with errc::peer_lost, naming the stream in a `warn` line (log.hpp).
 
 #include <algorithm>
 #include <chrono>
@@ -45,6 +45,7 @@
 
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"
+#include "commx/log.hpp"
 #include "commx/transport/detail/tcp/connection.hpp"
 #include "commx/transport/detail/tcp/engine.hpp"
 #include "commx/transport/detail/tcp/session.hpp"
@@ -65,6 +66,7 @@ class paths {
     };
     hooks.adopt_stream = [this](int peer, asio::ip::tcp::socket s) { adopt(peer, std::move(s)); };
     hooks.peer_gone = [this](int peer, std::error_code why) { drop(peer, why); };
+    hooks.stack = "wan";
     engine_.extend(std::move(hooks));
   }
 
@@ -109,6 +111,12 @@ class paths {
                       engine_.rank(), missing,
                       std::chrono::duration<double>(cfg_.base.timeout).count()));
     }
+    for (int peer = 0; peer < engine_.size(); ++peer) {
+      if (peer == engine_.rank() || !ready(peer)) continue;
+      const path& p = peers_[index(peer)];
+      COMMX_LOG(info, engine_.log_context(), "path to rank {}: {} streams open (epoch {}): {}",
+                peer, p.expected, p.epoch, tuning_text(p.tuning));
+    }
     if (cfg_.autotune) {
       for (int peer = 0; peer < engine_.rank(); ++peer) {
         if (engine_.connected(peer)) autotune(peer);
@@ -135,6 +143,8 @@ class paths {
     run_until([&] { return ready(peer) || !engine_.connected(peer); }, until);
     check_connected(peer, "retune");
     const std::uint64_t before = p.epoch;
+    COMMX_LOG(info, engine_.log_context(), "retuning the path to rank {}: {} -> {}", peer,
+              tuning_text(p.tuning), tuning_text(tuning));
     if (opens(peer)) {
       reopen(peer, tuning);
     } else {
@@ -147,6 +157,7 @@ class paths {
              (ready(peer) && (p.epoch >= before + 2 || (p.epoch > before && p.tuning == tuning)));
     };
     if (!run_until(applied, until)) {
+      COMMX_LOG(warn, engine_.log_context(), "retune of the path to rank {}: timed out", peer);
       throw error(errc::timeout, fmt::format("wan: rank {}: retune of the path to rank {}: not "
                                              "reopened within the timeout",
                                              engine_.rank(), peer));
@@ -268,7 +279,7 @@ class paths {
   double probe(int peer, clock::duration span);
 
   /// Measures the path (round-trip time, throughput as streams double), picks its stream
-  /// count and chunk size, says so on stderr, and retunes the path to them. MPWide's lesson:
+  /// count and chunk size, says so in a `warn` line, and retunes the path to them. MPWide's lesson:
   /// streams help while the window, not the link, limits each one; past that they add only
   /// congestion. So the doubling goes on while the rate still grows by 15% (and one step
   /// further, since one probe can be unlucky: with the host's 4 MiB buffers on a 1 Gbit/s,

@@ -96,8 +96,8 @@ inline void paths::autotune(int peer) {
       chunk >> 10,
       best.rcvbuf > 0 ? fmt::format("{} KiB (as configured)", best.rcvbuf >> 10)
                       : std::string("kernel-autotuned"));
-  fmt::print(stderr, "commx wan: rank {}: autotune: {}\n", engine_.rank(), p.autotuned);
-  std::fflush(stderr);
+  // What commx printed before it had levels, so `warn`: it shows whenever autotune runs.
+  COMMX_LOG(warn, engine_.log_context(), "autotune: {}", p.autotuned);
   if (!(best == p.tuning) && engine_.connected(peer)) retune(peer, best);
 }
 

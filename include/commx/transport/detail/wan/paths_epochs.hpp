@@ -14,6 +14,8 @@ inline void paths::connect_streams(int peer, clock::time_point until) {
   path& p = peers_[index(peer)];
   ++p.epoch;
   p.expected = p.tuning.streams;
+  COMMX_LOG(debug, engine_.log_context(), "opening {} streams to rank {} (epoch {}): {}",
+            p.tuning.streams, peer, p.epoch, tuning_text(p.tuning));
   // Through this site's relay when the peer is at another site: the tuning then applies to
   // the hop to the relay (the relay's own sockets are the kernel's to tune).
   const asio::ip::tcp::endpoint where = engine_.first_hop(peer);
@@ -131,6 +133,8 @@ inline void paths::on_open(stream& s, const stream_header& h) {
   s.index = static_cast<int>(h.offset);
   s.epoch = h.id;
   s.active = true;
+  COMMX_LOG(debug, engine_.log_context(), "stream {} from rank {} open (epoch {})", s.index, s.peer,
+            s.epoch);
   service(s.peer);
 }
 
