@@ -31,6 +31,7 @@ namespace commx::bootstrap {
 /// Which launcher's variables gave the rank and size.
 enum class launcher { commx, slurm, open_mpi, pmi, none };
 
+/// The launcher's name, as error messages and logs print it.
 [[nodiscard]] constexpr std::string_view name(launcher which) {
   switch (which) {
     case launcher::commx:
@@ -47,10 +48,11 @@ enum class launcher { commx, slurm, open_mpi, pmi, none };
   return "?";
 }
 
+/// What the launcher's variables say about this process.
 struct environment {
-  int rank = 0;
-  int size = 1;
-  launcher source = launcher::none;
+  int rank = 0;                      ///< this process's rank
+  int size = 1;                      ///< the job's rank count
+  launcher source = launcher::none;  ///< the launcher whose variables gave them
   std::optional<std::string> root;   ///< COMMX_ROOT, "host:port"
   std::optional<std::string> token;  ///< COMMX_TOKEN
 };
@@ -58,6 +60,8 @@ struct environment {
 /// Looks a variable up; tests pass their own.
 using lookup = std::function<std::optional<std::string>(const char* name)>;
 
+/// The process's environment (std::getenv): the lookup every `from_env` uses unless a test
+/// passes its own.
 inline std::optional<std::string> process_env(const char* name) {
   const char* value = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read at start-up
   if (value == nullptr) return std::nullopt;

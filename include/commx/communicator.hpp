@@ -58,13 +58,25 @@ using span_element = std::remove_const_t<typename Span::element_type>;
 
 }  // namespace detail
 
+/// A group of ranks that exchange typed messages over transport `T` and run collectives
+/// through policy `C`, counting what they do with `S` (see the file comment).
+/// @tparam T the transport (transport::inproc, shm, tcp, wan, mpi).
+/// @tparam C the collectives policy (coll::flat, binomial, ring, hierarchical, tuned, native).
+/// @tparam S the stats policy (stats::none costs nothing; stats::counting counts).
+///
+/// Thread safety: a communicator and the communicators split from it are used by one thread at
+/// a time; different ranks' communicators may be used concurrently.
 template <transport::transport T, coll::collectives<T> C = coll::flat,
           stats::policy S = stats::none>
 class communicator {
  public:
+  /// The transport, `T`.
   using transport_type = T;
+  /// The collectives policy, `C`.
   using collectives_type = C;
+  /// The stats policy, `S`.
   using stats_type = S;
+  /// What isend and irecv return.
   using request = commx::request<T, S>;
 
   /// A null communicator: what `split` gives a rank with `undefined_color`.
@@ -85,8 +97,12 @@ class communicator {
   static communicator from_env(options opts = {}) requires requires { T::from_env(); }
   { return communicator(T::from_env(), opts); }
 
+  /// Whether this is a null communicator (default-constructed, or split with
+  /// undefined_color): every other call on it throws errc::invalid_argument.
   [[nodiscard]] bool is_null() const { return state_ == nullptr; }
+  /// This rank, in [0, size()).
   [[nodiscard]] int rank() const { return rank_; }
+  /// The number of ranks (0 for a null communicator).
   [[nodiscard]] int size() const { return group_ ? group_->size() : 0; }
   /// Node id of `peer`: ranks with equal ids share a node.
   [[nodiscard]] int node_of(int peer) const {
@@ -98,13 +114,20 @@ class communicator {
     check_rank(peer, "world_rank_of");
     return group_->world_of(peer);
   }
+  /// How long a call waits when it is given no deadline (options::timeout).
   [[nodiscard]] clock::duration timeout() const { return timeout_; }
+  /// Sets timeout() for later calls on this communicator.
   void set_timeout(clock::duration timeout) { timeout_ = timeout; }
+  /// How much collectives check before they move data (options::checks).
   [[nodiscard]] check_level checks() const { return checks_; }
+  /// Sets checks(); every rank must set the same level.
   void set_checks(check_level level) { checks_ = level; }
+  /// The order floating-point reductions combine in (options::reduction).
   [[nodiscard]] reduction_order reduction() const { return reduction_; }
+  /// Sets reduction(); every rank must set the same order.
   void set_reduction(reduction_order order) { reduction_ = order; }
 
+  /// This rank's transport endpoint, for what only that transport offers (wan::retune, ...).
   [[nodiscard]] T& transport() {
     check_valid("transport");
     return state_->endpoint;
@@ -114,6 +137,7 @@ class communicator {
     check_valid("stats");
     return state_->stats;
   }
+  /// This rank's counters, shared by every communicator split from the same world.
   [[nodiscard]] const S& stats() const {
     check_valid("stats");
     return state_->stats;
@@ -203,6 +227,8 @@ class communicator {
 
   // --- collectives ----------------------------------------------------------------------
 
+  /// Returns once every rank has entered.
+  /// @throws commx::error errc::timeout when `until` passes first, errc::peer_lost.
   void barrier(deadline until = {}) {
     check_valid("barrier");
     run_collective(
@@ -359,6 +385,7 @@ class communicator {
                                 std::span(got.data(), got.size()), counts, displs, root);
                    });
   }
+  /// As above, with the blocks back to back at the root (displacements from `counts`).
   template <class In, class Out>
   void gatherv(const In& in, Out&& out, std::span<const std::size_t> counts, int root,
                deadline until = {}) {
@@ -384,6 +411,7 @@ class communicator {
                                  std::span(got.data(), got.size()), root);
                    });
   }
+  /// As above, with the blocks back to back at the root (displacements from `counts`).
   template <class In, class Out>
   void scatterv(const In& in, std::span<const std::size_t> counts, Out&& out, int root,
                 deadline until = {}) {
@@ -408,6 +436,7 @@ class communicator {
                                    std::span(got.data(), got.size()), counts, displs);
                    });
   }
+  /// As above, with the blocks back to back (displacements from `counts`).
   template <class In, class Out>
   void allgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
                   deadline until = {}) {
@@ -434,6 +463,7 @@ class communicator {
                                   recv_displs);
                    });
   }
+  /// As above, with the blocks back to back on both sides (displacements from the counts).
   template <class In, class Out>
   void alltoallv(const In& in, std::span<const std::size_t> send_counts, Out&& out,
                  std::span<const std::size_t> recv_counts, deadline until = {}) {

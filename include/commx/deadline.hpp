@@ -11,6 +11,7 @@
 
 namespace commx {
 
+/// The clock every deadline and timeout is measured on.
 using clock = std::chrono::steady_clock;
 
 /// `timeout` as a clock duration, saturating instead of overflowing: a timeout of years means
@@ -23,15 +24,19 @@ constexpr clock::duration clamped(std::chrono::duration<Rep, Period> timeout) {
   return std::chrono::duration_cast<clock::duration>(timeout);
 }
 
+/// When a blocking call gives up: a time point, a duration from now, or the default (the
+/// communicator's timeout, resolved when the call has to wait).
 class deadline {
  public:
   /// Use the communicator's default timeout.
   constexpr deadline() = default;
 
+  /// `timeout` from now.
   template <class Rep, class Period>
   constexpr deadline(std::chrono::duration<Rep, Period> timeout)  // NOLINT: implicit on purpose
       : relative_(clamped(timeout)) {}
 
+  /// At `when`.
   constexpr deadline(clock::time_point when) : absolute_(when) {}  // NOLINT: implicit on purpose
 
   /// The absolute time this deadline means for a call starting now.
@@ -40,6 +45,7 @@ class deadline {
     return saturating_after(clock::now(), relative_.value_or(default_timeout));
   }
 
+  /// Whether this is the default deadline (the communicator's timeout).
   [[nodiscard]] constexpr bool is_default() const { return !absolute_ && !relative_; }
 
  private:

@@ -95,6 +95,7 @@ inline const std::error_category& error_category() noexcept {
   return instance;
 }
 
+/// Makes `errc` values convert to std::error_code (found by argument-dependent lookup).
 inline std::error_code make_error_code(errc e) noexcept {
   return {static_cast<int>(e), error_category()};
 }
@@ -103,7 +104,9 @@ inline std::error_code make_error_code(errc e) noexcept {
 /// and sizes where they apply.
 class error : public std::system_error {
  public:
+  /// An error with code `ec`; `what` names what failed.
   error(std::error_code ec, const std::string& what) : std::system_error(ec, what) {}
+  /// An error with code `e`; `what` names what failed.
   error(errc e, const std::string& what) : std::system_error(make_error_code(e), what) {}
 };
 
@@ -112,9 +115,9 @@ inline constexpr int unknown = -1;
 
 /// Where an error happened, so that every message reads the same way.
 struct error_context {
-  int rank = unknown;
-  int peer = unknown;
-  int tag = unknown;
+  int rank = unknown;          ///< the rank that failed
+  int peer = unknown;          ///< the peer involved, if any
+  int tag = unknown;           ///< the tag involved, if any
   std::size_t bytes = 0;       ///< size of the buffer or message involved, if any
   const char* operation = "";  ///< e.g. "recv", "bcast"
 };
@@ -139,6 +142,7 @@ inline std::string describe(const error_context& where) {
   throw error(code, text);
 }
 
+/// Throws `commx::error` with `code`, the context, and a sentence saying why.
 [[noreturn]] inline void throw_error(errc code, const error_context& where,
                                      std::string_view reason = {}) {
   throw_error(make_error_code(code), where, reason);
@@ -146,5 +150,8 @@ inline std::string describe(const error_context& where) {
 
 }  // namespace commx
 
+// A standard trait's specialisation (errc converts to std::error_code), not commx's API.
+/// @cond
 template <>
 struct std::is_error_code_enum<commx::errc> : std::true_type {};
+/// @endcond

@@ -20,9 +20,11 @@
 
 namespace commx {
 
+/// How `run_inproc` runs a job: the communicator's options and the hub's.
 struct inproc_options {
   /// Node id per rank, to make one process look like several nodes; empty: all on node 0.
   std::vector<int> nodes;
+  /// The communicator's options (timeout, checks, reduction).
   options comm;
 };
 

@@ -10,6 +10,7 @@ namespace commx::op {
 
 /// The larger of two elements (the first one on ties, so ties are deterministic).
 struct max {
+  /// The larger of `a` and `b` (`a` when equal).
   template <class E>
   constexpr E operator()(const E& a, const E& b) const {
     return a < b ? b : a;
@@ -18,6 +19,7 @@ struct max {
 
 /// The smaller of two elements (the first one on ties).
 struct min {
+  /// The smaller of `a` and `b` (`a` when equal).
   template <class E>
   constexpr E operator()(const E& a, const E& b) const {
     return b < a ? b : a;
@@ -56,6 +58,8 @@ template <>
 inline constexpr bool commutative_on_numbers<op::min> = true;
 }  // namespace detail
 
+/// True for std::plus, std::multiplies, the bitwise function objects, op::max and op::min on
+/// arithmetic elements.
 template <class Op, class E>
 requires std::is_arithmetic_v<E> && detail::commutative_on_numbers<Op>
 inline constexpr bool commutative<Op, E> = true;

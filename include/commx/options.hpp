@@ -70,6 +70,8 @@ Enum enum_from_env(const char* variable, std::initializer_list<std::pair<const c
 
 }  // namespace detail
 
+/// A communicator's settings; each default comes from the environment when it is set
+/// (docs/environment.md).
 struct options {
   /// How long a blocking call waits when its caller gives no deadline (COMMX_TIMEOUT seconds).
   clock::duration timeout =

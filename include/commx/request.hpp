@@ -32,9 +32,9 @@ namespace commx {
 
 /// What a receive or probe found: the sender's rank in the communicator, the tag, the size.
 struct status {
-  int source = any_source;
-  int tag = any_tag;
-  std::size_t bytes = 0;
+  int source = any_source;  ///< the rank the message came from
+  int tag = any_tag;        ///< its tag
+  std::size_t bytes = 0;    ///< its size in bytes
 
   /// The number of whole elements of type E the message holds.
   template <class E>
@@ -118,11 +118,16 @@ std::byte* grow_container(void* container, std::size_t bytes, std::error_code& e
 
 }  // namespace detail
 
+/// A nonblocking operation in flight: `wait` or `test` it, or let its destructor cancel it.
+/// @tparam T the transport of the communicator that made it.
+/// @tparam S its stats policy.
 template <transport::transport T, stats::policy S>
 class request {
  public:
   request() = default;
+  /// Takes over `other`'s operation; `other` becomes empty.
   request(request&& other) noexcept { *this = std::move(other); }
+  /// Withdraws this request's operation if it has not matched yet, then takes over `other`'s.
   request& operator=(request&& other) noexcept {
     if (this != &other) {
       abandon();
@@ -260,6 +265,7 @@ void wait_all(Range&& requests, deadline until) {
   }
 }
 
+/// wait_all with the default deadline (each communicator's timeout).
 template <class Range>
 void wait_all(Range&& requests) {
   wait_all(std::forward<Range>(requests), deadline{});
@@ -297,6 +303,7 @@ std::size_t wait_any(Range&& requests, deadline until) {
   }
 }
 
+/// wait_any with the default deadline (the communicator's timeout).
 template <class Range>
 std::size_t wait_any(Range&& requests) {
   return wait_any(std::forward<Range>(requests), deadline{});

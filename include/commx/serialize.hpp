@@ -94,6 +94,7 @@ concept cereal_serializable =
 template <class T>
 concept transferable = raw_range<T> || raw_value<T> || cereal_serializable<T>;
 
+/// How a value travels: as its own bytes (`raw`) or encoded by cereal (`serialized`).
 enum class transfer_mode { raw, serialized };
 
 namespace detail {
@@ -139,6 +140,7 @@ consteval recv_mode recv_mode_for() {
 }
 }  // namespace detail
 
+/// How a receive fills an object of type T (see recv_mode).
 template <class T>
 inline constexpr recv_mode recv_mode_of = detail::recv_mode_for<std::remove_cvref_t<T>>();
 

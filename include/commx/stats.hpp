@@ -49,8 +49,10 @@ enum class op : std::uint8_t {
   exscan,
   split,
 };
+/// How many kinds of operation there are.
 inline constexpr std::size_t op_count = static_cast<std::size_t>(op::split) + 1;
 
+/// The operation's name, as reports print it ("allreduce").
 [[nodiscard]] constexpr std::string_view name(op kind) {
   constexpr std::array<std::string_view, op_count> names{
       "send",           "recv",     "isend",     "irecv",      "sendrecv", "probe",
@@ -60,6 +62,7 @@ inline constexpr std::size_t op_count = static_cast<std::size_t>(op::split) + 1;
   return names[static_cast<std::size_t>(kind)];
 }
 
+/// Whether `kind` is a collective (barrier through split).
 [[nodiscard]] constexpr bool is_collective(op kind) {
   return kind >= op::barrier && kind <= op::split;
 }
@@ -79,26 +82,34 @@ concept policy = requires(S& s, op kind, std::size_t bytes, double seconds) {
 
 /// Counts nothing and costs nothing.
 struct none {
+  /// Counts nothing: the communicator calls no hook, so it costs nothing.
   static constexpr bool enabled = false;
+  /// One call of `kind`.
   constexpr void on_call(op /*kind*/) noexcept {}
+  /// One message of `bytes` sent for `kind`.
   constexpr void on_sent(op /*kind*/, std::size_t /*bytes*/) noexcept {}
+  /// One message of `bytes` received for `kind`.
   constexpr void on_received(op /*kind*/, std::size_t /*bytes*/) noexcept {}
+  /// Seconds spent sending for `kind`.
   constexpr void add_send_time(op /*kind*/, double /*seconds*/) noexcept {}
+  /// Seconds spent waiting for `kind`.
   constexpr void add_wait_time(op /*kind*/, double /*seconds*/) noexcept {}
+  /// Seconds a collective of `kind` took.
   constexpr void add_collective_time(op /*kind*/, double /*seconds*/) noexcept {}
 };
 
 /// One operation kind's counters.
 struct counters {
-  std::uint64_t calls = 0;
-  std::uint64_t messages_sent = 0;
-  std::uint64_t bytes_sent = 0;
-  std::uint64_t messages_received = 0;
-  std::uint64_t bytes_received = 0;
-  double send_seconds = 0;
-  double wait_seconds = 0;
-  double collective_seconds = 0;
+  std::uint64_t calls = 0;              ///< calls made
+  std::uint64_t messages_sent = 0;      ///< messages sent
+  std::uint64_t bytes_sent = 0;         ///< bytes sent
+  std::uint64_t messages_received = 0;  ///< messages received
+  std::uint64_t bytes_received = 0;     ///< bytes received
+  double send_seconds = 0;              ///< seconds spent in sends
+  double wait_seconds = 0;              ///< seconds spent waiting
+  double collective_seconds = 0;        ///< seconds spent in collectives
 
+  /// Adds `other`'s counts and times to these.
   counters& operator+=(const counters& other) {
     calls += other.calls;
     messages_sent += other.messages_sent;
@@ -115,23 +126,31 @@ struct counters {
 /// Counts calls, messages, bytes and time per operation kind.
 class counting {
  public:
+  /// Counts: the communicator calls every hook.
   static constexpr bool enabled = true;
 
+  /// One call of `kind`.
   void on_call(op kind) noexcept { at(kind).calls += 1; }
+  /// One message of `bytes` sent for `kind`.
   void on_sent(op kind, std::size_t bytes) noexcept {
     at(kind).messages_sent += 1;
     at(kind).bytes_sent += bytes;
   }
+  /// One message of `bytes` received for `kind`.
   void on_received(op kind, std::size_t bytes) noexcept {
     at(kind).messages_received += 1;
     at(kind).bytes_received += bytes;
   }
+  /// Seconds spent sending for `kind`.
   void add_send_time(op kind, double seconds) noexcept { at(kind).send_seconds += seconds; }
+  /// Seconds spent waiting for `kind`.
   void add_wait_time(op kind, double seconds) noexcept { at(kind).wait_seconds += seconds; }
+  /// Seconds a collective of `kind` took.
   void add_collective_time(op kind, double seconds) noexcept {
     at(kind).collective_seconds += seconds;
   }
 
+  /// The counters of `kind`.
   [[nodiscard]] const counters& of(op kind) const noexcept {
     return per_op_[static_cast<std::size_t>(kind)];
   }
@@ -143,6 +162,7 @@ class counting {
     return sum;
   }
 
+  /// Zeroes every counter.
   void reset() noexcept { per_op_ = {}; }
 
   /// A table of the non-zero rows, one per operation kind, for people to read.

@@ -2,7 +2,7 @@
 #pragma once
 /// @file
 /// `commx::variant::communicator`: the communicator type commx_add_variants() chose for this
-/// build target, so one source file becomes app_inproc, app_shm, app_tcp, ... without an #ifdef.
+/// build target, so one source file becomes app_inproc, app_shm, app_tcp, ... without an `#ifdef`.
 
 #include <string_view>
 
@@ -20,6 +20,7 @@
 
 namespace commx::variant {
 
+/// `communicator<transport, collectives, stats>` as the target's variant names them.
 using communicator =
     commx::communicator<commx::transport::COMMX_VARIANT_TRANSPORT,
                         commx::coll::COMMX_VARIANT_COLLECTIVES, commx::stats::COMMX_VARIANT_STATS>;

@@ -29,14 +29,20 @@
 
 namespace commx::coll {
 
+/// Logarithmic collectives: binomial trees, recursive doubling and dissemination (see the file
+/// comment).
 struct binomial {
+  /// The policy's name, as benches and examples print it.
   static constexpr std::string_view name = "binomial";
+  /// How the policy works, in one line.
   static constexpr std::string_view description =
       "binomial trees, recursive doubling, dissemination barrier, pairwise alltoall";
 
+  /// Works over every transport.
   template <class Transport>
   static constexpr bool supports = true;
 
+  /// A dissemination barrier: ceil(log2 p) rounds of one message.
   template <class Port>
   static void barrier(Port& p) {
     const std::span<const std::byte> signal;
@@ -48,6 +54,7 @@ struct binomial {
     }
   }
 
+  /// A binomial tree from the root, the largest subtree served first.
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
     using namespace detail::pattern;
@@ -63,6 +70,8 @@ struct binomial {
     p.wait_all(std::span(pending));
   }
 
+  /// A binomial tree onto rank 0 that combines contiguous rank ranges (rank order); a root
+  /// other than 0 gets the result in one more message.
   template <class Port, class E, class Op>
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
     using namespace detail::pattern;
@@ -86,6 +95,8 @@ struct binomial {
     if (r == root) p.recv(0, data);
   }
 
+  /// Recursive doubling, with the ranks beyond the largest power of two folded in first and
+  /// served last; combines in rank order.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     const detail::pattern::doubling plan(p.size());
@@ -115,6 +126,7 @@ struct binomial {
     if (r < 2 * plan.extra) p.send(plan.fold_partner(r), std::span<const E>(data));
   }
 
+  /// A binomial tree: each rank forwards its subtree's blocks to its parent.
   template <class Port, class E>
   static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
     using namespace detail::pattern;
@@ -147,6 +159,7 @@ struct binomial {
     }
   }
 
+  /// A binomial tree: each rank receives its subtree's blocks and passes on its children's.
   template <class Port, class E>
   static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
     using namespace detail::pattern;
@@ -244,6 +257,8 @@ struct binomial {
     }
   }
 
+  /// Hillis-Steele at distances 1, 2, 4, ...: rank r folds in the window that ends at r - d;
+  /// rank 0's `data` is unchanged.
   template <class Port, class E, class Op>
   static void exscan(Port& p, std::span<E> data, Op op) {
     std::vector<E> window(data.begin(), data.end());  // inclusive, as in scan
@@ -264,6 +279,7 @@ struct binomial {
     }
   }
 
+  /// Linear, as in MPICH: only the root knows the counts (flat::gatherv).
   template <class Port, class E>
   static void gatherv(Port& p, std::span<const E> in, std::span<E> out,
                       std::span<const std::size_t> counts, std::span<const std::size_t> displs,
@@ -271,18 +287,21 @@ struct binomial {
     flat::gatherv(p, in, out, counts, displs, root);
   }
 
+  /// Linear, as in MPICH: only the root knows the counts (flat::scatterv).
   template <class Port, class E>
   static void scatterv(Port& p, std::span<const E> in, std::span<const std::size_t> counts,
                        std::span<const std::size_t> displs, std::span<E> out, int root) {
     flat::scatterv(p, in, counts, displs, out, root);
   }
 
+  /// A direct exchange (flat::allgatherv).
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
     flat::allgatherv(p, in, out, counts, displs);
   }
 
+  /// Pairwise exchange: in step s, send to rank + s and receive from rank - s.
   template <class Port, class E>
   static void alltoallv(Port& p, std::span<const E> in, std::span<const std::size_t> send_counts,
                         std::span<const std::size_t> send_displs, std::span<E> out,
@@ -301,6 +320,7 @@ struct binomial {
     }
   }
 
+  /// reduce onto rank 0, which sends each rank its block.
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {

@@ -75,17 +75,25 @@ concept port = requires(P& p, const P& cp, int peer, std::span<const double> out
 /// checked without instantiating any communicator. Declared only, never called.
 struct port_archetype {
   struct pending {};
+  /// This rank in the communicator.
   [[nodiscard]] int rank() const;
+  /// The communicator's size.
   [[nodiscard]] int size() const;
+  /// The node `peer` is on: equal ids share a node.
   [[nodiscard]] int node_of(int peer) const;
+  /// Blocking send of `out` to `peer`.
   template <class E>
   void send(int peer, std::span<const E> out);
+  /// Blocking receive of exactly `in.size()` elements from `peer`.
   template <class E>
   void recv(int peer, std::span<E> in);
+  /// Nonblocking send; `out` stays valid until completion.
   template <class E>
   pending isend(int peer, std::span<const E> out);
+  /// Nonblocking receive; `in` stays valid until completion.
   template <class E>
   pending irecv(int peer, std::span<E> in);
+  /// Completes every request in `requests`.
   void wait_all(std::span<pending> requests);
 };
 

@@ -18,11 +18,15 @@
 
 namespace commx::coll {
 
+/// Root-linear collectives: every rooted collective is p-1 messages to or from the root.
 struct flat {
+  /// The policy's name, as benches and examples print it.
   static constexpr std::string_view name = "flat";
+  /// How the policy works, in one line.
   static constexpr std::string_view description =
       "root-linear: the root sends to or receives from each rank in turn";
 
+  /// Works over every transport.
   template <class Transport>
   static constexpr bool supports = true;
 
@@ -40,6 +44,7 @@ struct flat {
     }
   }
 
+  /// The root sends `data` to each rank in turn.
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
     if (p.rank() != root) {
@@ -80,24 +85,28 @@ struct flat {
     std::ranges::copy(acc, data.begin());
   }
 
+  /// reduce to rank 0, then bcast from it.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     reduce(p, data, op, 0);
     bcast(p, data, 0);
   }
 
+  /// gatherv with equal blocks.
   template <class Port, class E>
   static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
     const blocks layout = equal_blocks(p.size(), in.size());
     gatherv(p, in, out, layout.counts, layout.displs, root);
   }
 
+  /// scatterv with equal blocks.
   template <class Port, class E>
   static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
     const blocks layout = equal_blocks(p.size(), out.size());
     scatterv(p, in, layout.counts, layout.displs, out, root);
   }
 
+  /// gather to rank 0, then bcast from it.
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
     gather(p, in, out, 0);
@@ -135,6 +144,8 @@ struct flat {
     if (p.rank() + 1 < p.size()) p.send(p.rank() + 1, std::span<const E>(data));
   }
 
+  /// A chain: rank r receives the prefix of ranks 0..r-1 from r-1 and passes on that prefix
+  /// with its own data folded in.
   template <class Port, class E, class Op>
   static void exscan(Port& p, std::span<E> data, Op op) {
     if (p.rank() == 0) {
@@ -150,6 +161,7 @@ struct flat {
     std::ranges::copy(prefix, data.begin());
   }
 
+  /// Every rank sends its block to the root, which receives them in rank order.
   template <class Port, class E>
   static void gatherv(Port& p, std::span<const E> in, std::span<E> out,
                       std::span<const std::size_t> counts, std::span<const std::size_t> displs,
@@ -169,6 +181,7 @@ struct flat {
     p.wait_all(std::span(pending));
   }
 
+  /// The root sends each rank its block.
   template <class Port, class E>
   static void scatterv(Port& p, std::span<const E> in, std::span<const std::size_t> counts,
                        std::span<const std::size_t> displs, std::span<E> out, int root) {
@@ -203,6 +216,7 @@ struct flat {
     p.wait_all(std::span(pending));
   }
 
+  /// Every rank posts all its receives and sends at once.
   template <class Port, class E>
   static void alltoallv(Port& p, std::span<const E> in, std::span<const std::size_t> send_counts,
                         std::span<const std::size_t> send_displs, std::span<E> out,

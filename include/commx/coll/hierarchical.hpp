@@ -29,12 +29,19 @@
 
 namespace commx::coll {
 
+/// Collectives in three steps over the transport's nodes (within each node, among the node
+/// leaders with `Inner`, within each node again); see the file comment.
+/// @tparam Inner the policy for each step, and for the collectives that do not go through the
+///   hierarchy.
 template <class Inner>
 struct hierarchical_over : Inner {
+  /// "hierarchical", as benches and examples print it.
   static constexpr std::string_view name = "hierarchical";
+  /// How the policy works, in one line.
   static constexpr std::string_view description =
       "node-local step, a step among node leaders with an inner policy, node-local step back";
 
+  /// A barrier within each node, one among the node leaders, and one within each node again.
   template <class Port>
   static void barrier(Port& p) {
     auto [local, leaders, is_leader] = split(p);
@@ -43,6 +50,7 @@ struct hierarchical_over : Inner {
     Inner::barrier(local);
   }
 
+  /// To the root's node leader, among the leaders, then within each node.
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
     auto [local, leaders, is_leader] = split(p);
@@ -55,6 +63,9 @@ struct hierarchical_over : Inner {
     Inner::bcast(local, data, 0);
   }
 
+  /// Within each node onto its leader, among the leaders onto the root's, then to the root;
+  /// Inner's over all ranks when the layout would break rank order for an op that is not
+  /// commutative.
   template <class Port, class E, class Op>
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
     if (!keeps_rank_order<E, Op>(p)) {
@@ -78,6 +89,8 @@ struct hierarchical_over : Inner {
     if (p.rank() == root && root != root_leader) p.recv(root_leader, data);
   }
 
+  /// reduce within each node, allreduce among the leaders, bcast within each node (Inner's over
+  /// all ranks when that would break rank order for an op that is not commutative).
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     if (!keeps_rank_order<E, Op>(p)) {
@@ -121,6 +134,7 @@ struct hierarchical_over : Inner {
     Inner::bcast(local, out, 0);
   }
 
+  /// reduce through the hierarchy onto rank 0, which sends each rank its block.
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {

@@ -36,24 +36,31 @@
 
 namespace commx::coll {
 
+/// Every collective handed whole to the MPI library; only over transport::mpi.
 struct native {
+  /// The policy's name, as benches and examples print it.
   static constexpr std::string_view name = "native";
+  /// How the policy works, in one line.
   static constexpr std::string_view description =
       "the MPI library's own collectives (MPI_Allreduce, MPI_Bcast, ...), over transport::mpi";
 
+  /// Only over transport::mpi.
   template <class Transport>
   static constexpr bool supports = std::is_same_v<Transport, transport::mpi>;
 
+  /// MPI_Barrier.
   template <class Port>
   static void barrier(Port& p) {
     check(p, MPI_Barrier(comm(p)), "MPI_Barrier");
   }
 
+  /// MPI_Bcast.
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
     check(p, MPI_Bcast(data.data(), count(data, "bcast"), type<E>(), root, comm(p)), "MPI_Bcast");
   }
 
+  /// MPI_Reduce (in place at the root).
   template <class Port, class E, class Op>
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
     const detail::native::reduction_op<Op, E> mpi_op(op);
@@ -74,6 +81,7 @@ struct native {
           "MPI_Reduce");
   }
 
+  /// MPI_Allreduce in place.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     const detail::native::reduction_op<Op, E> mpi_op(op);
@@ -83,6 +91,7 @@ struct native {
           "MPI_Allreduce");
   }
 
+  /// MPI_Gather.
   template <class Port, class E>
   static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
     const int n = count(in, "gather");
@@ -90,6 +99,7 @@ struct native {
           "MPI_Gather");
   }
 
+  /// MPI_Scatter.
   template <class Port, class E>
   static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
     const int n = count(out, "scatter");
@@ -97,6 +107,7 @@ struct native {
           "MPI_Scatter");
   }
 
+  /// MPI_Allgather.
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
     const int n = count(in, "allgather");
@@ -104,6 +115,7 @@ struct native {
           "MPI_Allgather");
   }
 
+  /// MPI_Alltoall.
   template <class Port, class E>
   static void alltoall(Port& p, std::span<const E> in, std::span<E> out) {
     const int n = count_of(in.size() / static_cast<std::size_t>(p.size()), "alltoall");
@@ -111,6 +123,7 @@ struct native {
           "MPI_Alltoall");
   }
 
+  /// MPI_Scan in place.
   template <class Port, class E, class Op>
   static void scan(Port& p, std::span<E> data, Op op) {
     const detail::native::reduction_op<Op, E> mpi_op(op);
@@ -133,6 +146,7 @@ struct native {
     if (p.rank() == 0) std::ranges::copy(kept, data.begin());
   }
 
+  /// MPI_Gatherv.
   template <class Port, class E>
   static void gatherv(Port& p, std::span<const E> in, std::span<E> out,
                       std::span<const std::size_t> counts, std::span<const std::size_t> displs,
@@ -146,6 +160,7 @@ struct native {
           "MPI_Gatherv");
   }
 
+  /// MPI_Scatterv.
   template <class Port, class E>
   static void scatterv(Port& p, std::span<const E> in, std::span<const std::size_t> counts,
                        std::span<const std::size_t> displs, std::span<E> out, int root) {
@@ -158,6 +173,7 @@ struct native {
           "MPI_Scatterv");
   }
 
+  /// MPI_Allgatherv.
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
@@ -173,6 +189,7 @@ struct native {
           "MPI_Allgatherv");
   }
 
+  /// MPI_Alltoallv.
   template <class Port, class E>
   static void alltoallv(Port& p, std::span<const E> in, std::span<const std::size_t> send_counts,
                         std::span<const std::size_t> send_displs, std::span<E> out,

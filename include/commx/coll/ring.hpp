@@ -24,11 +24,16 @@
 
 namespace commx::coll {
 
+/// binomial, with rings for allreduce, allgather, allgatherv and reduce_scatter.
 struct ring : binomial {
+  /// The policy's name, as benches and examples print it.
   static constexpr std::string_view name = "ring";
+  /// How the policy works, in one line.
   static constexpr std::string_view description =
       "ring reduce-scatter + allgather for allreduce; ring allgather(v) and reduce_scatter";
 
+  /// A ring reduce-scatter, then a ring allgather (2(p-1) steps of n/p elements); binomial's
+  /// rank-order allreduce for ops that are not commutative.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     if constexpr (!commutative<Op, E>) {
@@ -41,6 +46,7 @@ struct ring : binomial {
     }
   }
 
+  /// A ring: in p-1 steps each rank passes on the block it received last.
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
     const std::size_t n = in.size();
@@ -50,6 +56,7 @@ struct ring : binomial {
     allgather_segments(p, out, parts);
   }
 
+  /// A ring, as allgather, with blocks of `counts` elements.
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
@@ -59,6 +66,7 @@ struct ring : binomial {
     allgather_segments(p, out, parts);
   }
 
+  /// A ring reduce-scatter over `counts`; binomial's for ops that are not commutative.
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {

@@ -73,11 +73,16 @@ inline const std::array<std::optional<algorithm>, stats::op_count>& forced_algor
 
 }  // namespace detail
 
+/// Picks flat, binomial, ring or hierarchical for each call from the measured table, unless
+/// COMMX_COLL_<COLLECTIVE> forces one (see the file comment).
 struct tuned {
+  /// The policy's name, as benches and examples print it.
   static constexpr std::string_view name = "tuned";
+  /// How the policy works, in one line.
   static constexpr std::string_view description =
       "per call, the algorithm a measured table picks for the collective, ranks and size";
 
+  /// Works over every transport.
   template <class Transport>
   static constexpr bool supports = true;
 
@@ -95,55 +100,66 @@ struct tuned {
     return choice;
   }
 
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port>
   static void barrier(Port& p) {
     dispatch(stats::op::barrier, p.size(), 0, [&](auto algo) { algo.barrier(p); });
   }
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
     dispatch(stats::op::bcast, p.size(), data.size_bytes(),
              [&](auto algo) { algo.bcast(p, data, root); });
   }
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
     dispatch(stats::op::reduce, p.size(), data.size_bytes(),
              [&](auto algo) { algo.reduce(p, data, op, root); });
   }
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     dispatch(stats::op::allreduce, p.size(), data.size_bytes(),
              [&](auto algo) { algo.allreduce(p, data, op); });
   }
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
     dispatch(stats::op::gather, p.size(), in.size_bytes(),
              [&](auto algo) { algo.gather(p, in, out, root); });
   }
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
     dispatch(stats::op::scatter, p.size(), out.size_bytes(),
              [&](auto algo) { algo.scatter(p, in, out, root); });
   }
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
     dispatch(stats::op::allgather, p.size(), in.size_bytes(),
              [&](auto algo) { algo.allgather(p, in, out); });
   }
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void alltoall(Port& p, std::span<const E> in, std::span<E> out) {
     dispatch(stats::op::alltoall, p.size(), in.size_bytes() / static_cast<std::size_t>(p.size()),
              [&](auto algo) { algo.alltoall(p, in, out); });
   }
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void scan(Port& p, std::span<E> data, Op op) {
     dispatch(stats::op::scan, p.size(), data.size_bytes(),
              [&](auto algo) { algo.scan(p, data, op); });
   }
+  /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void exscan(Port& p, std::span<E> data, Op op) {
     dispatch(stats::op::exscan, p.size(), data.size_bytes(),
              [&](auto algo) { algo.exscan(p, data, op); });
   }
+  /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void gatherv(Port& p, std::span<const E> in, std::span<E> out,
                       std::span<const std::size_t> counts, std::span<const std::size_t> displs,
@@ -151,18 +167,21 @@ struct tuned {
     dispatch(stats::op::gatherv, p.size(), 0,
              [&](auto algo) { algo.gatherv(p, in, out, counts, displs, root); });
   }
+  /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void scatterv(Port& p, std::span<const E> in, std::span<const std::size_t> counts,
                        std::span<const std::size_t> displs, std::span<E> out, int root) {
     dispatch(stats::op::scatterv, p.size(), 0,
              [&](auto algo) { algo.scatterv(p, in, counts, displs, out, root); });
   }
+  /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
     dispatch(stats::op::allgatherv, p.size(), 0,
              [&](auto algo) { algo.allgatherv(p, in, out, counts, displs); });
   }
+  /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void alltoallv(Port& p, std::span<const E> in, std::span<const std::size_t> send_counts,
                         std::span<const std::size_t> send_displs, std::span<E> out,
@@ -172,6 +191,7 @@ struct tuned {
       algo.alltoallv(p, in, send_counts, send_displs, out, recv_counts, recv_displs);
     });
   }
+  /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {

@@ -25,17 +25,25 @@
 
 namespace commx::transport {
 
+/// One rank's endpoint when the ranks are threads of one process, sharing one hub (see the
+/// file comment; `commx::run_inproc` makes the hub and the endpoints).
 class inproc {
  public:
+  /// The stack's name, as benches and examples print it.
   static constexpr std::string_view name = "inproc";
+  /// The state every rank of an inproc job shares.
   using hub = detail::inproc::hub;
+  /// How a hub is made: rank count and which node each rank pretends to be on.
   using hub_options = detail::inproc::hub_options;
 
   /// Null when the operation completed at once, successfully (the common eager send).
   using request = std::shared_ptr<detail::inproc::operation>;
 
+  /// This rank's endpoint onto `shared`, the hub of every rank of the job.
   inproc(std::shared_ptr<hub> shared, int rank) : hub_(std::move(shared)), rank_(rank) {}
+  /// Endpoints move; a moved-from endpoint owns nothing.
   inproc(inproc&&) noexcept = default;
+  /// Closes this endpoint (its rank leaves), then takes over `other`'s.
   inproc& operator=(inproc&& other) noexcept {
     close();
     hub_ = std::move(other.hub_);
@@ -46,33 +54,47 @@ class inproc {
   inproc& operator=(const inproc&) = delete;
   ~inproc() { close(); }
 
+  /// This endpoint's world rank, in [0, size()).
   [[nodiscard]] int rank() const { return rank_; }
+  /// The number of world ranks (>= 1).
   [[nodiscard]] int size() const { return hub_->size(); }
+  /// The node `peer` is on: 0 for every rank unless hub_options::nodes says otherwise.
   [[nodiscard]] int node_of(int peer) const { return hub_->node_of(peer); }
 
+  /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
+  /// until the request completes (transport concept, transport/concept.hpp).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
     return hub_->send(rank_, dest, ctx, tag, data);
   }
 
+  /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
+  /// into `buffer` (transport concept).
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
     return hub_->recv(rank_, source, ctx, tag, buffer);
   }
 
+  /// Makes progress; true once `req` has completed, successfully or not.
   bool test(request& req) const { return !req || req->done.load(std::memory_order_acquire); }
 
+  /// How a completed request ended: the matched source, tag and byte count, or the error.
   const op_result& result(const request& req) const {
     static const op_result delivered{};
     return req ? req->result : delivered;
   }
 
+  /// Withdraws `req` if it has not matched yet (true); false if it has completed.
   bool cancel(request& req) { return req && hub_->cancel(*req); }
 
+  /// The first queued message that a receive with these arguments would match, without
+  /// receiving it; an error result when `source` is gone and nothing from it is queued.
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     return hub_->probe(rank_, source, ctx, tag);
   }
 
+  /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return hub_->event_count(rank_); }
 
+  /// Blocks, without burning a core, until event_count() != `seen` or `when` passes.
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     hub_->wait_for_event(rank_, seen, when);
   }

@@ -32,6 +32,8 @@ namespace transport {
 /// to the pointer it returns. Every check happens in `prepare`, before a byte is written.
 class recv_buffer {
  public:
+  /// Resizes `container` to hold `bytes` and returns where to write them; or sets `ec`
+  /// (errc::truncated, errc::type_mismatch) and returns nullptr, writing nothing.
   using grow_fn = std::byte* (*)(void* container, std::size_t bytes, std::error_code& ec);
 
   /// A fixed buffer: a longer message fails with errc::truncated and writes nothing. With
@@ -75,10 +77,10 @@ class recv_buffer {
 /// rank that sent the message, `tag` its tag and `bytes` its size (also on errc::truncated, so
 /// the caller can say how large the message was). `error` is empty on success.
 struct op_result {
-  int source = any_source;
-  int tag = any_tag;
-  std::size_t bytes = 0;
-  std::error_code error;
+  int source = any_source;  ///< the matched source (world rank)
+  int tag = any_tag;        ///< the matched tag
+  std::size_t bytes = 0;    ///< the message's size in bytes
+  std::error_code error;    ///< empty on success
 };
 
 }  // namespace transport

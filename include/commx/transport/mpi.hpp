@@ -94,13 +94,19 @@ namespace commx::transport {
 /// context id, its members as world ranks in rank order, and this rank in it. No members: this
 /// rank is in none.
 struct context_split {
+  /// The new context id.
   context_id context = 0;
+  /// Its members' world ranks in rank order; empty when this rank is in none.
   std::vector<int> members;
+  /// This rank in it, or -1.
   int rank = -1;
 };
 
+/// One rank's endpoint over MPI: each commx context on MPI communicators of its own, messages by
+/// MPI_Isend and MPI_Improbe (see the file comment).
 class mpi {
  public:
+  /// The stack's name, as benches and examples print it.
   static constexpr std::string_view name = "mpi";
 
   /// A send (its MPI request) or a receive (its slot in the endpoint); once complete, how it
@@ -152,13 +158,17 @@ class mpi {
     return mpi(MPI_COMM_WORLD, receive_path_from_env(), std::move(guard));
   }
 
+  /// Endpoints move; a moved-from endpoint owns nothing.
   mpi(mpi&&) noexcept = default;
+  /// Endpoints move; a moved-from endpoint owns nothing.
   mpi& operator=(mpi&&) noexcept = default;
   mpi(const mpi&) = delete;
   mpi& operator=(const mpi&) = delete;
   ~mpi() = default;
 
+  /// This endpoint's world rank, in [0, size()).
   [[nodiscard]] int rank() const { return state_->rank; }
+  /// The number of world ranks (>= 1).
   [[nodiscard]] int size() const { return state_->size; }
   /// Ranks that MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) puts together share a node; ids are
   /// numbered in the order of each node's lowest rank.
@@ -166,6 +176,8 @@ class mpi {
     return peer >= 0 && peer < size() ? state_->nodes[static_cast<std::size_t>(peer)] : 0;
   }
 
+  /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
+  /// until the request completes (transport concept, transport/concept.hpp).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
     const detail::mpi::context& c = context_of(ctx, "isend", dest, tag, data.size());
     request req;
@@ -187,6 +199,8 @@ class mpi {
     return req;
   }
 
+  /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
+  /// into `buffer` (transport concept).
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
     const context& c = context_of(ctx, "irecv", source, tag, buffer.capacity());
     state& s = *state_;
@@ -202,6 +216,7 @@ class mpi {
     return req;
   }
 
+  /// Makes progress; true once `req` has completed, successfully or not.
   bool test(request& req) {
     if (req.slot_ != request::no_slot) return test_receive(req);
     if (req.send_ == MPI_REQUEST_NULL) return true;
@@ -219,13 +234,17 @@ class mpi {
     return true;
   }
 
+  /// How a completed request ended: the matched source, tag and byte count, or the error.
   const op_result& result(const request& req) const { return req.outcome_; }
 
+  /// Withdraws `req` if it has not matched yet (true); false if it has completed.
   bool cancel(request& req) {
     if (req.slot_ != request::no_slot) return cancel_receive(req);
     return cancel_send(req);
   }
 
+  /// The first queued message that a receive with these arguments would match, without
+  /// receiving it; an error result when `source` is gone and nothing from it is queued.
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     const detail::mpi::context& c = context_of(ctx, "iprobe", source, tag, 0);
     (void)state_->progress_posted(request::no_slot);  // posted receives take theirs first
@@ -259,6 +278,7 @@ class mpi {
     return std::nullopt;
   }
 
+  /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return state_->polls; }
 
   /// One step of backing off (see the file comment), then "something may have happened".
@@ -375,8 +395,9 @@ class mpi {
     return context_of(ctx, "communicator_of", unknown, unknown, 0).banks[0];
   }
 
-  /// MPI_TAG_UB, and how many MPI communicators each context uses for commx's tag range.
+  /// MPI_TAG_UB: commx's tags above it are carried on further MPI communicators (tag_banks).
   [[nodiscard]] int tag_upper_bound() const { return state_->tags.upper; }
+  /// How many MPI communicators each context uses to carry commx's tag range.
   [[nodiscard]] int tag_banks() const { return state_->tags.banks; }
 
  private:

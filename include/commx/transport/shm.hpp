@@ -38,10 +38,15 @@
 
 namespace commx::transport {
 
+/// One rank's endpoint in a job whose processes share one node, through one POSIX shared-memory
+/// segment (see the file comment).
 class shm {
  public:
+  /// The stack's name, as benches and examples print it.
   static constexpr std::string_view name = "shm";
+  /// shm's tuning (COMMX_SHM_*, docs/environment.md).
   using options = detail::shm::options;
+  /// How messages above options::large_threshold travel: cma or copy.
   using large_path = detail::shm::large_path;
 
   /// Null when the operation completed at once, successfully (the common eager send).
@@ -53,6 +58,7 @@ class shm {
   ///   ranks that did not arrive within options::startup_timeout.
   static shm from_env() { return from_env(options::from_env()); }
 
+  /// Joins the job that `get`'s variables describe, with `opts` (tests pass their own lookup).
   static shm from_env(const options& opts, const bootstrap::lookup& get = bootstrap::process_env) {
     const bootstrap::environment env = bootstrap::from_env(get);
     std::optional<std::string> job = detail::shm::job_identity(get);
@@ -87,39 +93,55 @@ class shm {
     endpoint_ = std::make_unique<detail::shm::endpoint>(std::move(seg), rank, size, opts);
   }
 
+  /// Endpoints move; a moved-from endpoint owns nothing.
   shm(shm&&) noexcept = default;
+  /// Endpoints move; a moved-from endpoint owns nothing.
   shm& operator=(shm&&) noexcept = default;
   shm(const shm&) = delete;
   shm& operator=(const shm&) = delete;
   ~shm() = default;
 
+  /// This endpoint's world rank, in [0, size()).
   [[nodiscard]] int rank() const { return endpoint_->rank(); }
+  /// The number of world ranks (>= 1).
   [[nodiscard]] int size() const { return endpoint_->size(); }
+  /// 0: every rank of a shm job is on this node.
   [[nodiscard]] int node_of(int /*peer*/) const { return 0; }
 
+  /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
+  /// until the request completes (transport concept, transport/concept.hpp).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
     return endpoint_->send(dest, ctx, tag, data);
   }
 
+  /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
+  /// into `buffer` (transport concept).
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
     return endpoint_->recv(source, ctx, tag, buffer);
   }
 
+  /// Makes progress; true once `req` has completed, successfully or not.
   bool test(request& req) { return endpoint_->test(req); }
 
+  /// How a completed request ended: the matched source, tag and byte count, or the error.
   const op_result& result(const request& req) const {
     static const op_result delivered{};
     return req ? req->result : delivered;
   }
 
+  /// Withdraws `req` if it has not matched yet (true); false if it has completed.
   bool cancel(request& req) { return req && endpoint_->cancel(*req); }
 
+  /// The first queued message that a receive with these arguments would match, without
+  /// receiving it; an error result when `source` is gone and nothing from it is queued.
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     return endpoint_->probe(source, ctx, tag);
   }
 
+  /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return endpoint_->event_count(); }
 
+  /// Blocks, without burning a core, until event_count() != `seen` or `when` passes.
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     endpoint_->wait_for_event(seen, when);
   }

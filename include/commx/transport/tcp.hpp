@@ -34,9 +34,14 @@
 
 namespace commx::transport {
 
+/// One rank's endpoint in a job of processes on any hosts, with one authenticated TCP
+/// connection per pair of ranks (see the file comment).
 class tcp {
  public:
+  /// The stack's name, as benches and examples print it.
   static constexpr std::string_view name = "tcp";
+  /// Where to rendezvous and listen, the job's token and the tuning (config_from_env reads
+  /// COMMX_*).
   using config = detail::tcp::config;
 
   /// Null when the operation completed at once, successfully (the common eager send).
@@ -53,33 +58,47 @@ class tcp {
   /// mpirun; see detail/tcp/config.hpp).
   static tcp from_env() { return tcp(detail::tcp::config_from_env()); }
 
+  /// This endpoint's world rank, in [0, size()).
   [[nodiscard]] int rank() const { return engine_->rank(); }
+  /// The number of world ranks (>= 1).
   [[nodiscard]] int size() const { return engine_->size(); }
+  /// The node `peer` is on: ranks that listen on one host address at one site share an id.
   [[nodiscard]] int node_of(int peer) const { return engine_->node_of(peer); }
 
+  /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
+  /// until the request completes (transport concept, transport/concept.hpp).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
     return engine_->isend(dest, ctx, tag, data);
   }
 
+  /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
+  /// into `buffer` (transport concept).
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
     return engine_->irecv(source, ctx, tag, buffer);
   }
 
+  /// Makes progress; true once `req` has completed, successfully or not.
   bool test(request& req) { return engine_->test(req); }
 
+  /// How a completed request ended: the matched source, tag and byte count, or the error.
   const op_result& result(const request& req) const {
     static const op_result delivered{};
     return req ? req->result : delivered;
   }
 
+  /// Withdraws `req` if it has not matched yet (true); false if it has completed.
   bool cancel(request& req) { return engine_->cancel(req); }
 
+  /// The first queued message that a receive with these arguments would match, without
+  /// receiving it; an error result when `source` is gone and nothing from it is queued.
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     return engine_->iprobe(source, ctx, tag);
   }
 
+  /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return engine_->event_count(); }
 
+  /// Blocks, without burning a core, until event_count() != `seen` or `when` passes.
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     engine_->wait_for_event(seen, when);
   }

@@ -31,11 +31,17 @@
 
 namespace commx::transport {
 
+/// tcp's endpoint with N parallel data streams per path for large messages, each path tuned
+/// and retunable (see the file comment).
 class wan {
  public:
+  /// The stack's name, as benches and examples print it.
   static constexpr std::string_view name = "wan";
+  /// tcp's config and every path's tuning (COMMX_WAN_*).
   using config = detail::wan::config;
+  /// One path's tuning: streams, chunk, socket buffers, pacing, congestion control.
   using path_config = detail::wan::path_config;
+  /// What a path runs on now: its tuning, epoch and open streams.
   using path_state = detail::wan::path_state;
 
   /// Null when the operation completed at once, successfully (the common eager send).
@@ -54,39 +60,53 @@ class wan {
   /// Joins the job this process belongs to, as the environment describes it.
   static wan from_env() { return wan(detail::wan::config_from_env()); }
 
+  /// This endpoint's world rank, in [0, size()).
   [[nodiscard]] int rank() const { return engine_->rank(); }
+  /// The number of world ranks (>= 1).
   [[nodiscard]] int size() const { return engine_->size(); }
+  /// The node `peer` is on: ranks that listen on one host address at one site share an id.
   [[nodiscard]] int node_of(int peer) const { return engine_->node_of(peer); }
 
+  /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
+  /// until the request completes (transport concept, transport/concept.hpp).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
     request r = engine_->isend(dest, ctx, tag, data);
     if (r && pinned_stream_ >= 0) r->stream = pinned_stream_;
     return r;
   }
 
+  /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
+  /// into `buffer` (transport concept).
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
     return engine_->irecv(source, ctx, tag, buffer);
   }
 
+  /// Makes progress; true once `req` has completed, successfully or not.
   bool test(request& req) { return engine_->test(req); }
 
+  /// How a completed request ended: the matched source, tag and byte count, or the error.
   const op_result& result(const request& req) const {
     static const op_result delivered{};
     return req ? req->result : delivered;
   }
 
+  /// Withdraws `req` if it has not matched yet (true); false if it has completed.
   bool cancel(request& req) {
     // A send whose chunks are on their way completes from a copy instead.
     if (paths_->detach(req)) return false;
     return engine_->cancel(req);
   }
 
+  /// The first queued message that a receive with these arguments would match, without
+  /// receiving it; an error result when `source` is gone and nothing from it is queued.
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     return engine_->iprobe(source, ctx, tag);
   }
 
+  /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return engine_->event_count(); }
 
+  /// Blocks, without burning a core, until event_count() != `seen` or `when` passes.
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     engine_->wait_for_event(seen, when);
   }
@@ -107,6 +127,7 @@ class wan {
   /// (wan_parts.hpp). Small messages go on the control connection as always.
   class stream_pin {
    public:
+    /// Pins `t`'s large sends to stream `k` until this pin is destroyed.
     stream_pin(wan& t, int k) : t_(t), before_(t.pinned_stream_) { t_.pinned_stream_ = k; }
     stream_pin(const stream_pin&) = delete;
     stream_pin& operator=(const stream_pin&) = delete;
