@@ -17,6 +17,8 @@ packages=(
   # the frame and handshake fuzz target, iperf3 for the loopback bandwidth reference (and, with
   # ip, for the wide-area link emulator tools/wanemu and its iperf3 ceiling in bench/wan/).
   libssl-dev iproute2 clang libclang-rt-14-dev iperf3
+  # The packaging tests: a Makefile consumer (make) and the .deb (cpack -G DEB runs dpkg-shlibdeps).
+  make dpkg-dev
 )
 
 missing=()
