@@ -19,6 +19,8 @@ packages=(
   libssl-dev iproute2 clang libclang-rt-14-dev iperf3
   # The API reference (scripts/docs.sh); no graphviz: the reference draws no graphs.
   doxygen
+  # The packaging tests: a Makefile consumer (make) and the .deb (cpack -G DEB runs dpkg-shlibdeps).
+  make dpkg-dev
 )
 
 missing=()

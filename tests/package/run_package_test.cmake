@@ -1,10 +1,18 @@
 # SPDX-License-Identifier: MIT
-# cmake -DMODE=find_package|add_subdirectory -DCOMMX_SOURCE_DIR= -DCOMMX_BINARY_DIR=
-#       -DWORK_DIR= -DCMAKE_CXX_COMPILER= -DGENERATOR= -P run_package_test.cmake
+# One packaging test: a consumer project uses commx's stacks COMPONENTS (a |-list) and runs a
+# small job on each.
+#   MODE=find_package      installs the build tree into WORK_DIR/prefix; find_package(commx
+#                          COMPONENTS ...) from there; commxrun is the installed one
+#   MODE=add_subdirectory  the consumer add_subdirectory()s the source tree; commxrun is COMMXRUN
+#   MODE=pkg_config        installs, then a Makefile builds hello with `pkg-config commx-<stack>`
+# cmake -DMODE= -DCOMPONENTS= -DCOMMX_SOURCE_DIR= -DCOMMX_BINARY_DIR= -DWORK_DIR=
+#       -DCMAKE_CXX_COMPILER= -DGENERATOR= [-DCOMMXRUN=] [-DMPI_LAUNCH=<|-list with @N@>]
+#       -P run_package_test.cmake
 cmake_minimum_required(VERSION 3.21)
 
 function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  TIMEOUT 300)
   if(NOT status EQUAL 0)
     list(JOIN ARGN " " command)
     message(FATAL_ERROR "failed (${status}): ${command}\n${out}\n${err}")
@@ -12,34 +20,68 @@ function(run)
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 
+string(REPLACE "|" ";" components "${COMPONENTS}")
+string(REPLACE "|" " " stacks "${COMPONENTS}")  # the Makefile's list
+string(REPLACE "|" ";" mpi_launch "${MPI_LAUNCH}")
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
+set(build ${WORK_DIR}/build)
 
-if(MODE STREQUAL "find_package")
+if(MODE STREQUAL "find_package" OR MODE STREQUAL "pkg_config")
   set(prefix ${WORK_DIR}/prefix)
   run(${CMAKE_COMMAND} --install ${COMMX_BINARY_DIR} --prefix ${prefix})
   foreach(installed include/commx/commx.hpp lib/cmake/commx/commxConfig.cmake
                     lib/cmake/commx/commxConfigVersion.cmake lib/cmake/commx/CommxVariants.cmake
-                    bin/commxrun)
+                    lib/cmake/commx/commx-targets.cmake lib/pkgconfig/commx.pc bin/commxrun)
     if(NOT EXISTS ${prefix}/${installed})
       message(FATAL_ERROR "install tree lacks ${installed}")
     endif()
   endforeach()
-  set(project_dir ${COMMX_SOURCE_DIR}/tests/package/consumer)
-  set(extra -DCMAKE_PREFIX_PATH=${prefix})
+  set(commxrun ${prefix}/bin/commxrun)
 else()
-  set(project_dir ${COMMX_SOURCE_DIR}/tests/package/subdir_consumer)
-  set(extra -DCOMMX_SOURCE_DIR=${COMMX_SOURCE_DIR})
+  set(commxrun ${COMMXRUN})
 endif()
 
-run(${CMAKE_COMMAND} -S ${project_dir} -B ${WORK_DIR}/build -G ${GENERATOR}
-    -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER} ${extra})
-run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-run(${WORK_DIR}/build/hello_inproc)
-if(NOT last_output MATCHES "sum of ranks 0..3 = 6")
-  message(FATAL_ERROR "the consumer printed:\n${last_output}")
+if(MODE STREQUAL "find_package")
+  run(${CMAKE_COMMAND} -S ${COMMX_SOURCE_DIR}/tests/package/consumer -B ${build} -G ${GENERATOR}
+      -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+      -DCOMMX_TEST_COMPONENTS=${COMPONENTS})
+  run(${CMAKE_COMMAND} --build ${build})
+elseif(MODE STREQUAL "add_subdirectory")
+  run(${CMAKE_COMMAND} -S ${COMMX_SOURCE_DIR}/tests/package/subdir_consumer -B ${build}
+      -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
+      -DCOMMX_SOURCE_DIR=${COMMX_SOURCE_DIR} -DCOMMX_TEST_COMPONENTS=${COMPONENTS})
+  run(${CMAKE_COMMAND} --build ${build})
+  if(EXISTS ${build}/commx/tests)
+    message(FATAL_ERROR "commx built its tests although it is not the top-level project")
+  endif()
+else()
+  file(MAKE_DIRECTORY ${build})
+  run(${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${prefix}/lib/pkgconfig CXX=${CMAKE_CXX_COMPILER}
+      make -C ${build} -f ${COMMX_SOURCE_DIR}/tests/package/makefile_consumer/Makefile
+      SOURCE_DIR=${COMMX_SOURCE_DIR}/tests/package "STACKS=${stacks}")
 endif()
-if(MODE STREQUAL "add_subdirectory" AND EXISTS ${WORK_DIR}/build/commx/tests)
-  message(FATAL_ERROR "commx built its tests although it is not the top-level project")
-endif()
-message(STATUS "package test (${MODE}) passed")
+
+# Each job: inproc on 4 threads, the others as 2 processes under their launcher.
+foreach(stack IN LISTS components)
+  set(program ${build}/hello_${stack})
+  if(stack STREQUAL "inproc")
+    run(${CMAKE_COMMAND} -E env COMMX_INPROC_RANKS=4 ${program})
+    set(expected "sum of ranks 0..3 = 6")
+  elseif(stack STREQUAL "mpi")
+    if(NOT mpi_launch)
+      message(FATAL_ERROR "MPI_LAUNCH is needed to run hello_mpi")
+    endif()
+    list(TRANSFORM mpi_launch REPLACE "@N@" "2" OUTPUT_VARIABLE launch)
+    run(${launch} ${program})
+    set(expected "sum of ranks 0..1 = 1")
+  else()
+    run(${commxrun} -n 2 --timeout 120 ${program})
+    set(expected "sum of ranks 0..1 = 1")
+  endif()
+  if(NOT last_output MATCHES "hello_${stack}: ${expected}")
+    message(FATAL_ERROR "hello_${stack} printed:\n${last_output}")
+  endif()
+  message(STATUS "hello_${stack}: ${expected}")
+endforeach()
+message(STATUS "package test (${MODE}: ${COMPONENTS}) passed")

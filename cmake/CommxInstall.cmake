@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: MIT
+# What `cmake --install` puts in place, and the Debian package CPack makes of it:
+#   include/commx/...                        the headers
+#   lib/cmake/commx/commxConfig.cmake        find_package(commx COMPONENTS ...), with
+#     commx-targets.cmake                    commx::commx, commx::inproc, commx::shm
+#     commx-<stack>-targets.cmake            commx::tcp, commx::wan, commx::mpi, one file each,
+#                                            read only when that component is asked for
+#     CommxVariants.cmake                    commx_add_variants()
+#   lib/pkgconfig/commx.pc, commx-<stack>.pc for builds without CMake
+#   bin/commxrun, bin/commx-relay            (tools/*/CMakeLists.txt)
+include(CMakePackageConfigHelpers)
+set(COMMX_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/commx)
+install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+
+install(TARGETS commx commx_inproc commx_shm EXPORT commx-targets)
+install(EXPORT commx-targets NAMESPACE commx:: DESTINATION ${COMMX_CMAKE_DIR})
+set(COMMX_CONFIG_STACKS "")
+foreach(stack IN ITEMS tcp wan mpi)
+  if(TARGET commx_${stack})
+    install(TARGETS commx_${stack} EXPORT commx-${stack}-targets)
+    install(EXPORT commx-${stack}-targets NAMESPACE commx:: DESTINATION ${COMMX_CMAKE_DIR})
+    list(APPEND COMMX_CONFIG_STACKS ${stack})
+  endif()
+endforeach()
+list(JOIN COMMX_CONFIG_STACKS " " COMMX_CONFIG_STACKS)
+
+# Which MPI commx::mpi was built with: its pkg-config module, and the config's messages.
+set(COMMX_CONFIG_MPI_FLAVOUR "")
+set(commx_pc_mpi "")
+if(TARGET commx_mpi)
+  # FindMPI's cache: the header directory names the implementation on Debian and most systems.
+  if(MPI_CXX_HEADER_DIR MATCHES "openmpi")
+    set(COMMX_CONFIG_MPI_FLAVOUR "Open MPI")
+    set(commx_pc_mpi ompi-c)
+  elseif(MPI_CXX_HEADER_DIR MATCHES "mpich")
+    set(COMMX_CONFIG_MPI_FLAVOUR "MPICH")
+    set(commx_pc_mpi mpich)
+  else()
+    set(COMMX_CONFIG_MPI_FLAVOUR "an MPI")
+    set(commx_pc_mpi mpi-c)  # Debian's default MPI, chosen by update-alternatives
+  endif()
+endif()
+
+configure_package_config_file(cmake/commxConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/commxConfig.cmake INSTALL_DESTINATION ${COMMX_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/commxConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/commxConfig.cmake
+              ${PROJECT_BINARY_DIR}/commxConfigVersion.cmake
+              cmake/CommxVariants.cmake
+        DESTINATION ${COMMX_CMAKE_DIR})
+
+# --- pkg-config: one module per stack, for the flags differ (Asio's macros, libcrypto, MPI) ---
+set(COMMX_PC_DIR ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+file(RELATIVE_PATH COMMX_PC_PREFIX_FROM_PCDIR /prefix/${COMMX_PC_DIR} /prefix)  # "../.."
+string(REGEX REPLACE "/$" "" COMMX_PC_PREFIX_FROM_PCDIR "${COMMX_PC_PREFIX_FROM_PCDIR}")
+set(commx_pc_out ${PROJECT_BINARY_DIR}/pkgconfig)
+configure_file(cmake/pkgconfig/commx.pc.in ${commx_pc_out}/commx.pc @ONLY)
+set(commx_pc_files ${commx_pc_out}/commx.pc)
+set(commx_librt "")
+if(COMMX_LIBRT)
+  set(commx_librt " -lrt")
+endif()
+foreach(stack IN ITEMS inproc shm tcp wan mpi)
+  if(NOT TARGET commx_${stack})
+    continue()
+  endif()
+  set(COMMX_PC_STACK ${stack})
+  set(COMMX_PC_NOTE "")
+  set(COMMX_PC_REQUIRES commx)
+  set(COMMX_PC_CFLAGS "")
+  set(COMMX_PC_LIBS -pthread)
+  if(stack STREQUAL "shm")
+    string(APPEND COMMX_PC_LIBS "${commx_librt}")
+  elseif(stack STREQUAL "tcp")
+    set(COMMX_PC_NOTE "# Standalone Asio's asio.hpp (Debian: libasio-dev) is on the compiler's own path.")
+    set(COMMX_PC_REQUIRES "commx, libcrypto")
+    set(COMMX_PC_CFLAGS "-DASIO_STANDALONE -DASIO_NO_DEPRECATED")
+  elseif(stack STREQUAL "wan")
+    set(COMMX_PC_REQUIRES commx-tcp)
+  elseif(stack STREQUAL "mpi")
+    set(COMMX_PC_NOTE "# Built with ${COMMX_CONFIG_MPI_FLAVOUR}; compiling with its mpicxx works too.")
+    set(COMMX_PC_REQUIRES "commx, ${commx_pc_mpi}")
+    set(COMMX_PC_CFLAGS "-DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1")
+    set(COMMX_PC_LIBS "")
+  endif()
+  configure_file(cmake/pkgconfig/commx-stack.pc.in ${commx_pc_out}/commx-${stack}.pc @ONLY)
+  list(APPEND commx_pc_files ${commx_pc_out}/commx-${stack}.pc)
+endforeach()
+install(FILES ${commx_pc_files} DESTINATION ${COMMX_PC_DIR})
+
+# --- the Debian package: cpack -G DEB in a build directory -> commx_<version>_<arch>.deb ---------
+set(CPACK_PACKAGE_NAME commx)
+set(CPACK_PACKAGE_VENDOR "commx")
+set(CPACK_PACKAGE_CONTACT "commx maintainers <commx@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_PACKAGE_DESCRIPTION
+    "Headers, CMake package (find_package(commx COMPONENTS inproc shm tcp wan mpi)), pkg-config
+modules, and the commxrun launcher and commx-relay gateway forwarder.")
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_PACKAGE_HOMEPAGE "https://example.invalid/commx")
+# What the installed headers and config need to compile a program; the tools' own libraries
+# (libc, libstdc++, libfmt, libssl) are added by dpkg-shlibdeps.
+set(CPACK_DEBIAN_PACKAGE_DEPENDS
+    "libfmt-dev, libcereal-dev, libasio-dev, libssl-dev, g++ (>= 4:12)")
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "cmake (>= 3.21), pkg-config")
+set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libopenmpi-dev | libmpich-dev")
+set(CPACK_GENERATOR DEB)
+include(CPack)

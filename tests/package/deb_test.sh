@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The Debian package, end to end: cpack -G DEB from a built commx build directory, the package's
+# contents and declared dependencies checked, `apt-get install` of it, a consumer built against
+# /usr with find_package (no prefix path) and with pkg-config (no PKG_CONFIG_PATH) and run, then
+# `apt-get remove` and nothing of it left behind.
+#   deb_test.sh <commx build dir> <work dir>
+# Installs into /usr, so it needs root and must not run beside anything else using apt or dpkg
+# (its CTest, package.deb, is RUN_SERIAL). Exits 77 (CTest's SKIP_RETURN_CODE) when it cannot
+# run here: not root, or no apt-get/dpkg-deb.
+set -euo pipefail
+build_dir=$(realpath "$1")
+work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+
+if [[ $(id -u) -ne 0 ]]; then
+  echo "deb_test: skipped: installing a package needs root"
+  exit 77
+fi
+for tool in apt-get dpkg dpkg-deb cpack; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "deb_test: skipped: no $tool"
+    exit 77
+  fi
+done
+
+installed() { dpkg-query -W -f='${Status}' commx 2>/dev/null | grep -q "install ok installed"; }
+if installed; then
+  echo "deb_test: commx is already installed (a package from an earlier run?); remove it first" >&2
+  exit 1
+fi
+# Whatever happens below, the system is left without the package.
+trap 'if installed; then apt-get remove -y -qq commx >/dev/null || true; fi' EXIT
+
+rm -rf "$work"
+mkdir -p "$work"
+export DEBIAN_FRONTEND=noninteractive
+
+echo "=== cpack -G DEB"
+cpack -G DEB --config "$build_dir/CPackConfig.cmake" -B "$work/cpack" >"$work/cpack.log"
+debs=("$work"/cpack/commx_*.deb)
+deb=${debs[0]}
+[[ -f $deb ]] || { cat "$work/cpack.log"; echo "deb_test: cpack made no commx_*.deb" >&2; exit 1; }
+echo "made $(basename "$deb")"
+arch=$(dpkg --print-architecture)
+[[ $(basename "$deb") == commx_*_"$arch".deb ]] ||
+  { echo "deb_test: unexpected name $deb" >&2; exit 1; }
+
+contents=$(dpkg-deb -c "$deb")
+for file in usr/include/commx/commx.hpp usr/include/commx/transport/tcp.hpp \
+            usr/lib/cmake/commx/commxConfig.cmake usr/lib/cmake/commx/commx-targets.cmake \
+            usr/lib/cmake/commx/commx-tcp-targets.cmake usr/lib/cmake/commx/CommxVariants.cmake \
+            usr/lib/pkgconfig/commx.pc usr/lib/pkgconfig/commx-tcp.pc \
+            usr/bin/commxrun usr/bin/commx-relay; do
+  grep -q " \./$file\$" <<<"$contents" || { echo "deb_test: the package lacks /$file" >&2; exit 1; }
+done
+depends=$(dpkg-deb -f "$deb" Depends)
+echo "Depends: $depends"
+for dep in libasio-dev libfmt-dev libcereal-dev libssl-dev; do
+  grep -qw "$dep" <<<"$depends" || { echo "deb_test: Depends lacks $dep" >&2; exit 1; }
+done
+
+echo "=== apt-get install"
+apt-get install -y -qq "$deb" >"$work/install.log"
+installed || { cat "$work/install.log"; echo "deb_test: commx is not installed" >&2; exit 1; }
+mapfile -t owned < <(dpkg -L commx | while read -r path; do [[ -f $path ]] && echo "$path"; done)
+echo "the package owns ${#owned[@]} files"
+
+echo "=== a consumer against /usr: find_package"
+cmake -S "$here/consumer" -B "$work/consumer" -G Ninja -DCOMMX_TEST_COMPONENTS="inproc;tcp" \
+  >"$work/consumer.log"
+grep -q "^commx_DIR:PATH=/usr/lib/cmake/commx$" "$work/consumer/CMakeCache.txt" ||
+  { echo "deb_test: find_package did not find /usr's commx" >&2; exit 1; }
+cmake --build "$work/consumer" >>"$work/consumer.log"
+COMMX_INPROC_RANKS=4 "$work/consumer/hello_inproc" | tee "$work/run.log"
+commxrun -n 2 --timeout 60 "$work/consumer/hello_tcp" | tee -a "$work/run.log"
+[[ $(command -v commxrun) == /usr/bin/commxrun ]] ||
+  { echo "deb_test: commxrun is not /usr's" >&2; exit 1; }
+grep -q "hello_inproc: sum of ranks 0..3 = 6" "$work/run.log"
+grep -q "hello_tcp: sum of ranks 0..1 = 1" "$work/run.log"
+
+echo "=== a consumer against /usr: pkg-config"
+mkdir -p "$work/make"
+env -u PKG_CONFIG_PATH make -s -C "$work/make" -f "$here/makefile_consumer/Makefile" \
+  SOURCE_DIR="$here" STACKS=inproc
+COMMX_INPROC_RANKS=3 "$work/make/hello_inproc" | grep "hello_inproc: sum of ranks 0..2 = 3"
+
+echo "=== apt-get remove"
+apt-get remove -y -qq commx >"$work/remove.log"
+! installed || { echo "deb_test: commx is still installed" >&2; exit 1; }
+for path in "${owned[@]}"; do
+  [[ ! -e $path ]] || { echo "deb_test: $path is left behind" >&2; exit 1; }
+done
+for dir in /usr/include/commx /usr/lib/cmake/commx; do
+  [[ ! -e $dir ]] || { echo "deb_test: $dir is left behind" >&2; exit 1; }
+done
+echo "deb_test: passed"
