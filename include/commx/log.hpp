@@ -54,6 +54,7 @@ struct context {
   return std::nullopt;
 }
 
+/// The name COMMX_LOG uses for `l`.
 [[nodiscard]] constexpr std::string_view name_of(level l) noexcept {
   constexpr std::string_view names[] = {"off", "error", "warn", "info", "debug"};
   return names[static_cast<std::size_t>(l)];
