@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The shared-memory endpoint's progress (endpoint.hpp): draining the incoming rings and acting
+/// on each record (eager messages, offers, answers, pieces), and claiming a large message.
+/// Out of line as the tcp engine's parts are, included by endpoint.hpp.
+
+#include "commx/transport/detail/shm/endpoint.hpp"
+
+namespace commx::detail::shm {
+
+inline void endpoint::progress() {
+  check_departures();
+  for (int peer = 0; peer < size_; ++peer) drain(peer, drain_limit);
+  for (int peer = 0; peer < size_; ++peer) {
+    const auto p = static_cast<std::size_t>(peer);
+    if (!outbox_[p].empty() || !urgent_[p].empty()) flush(peer);
+  }
+  // A caller that polls test() instead of waiting still learns of dead peers.
+  if (++idle_polls_ >= 1024) {
+    idle_polls_ = 0;
+    if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
+  }
+}
+
+inline void endpoint::drain(int peer, std::size_t limit) {
+  ring_consumer& ring = consumers_[static_cast<std::size_t>(peer)];
+  record header{};
+  std::size_t taken = 0;
+  while (taken < limit && ring.peek(header)) {
+    arrive(peer, header, ring);
+    ring.pop(header);
+    ++taken;
+  }
+  if (taken != 0) {
+    ++events_;
+    wake(peer);  // it may be waiting for room
+  }
+}
+
+inline void endpoint::arrive(int from, const record& header, const ring_consumer& ring) {
+  switch (header.kind) {
+    case record_kind::eager:
+      return arrive_eager(from, header, ring);
+    case record_kind::rts:
+      return arrive_offer(from, header);
+    case record_kind::cts:
+      return arrive_clear_to_send(from, header);
+    case record_kind::data:
+      return arrive_piece(from, header, ring);
+    case record_kind::fin:
+      return arrive_fin(from, header);
+  }
+  throw error(errc::protocol_violation,
+              fmt::format("shm: rank {}: record of unknown kind {} from rank {}", rank_,
+                          static_cast<std::uint32_t>(header.kind), from));
+}
+
+inline void endpoint::arrive_eager(int from, const record& header, const ring_consumer& ring) {
+  const std::size_t bytes = header.payload;
+  for (auto posted = posted_.begin(); posted != posted_.end();) {
+    operation& op = **posted;
+    if (!matches(op.peer, op.ctx, op.tag, from, header.ctx, header.tag)) {
+      ++posted;
+      continue;
+    }
+    std::error_code ec;
+    std::byte* target = op.buffer.prepare(bytes, ec);
+    if (!ec) ring.read_payload(0, target, bytes);
+    complete(op, {from, header.tag, bytes, ec});
+    posted = posted_.erase(posted);
+    if (!ec) return;
+  }
+  queued_message message{0, from, header.ctx, header.tag, bytes, {}};
+  message.eager.resize(bytes);
+  ring.read_payload(0, message.eager.data(), bytes);
+  unexpected_.push(std::move(message));
+}
+
+inline void endpoint::arrive_offer(int from, const record& header) {
+  queued_message offer{0, from, header.ctx, header.tag, header.size, {}};
+  offer.large = true;
+  offer.ticket = header.ticket;
+  offer.generation = header.generation;
+  offer.address = header.address;
+  if (offer.ticket >= tickets_per_pair) {
+    throw error(errc::protocol_violation,
+                fmt::format("shm: rank {}: offer from rank {} names ticket {} (< {})", rank_, from,
+                            offer.ticket, tickets_per_pair));
+  }
+  for (auto posted = posted_.begin(); posted != posted_.end();) {
+    operation& op = **posted;
+    if (!matches(op.peer, op.ctx, op.tag, from, header.ctx, header.tag)) {
+      ++posted;
+      continue;
+    }
+    if (!still_offered(offer)) return;  // withdrawn: as if never sent
+    std::error_code ec;
+    std::byte* target = op.buffer.prepare(offer.size, ec);
+    if (ec) {
+      complete(op, {from, header.tag, offer.size, ec});
+      posted = posted_.erase(posted);
+      continue;
+    }
+    std::shared_ptr<operation> taken = *posted;
+    posted = posted_.erase(posted);
+    if (take_offer(taken, from, header.tag, offer.size, offer.ticket, offer.generation,
+                   offer.address, target)) {
+      return;
+    }
+    // Withdrawn just now: the receive is still waiting, first in line again.
+    posted_.insert(posted_.begin(), taken);
+    return;
+  }
+  unexpected_.push(std::move(offer));
+}
+
+inline bool endpoint::still_offered(const queued_message& offer) const {
+  const auto& word = segment_.tickets(offer.source, rank_)[offer.ticket];
+  return word.load(std::memory_order_acquire) == ticket::word(offer.generation, ticket::offered);
+}
+
+// Claims a large message for `op` and copies it, or asks for it in pieces. False if the
+// sender withdrew it first (nothing happened to `op`).
+inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int from, int tag,
+                                 std::size_t bytes, std::uint32_t slot, std::uint64_t generation,
+                                 std::uint64_t address, std::byte* target) {
+  operation& op = *receive;
+  auto& word = segment_.tickets(from, rank_)[slot];
+  std::uint32_t expected = ticket::word(generation, ticket::offered);
+  if (!word.compare_exchange_strong(expected, ticket::word(generation, ticket::claimed),
+                                    std::memory_order_acq_rel)) {
+    return false;
+  }
+  record answer{};
+  answer.ticket = slot;
+  answer.generation = generation;
+  answer.tag = tag;
+  if (cross_memory_ && bytes != 0) {
+    const pid_t pid = peers_[static_cast<std::size_t>(from)].pid();
+    const cross_copy copied =
+        from == rank_
+            ? (std::memcpy(target, reinterpret_cast<const void*>(address), bytes), cross_copy::done)
+            : read_from_process(pid, address, target, bytes);
+    if (copied == cross_copy::done || copied == cross_copy::bad_address) {
+      const bool good = copied == cross_copy::done;
+      complete(op, {from, tag, bytes,
+                    good ? std::error_code{} : make_error_code(errc::protocol_violation)});
+      answer.kind = record_kind::fin;
+      answer.size = good ? 0 : static_cast<std::uint64_t>(errc::protocol_violation);
+      send_control(from, answer);
+      return true;
+    }
+    if (copied == cross_copy::process_gone) {
+      complete(op, lost(from, bytes));
+      return true;
+    }
+    cross_memory_ = false;  // refused after all: the ring from now on
+  }
+  if (bytes == 0) {
+    complete(op, {from, tag, 0, {}});
+    answer.kind = record_kind::fin;
+    send_control(from, answer);
+    return true;
+  }
+  op.target = target;
+  op.progress = 0;
+  op.generation = generation;
+  op.result = {from, tag, bytes, {}};
+  transfers_[static_cast<std::size_t>(from)][slot] = receive;
+  answer.kind = record_kind::cts;
+  send_control(from, answer);
+  return true;
+}
+
+inline void endpoint::arrive_clear_to_send(int from, const record& header) {
+  auto& op = in_flight_[static_cast<std::size_t>(from)][header.ticket % tickets_per_pair];
+  if (!op || op->generation != header.generation) return;  // cancelled meanwhile
+  urgent_[static_cast<std::size_t>(from)].push_back({outgoing::kind::pieces, {}, op});
+}
+
+inline void endpoint::arrive_piece(int from, const record& header, const ring_consumer& ring) {
+  auto& op = transfers_[static_cast<std::size_t>(from)][header.ticket % tickets_per_pair];
+  if (!op || op->generation != header.generation) return;  // abandoned receive: drop it
+  const std::size_t bytes = op->result.bytes;
+  if (header.size > bytes || header.payload > bytes - header.size) {
+    throw error(errc::protocol_violation,
+                fmt::format("shm: rank {}: piece [{}, +{}) from rank {} is outside its {}-byte "
+                            "message",
+                            rank_, header.size, header.payload, from, bytes));
+  }
+  ring.read_payload(0, op->target + header.size, header.payload);
+  op->progress += header.payload;
+  if (op->progress == bytes) {
+    complete(*op, op->result);
+    op.reset();
+  }
+}
+
+inline void endpoint::arrive_fin(int from, const record& header) {
+  auto& op = in_flight_[static_cast<std::size_t>(from)][header.ticket % tickets_per_pair];
+  if (!op || op->generation != header.generation) return;
+  segment_.tickets(rank_, from)[op->ticket].store(ticket::free, std::memory_order_release);
+  const auto failure = static_cast<errc>(header.size);
+  complete(*op, {from, op->tag, op->payload.size(),
+                 header.size == 0 ? std::error_code{} : make_error_code(failure)});
+  op.reset();
+}
+
+}  // namespace commx::detail::shm

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The shared-memory endpoint's waking and liveness (endpoint.hpp): futex wake-ups, leaving
+/// the job, polling peers' processes, and settling everything that involves a peer that went.
+/// Out of line as the tcp engine's parts are, included by endpoint.hpp.
+
+#include "commx/transport/detail/shm/endpoint.hpp"
+
+namespace commx::detail::shm {
+
+// Called after publishing to `peer`'s ring or freeing space in its ring to us. Both sides
+// read-modify-write the peer's `sleeping` word (we add 0, it exchanges in 1), so the two
+// operations are ordered: if ours came first, its exchange acquires our ring update and its
+// last look at the rings sees it; if its came first, we see 1 and wake it. (RMWs rather than
+// fences: ThreadSanitizer does not model fences, and a locked instruction is what x86 makes
+// of either.)
+inline void endpoint::wake(int peer) {
+  if (peer == rank_) return;
+  rank_slot& slot = segment_.slot(peer);
+  if (slot.sleeping.fetch_add(0, std::memory_order_seq_cst) != 0) {
+    slot.wake.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(slot.wake);
+  }
+}
+
+inline void endpoint::wake_everyone() {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer == rank_) continue;
+    segment_.slot(peer).wake.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(segment_.slot(peer).wake);
+  }
+}
+
+// Anything new in our rings, room in a ring we wait to write to, or a rank gone? (Loads
+// only: the spin loop's test.)
+inline bool endpoint::incoming() const {
+  for (const ring_consumer& c : consumers_) {
+    if (c.has_data()) return true;
+  }
+  for (std::size_t p = 0; p < producers_.size(); ++p) {
+    if ((!outbox_[p].empty() || !urgent_[p].empty()) && producers_[p].room_freed()) return true;
+  }
+  return segment_.header().departures.load(std::memory_order_relaxed) != departures_seen_;
+}
+
+inline void endpoint::leave(presence how) {
+  if (left_) return;
+  left_ = true;
+  rank_slot& me = segment_.slot(rank_);
+  presence present = presence::present;
+  me.state.compare_exchange_strong(present, how, std::memory_order_acq_rel);
+  segment_.header().departures.fetch_add(1, std::memory_order_acq_rel);
+  wake_everyone();
+}
+
+// Polls every live peer's process; one that is gone without leaving is marked failed.
+inline void endpoint::check_liveness() {
+  last_liveness_ = clock::now();
+  for (int peer = 0; peer < size_; ++peer) {
+    const auto p = static_cast<std::size_t>(peer);
+    if (peer == rank_ || state_[p] != presence::present || !peers_[p].gone()) continue;
+    presence present = presence::present;
+    if (segment_.slot(peer).state.compare_exchange_strong(present, presence::failed,
+                                                          std::memory_order_acq_rel)) {
+      segment_.header().departures.fetch_add(1, std::memory_order_acq_rel);
+      wake_everyone();
+    }
+  }
+  check_departures(/*force=*/true);
+}
+
+// A rank left or was found dead: settle everything that involves it.
+inline void endpoint::check_departures(bool force) {
+  const std::uint32_t now = segment_.header().departures.load(std::memory_order_acquire);
+  if (now == departures_seen_ && !force) return;
+  departures_seen_ = now;
+  for (int peer = 0; peer < size_; ++peer) {
+    const auto p = static_cast<std::size_t>(peer);
+    if (peer == rank_ || state_[p] != presence::present) continue;
+    const presence there = segment_.slot(peer).state.load(std::memory_order_acquire);
+    if (there != presence::present) depart(peer, there);
+  }
+}
+
+inline void endpoint::depart(int peer, presence how) {
+  const auto p = static_cast<std::size_t>(peer);
+  drain(peer, /*limit=*/static_cast<std::size_t>(-1));  // what it sent before going counts
+  state_[p] = how;
+  ++events_;
+  if (how == presence::failed) any_failed_ = peer;
+  std::erase_if(posted_, [&](const std::shared_ptr<operation>& op) {
+    if (op->peer != peer && !(how == presence::failed && op->peer == any_source)) return false;
+    complete(*op, lost(peer, 0));
+    return true;
+  });
+  for (auto* queue : {&outbox_[p], &urgent_[p]}) {
+    for (outgoing& o : *queue) {
+      if (o.op && !o.op->done) complete(*o.op, lost(peer, o.op->payload.size()));
+    }
+    queue->clear();
+  }
+  for (auto& op : in_flight_[p]) {
+    if (op && !op->done) complete(*op, lost(peer, op->payload.size()));
+    op.reset();
+  }
+  for (auto& transfer : transfers_[p]) {
+    if (transfer && !transfer->done) complete(*transfer, lost(peer, 0));
+    transfer.reset();
+  }
+  // Its large messages are in memory that is gone.
+  unexpected_.remove_if([&](const queued_message& m) { return m.large && m.source == peer; });
+}
+
+// A receive from `from` that nothing queued satisfies: can anyone still answer it?
+inline std::optional<op_result> endpoint::lost_source(int from) const {
+  if (from == any_source) {
+    if (any_failed_ != unknown) return lost(any_failed_, 0);
+    return std::nullopt;
+  }
+  if (state_[static_cast<std::size_t>(from)] != presence::present) return lost(from, 0);
+  return std::nullopt;
+}
+
+}  // namespace commx::detail::shm
