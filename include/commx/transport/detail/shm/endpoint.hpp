@@ -35,6 +35,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -45,6 +46,7 @@
 
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"
+#include "commx/log.hpp"
 #include "commx/transport/detail/shm/cross_memory.hpp"
 #include "commx/transport/detail/shm/futex.hpp"
 #include "commx/transport/detail/shm/liveness.hpp"
@@ -68,7 +70,7 @@ constexpr std::uint32_t word(std::uint64_t generation, std::uint32_t state) {
 class endpoint {
  public:
   endpoint(segment seg, int rank, int size, const options& opts)
-      : segment_(std::move(seg)), rank_(rank), size_(size), opts_(opts) {
+      : segment_(std::move(seg)), rank_(rank), size_(size), opts_(opts), log_{"shm", rank} {
     const auto n = static_cast<std::size_t>(size);
     const std::size_t ring = segment_.ring(0, 0).capacity();
     // A whole eager message must fit in a ring with room to spare; pieces are a quarter ring.
@@ -96,6 +98,11 @@ class endpoint {
     departures_seen_ = segment_.header().departures.load(std::memory_order_acquire);
     last_liveness_ = clock::now();
     probe_cross_memory();
+    COMMX_LOG(debug, log_, "joined segment {}: {} ranks, {}-byte rings, messages above {} bytes {}",
+              segment_.name(), size_, ring, eager_limit_,
+              cross_memory_                     ? "copied once by cma (process_vm_readv)"
+              : opts_.large == large_path::copy ? "copied through the ring (COMMX_SHM_LARGE=copy)"
+                                                : "copied through the ring");
   }
 
   endpoint(const endpoint&) = delete;
@@ -108,6 +115,8 @@ class endpoint {
   [[nodiscard]] int size() const { return size_; }
   [[nodiscard]] bool cross_memory_enabled() const { return cross_memory_; }
   [[nodiscard]] const std::string& segment_name() const { return segment_.name(); }
+  /// Who speaks in this endpoint's log lines: `commx[rank 3 shm]`.
+  [[nodiscard]] const log::context& log_context() const { return log_; }
 
   std::shared_ptr<operation> send(int to, context_id ctx, int tag,
                                   std::span<const std::byte> data) {
@@ -326,7 +335,7 @@ class endpoint {
   void leave(presence how);
   void check_liveness();
   void check_departures(bool force = false);
-  void depart(int peer, presence how);
+  void depart(int peer, presence how, std::string_view found);
   std::optional<op_result> lost_source(int from) const;
 
   // Progress: draining the rings and acting on each record (endpoint_arrivals.hpp).
@@ -379,6 +388,7 @@ class endpoint {
   std::uint32_t departures_seen_ = 0;
   clock::time_point last_liveness_;
   unsigned idle_polls_ = 0;
+  log::context log_;
 };
 
 }  // namespace commx::detail::shm

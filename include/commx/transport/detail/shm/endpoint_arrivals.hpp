@@ -152,10 +152,18 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int 
       return true;
     }
     if (copied == cross_copy::process_gone) {
+      COMMX_LOG(warn, log_,
+                "lost rank {}: its process was gone when copying a {}-byte message "
+                "from it (process_vm_readv)",
+                from, bytes);
       complete(op, lost(from, bytes));
       return true;
     }
     cross_memory_ = false;  // refused after all: the ring from now on
+    COMMX_LOG(info, log_,
+              "the kernel refused reading rank {}'s memory (process_vm_readv): "
+              "messages above {} bytes are copied through the ring from now on",
+              from, eager_limit_);
   }
   if (bytes == 0) {
     complete(op, {from, tag, 0, {}});

@@ -65,6 +65,10 @@ inline void endpoint::check_liveness() {
                                                           std::memory_order_acq_rel)) {
       segment_.header().departures.fetch_add(1, std::memory_order_acq_rel);
       wake_everyone();
+      // Settled here rather than by check_departures below, which cannot tell who found it.
+      depart(peer, presence::failed,
+             peers_[p].fd() >= 0 ? "its process ended without leaving the job (pidfd)"
+                                 : "its process ended without leaving the job (kill(pid, 0))");
     }
   }
   check_departures(/*force=*/true);
@@ -79,12 +83,22 @@ inline void endpoint::check_departures(bool force) {
     const auto p = static_cast<std::size_t>(peer);
     if (peer == rank_ || state_[p] != presence::present) continue;
     const presence there = segment_.slot(peer).state.load(std::memory_order_acquire);
-    if (there != presence::present) depart(peer, there);
+    if (there != presence::present) {
+      depart(peer, there,
+             "the segment marks it failed (another rank found its process gone, "
+             "or it failed itself)");
+    }
   }
 }
 
-inline void endpoint::depart(int peer, presence how) {
+// `found`: how the loss was noticed, for the log (a rank that finished is no news).
+inline void endpoint::depart(int peer, presence how, std::string_view found) {
   const auto p = static_cast<std::size_t>(peer);
+  if (how == presence::failed) {
+    COMMX_LOG(warn, log_, "lost rank {}: {}", peer, found);
+  } else {
+    COMMX_LOG(debug, log_, "rank {} left the job", peer);
+  }
   drain(peer, /*limit=*/static_cast<std::size_t>(-1));  // what it sent before going counts
   state_[p] = how;
   ++events_;

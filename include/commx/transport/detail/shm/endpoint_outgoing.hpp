@@ -142,6 +142,18 @@ inline void endpoint::probe_cross_memory() {
     }
   }
   cross_memory_ = answer == cross_copy::done;
+  if (!cross_memory_ && opts_.large == large_path::automatic) {
+    // Users want to know: large messages then cost two copies instead of one.
+    COMMX_LOG(info, log_, "messages above {} bytes are copied through the ring, not by cma: {}",
+              eager_limit_,
+              answer == cross_copy::refused
+                  ? fmt::format("the kernel does not let this process read rank {}'s memory "
+                                "(process_vm_readv: ptrace permission, Yama or seccomp)",
+                                asked)
+              : answer == cross_copy::bad_address
+                  ? fmt::format("process_vm_readv read a wrong value from rank {}'s memory", asked)
+                  : std::string("no other rank's process was left to ask"));
+  }
   if (!cross_memory_ && opts_.large == large_path::cma) {
     throw error(errc::bootstrap_failed,
                 fmt::format("shm: rank {}: COMMX_SHM_LARGE=cma, but the kernel does not let "
