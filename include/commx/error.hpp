@@ -134,12 +134,18 @@ inline std::string describe(const error_context& where) {
 
 }  // namespace detail
 
+/// The `commx::error` throw_error throws: `code`, the context, and a sentence saying why.
+[[nodiscard]] inline error make_error(std::error_code code, const error_context& where,
+                                      std::string_view reason = {}) {
+  std::string text = detail::describe(where);
+  if (!reason.empty()) text += fmt::format(": {}", reason);
+  return {code, text};
+}
+
 /// Throws `commx::error` with `code`, the context, and a sentence saying why.
 [[noreturn]] inline void throw_error(std::error_code code, const error_context& where,
                                      std::string_view reason = {}) {
-  std::string text = detail::describe(where);
-  if (!reason.empty()) text += fmt::format(": {}", reason);
-  throw error(code, text);
+  throw make_error(code, where, reason);
 }
 
 /// Throws `commx::error` with `code`, the context, and a sentence saying why.

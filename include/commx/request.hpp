@@ -23,6 +23,7 @@
 #include "commx/coll/concept.hpp"
 #include "commx/deadline.hpp"
 #include "commx/detail/rank_state.hpp"
+#include "commx/detail/timeout.hpp"
 #include "commx/error.hpp"
 #include "commx/serialize.hpp"
 #include "commx/stats.hpp"
@@ -194,7 +195,8 @@ class request {
     const bool done = detail::wait_until(state_->endpoint, handle_, when);
     account_wait(watch.seconds());
     if (!done && cancel()) {
-      throw_error(errc::timeout, where_, "the deadline passed before the operation completed");
+      detail::throw_timeout(state_->endpoint, where_,
+                            "the deadline passed before the operation completed");
     }
     return complete();
   }
@@ -227,6 +229,10 @@ class request {
   }
 
   [[noreturn]] void fail(const transport::op_result& result) {
+    if (result.error == errc::timeout) {  // the transport's own deadline (mpi's)
+      detail::throw_timeout(state_->endpoint, where_,
+                            "the deadline passed before the operation completed");
+    }
     detail::throw_failed(result, where_, *group_);
   }
 
@@ -295,9 +301,10 @@ std::size_t wait_any(Range&& requests, deadline until) {
       ++index;
     }
     if (clock::now() >= when) {
-      throw_error(errc::timeout, first->where_,
-                  fmt::format("wait_any: none of {} requests completed before the deadline",
-                              std::ranges::size(requests)));
+      detail::throw_timeout(state->endpoint, first->where_,
+                            fmt::format("wait_any: none of {} requests completed before the "
+                                        "deadline",
+                                        std::ranges::size(requests)));
     }
     state->endpoint.wait_for_event(seen, when);
   }

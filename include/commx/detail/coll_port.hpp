@@ -12,6 +12,7 @@
 #include "commx/coll/concept.hpp"
 #include "commx/deadline.hpp"
 #include "commx/detail/rank_state.hpp"
+#include "commx/detail/timeout.hpp"
 #include "commx/error.hpp"
 #include "commx/request.hpp"
 #include "commx/serialize.hpp"
@@ -165,9 +166,9 @@ class coll_port {
     }
     if (!done && state_.endpoint.cancel(p.handle_)) {
       p.endpoint_ = nullptr;
-      throw_error(errc::timeout, where(p),
-                  p.is_recv_ ? "waiting for this peer's part of the collective"
-                             : "waiting for this peer to take its part of the collective");
+      throw_timeout(state_.endpoint, where(p),
+                    p.is_recv_ ? "waiting for this peer's part of the collective"
+                               : "waiting for this peer to take its part of the collective");
     }
     p.endpoint_ = nullptr;
     const transport::op_result result = state_.endpoint.result(p.handle_);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "commx/bootstrap.hpp"
+#include "commx/log.hpp"
 #include "commx/transport/concept.hpp"
 #include "commx/transport/detail/shm/endpoint.hpp"
 #include "commx/transport/detail/shm/options.hpp"
@@ -88,8 +89,7 @@ class shm {
       throw error(errc::invalid_argument,
                   fmt::format("shm: ring size {} is not a power of two in [4 KiB, 1 GiB]", ring));
     }
-    auto seg = detail::shm::segment::join(segment_name, rank, size, ring,
-                                          clock::now() + opts.startup_timeout);
+    auto seg = join(segment_name, rank, size, ring, opts);
     endpoint_ = std::make_unique<detail::shm::endpoint>(std::move(seg), rank, size, opts);
   }
 
@@ -155,6 +155,18 @@ class shm {
   [[nodiscard]] const std::string& segment_name() const { return endpoint_->segment_name(); }
 
  private:
+  // segment::join, with its start-up timeout logged (COMMX_LOG=info) as every timeout is.
+  static detail::shm::segment join(const std::string& segment_name, int rank, int size,
+                                   std::size_t ring, const options& opts) {
+    try {
+      return detail::shm::segment::join(segment_name, rank, size, ring,
+                                        clock::now() + opts.startup_timeout);
+    } catch (const error& e) {
+      if (e.code() == errc::timeout) COMMX_LOG(info, (log::context{name, rank}), "{}", e.what());
+      throw;
+    }
+  }
+
   std::unique_ptr<detail::shm::endpoint> endpoint_;
 };
 

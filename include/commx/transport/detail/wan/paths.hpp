@@ -157,10 +157,11 @@ class paths {
              (ready(peer) && (p.epoch >= before + 2 || (p.epoch > before && p.tuning == tuning)));
     };
     if (!run_until(applied, until)) {
-      COMMX_LOG(warn, engine_.log_context(), "retune of the path to rank {}: timed out", peer);
-      throw error(errc::timeout, fmt::format("wan: rank {}: retune of the path to rank {}: not "
-                                             "reopened within the timeout",
-                                             engine_.rank(), peer));
+      error e(errc::timeout, fmt::format("wan: rank {}: retune of the path to rank {}: not "
+                                         "reopened within the timeout",
+                                         engine_.rank(), peer));
+      COMMX_LOG(info, engine_.log_context(), "{}", e.what());  // as every timeout
+      throw e;
     }
     check_connected(peer, "retune");
   }
