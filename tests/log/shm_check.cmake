@@ -1,0 +1,40 @@
+# SPDX-License-Identifier: MIT
+# Runs log_shm_job ${MODE} (peer-lost or timeout) as 2 ranks under commxrun with
+# COMMX_LOG=${LEVEL} and checks rank 0's line on stderr:
+#   cmake -DCOMMXRUN=... -DJOB=... -DMODE=... -DLEVEL=... -P shm_check.cmake
+execute_process(COMMAND ${CMAKE_COMMAND} -E env COMMX_LOG=${LEVEL} ${COMMXRUN} -n 2 --timeout 30
+                        ${JOB} ${MODE}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the job failed (${rc}): rank 0 did not see the error it waited for\n"
+                      "${out}${err}")
+endif()
+
+# commxrun puts "[rank] " before each line a rank writes.
+string(REGEX MATCH "\\[0\\] what: ([^\n]*)\n" found "${out}")
+if(NOT found)
+  message(FATAL_ERROR "rank 0 printed no exception text:\n${out}${err}")
+endif()
+set(what "${CMAKE_MATCH_1}")
+
+if(MODE STREQUAL "peer-lost")
+  # Found by rank 0's own poll of rank 1's process (pidfd; kill(pid, 0) where there is none).
+  set(lost "\\[0\\] commx\\[rank 0 shm\\] warn: lost rank 1: its process ended without leaving "
+           "the job \\((pidfd|kill\\(pid, 0\\))\\)\n")
+  string(CONCAT lost ${lost})
+  if(NOT err MATCHES "${lost}")
+    message(FATAL_ERROR "COMMX_LOG=${LEVEL}: no peer-loss line from rank 0 on stderr:\n${err}")
+  endif()
+  if(err MATCHES " info: ")
+    message(FATAL_ERROR "COMMX_LOG=${LEVEL}: an info line on stderr:\n${err}")
+  endif()
+elseif(MODE STREQUAL "timeout")
+  # The line says what the exception says, word for word.
+  string(FIND "${err}" "[0] commx[rank 0 shm] info: ${what}\n" at)
+  if(LEVEL STREQUAL "info" AND at EQUAL -1)
+    message(FATAL_ERROR "COMMX_LOG=info: no timeout line saying '${what}' on stderr:\n${err}")
+  endif()
+  if(LEVEL STREQUAL "warn" AND NOT at EQUAL -1)
+    message(FATAL_ERROR "COMMX_LOG=warn: the timeout (an info line) printed:\n${err}")
+  endif()
+endif()

@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+// A 2-rank shm job for the COMMX_LOG events shm_check.cmake looks for:
+//
+//   commxrun -n 2 log_shm_job peer-lost   rank 1 ends without leaving the job; rank 0 notices
+//   commxrun -n 2 log_shm_job timeout     rank 0's receive from rank 1 passes its deadline
+//
+// Rank 0 prints the exception's text on stdout ("what: ..."), so the check can compare the log
+// line with it. Exit status 0 only when rank 0 saw the error it was meant to see.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "commx/communicator.hpp"
+#include "commx/transport/shm.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  const bool peer_lost = std::strcmp(argv[1], "peer-lost") == 0;
+  auto world = commx::communicator<commx::transport::shm>::from_env();
+  if (world.size() != 2) return 2;
+  int value = 0;
+  if (world.rank() == 1) {
+    if (peer_lost) {
+      world.send(0, 1, value);
+      // Abruptly, as a crash would (no goodbye in the segment), but with status 0: commxrun
+      // then leaves rank 0 running, to notice the loss by itself.
+      std::fflush(nullptr);
+      ::_exit(0);
+    }
+    world.recv(0, 2, value);  // rank 0 is done timing out: only now may this rank leave
+    return 0;
+  }
+  const commx::errc expected = peer_lost ? commx::errc::peer_lost : commx::errc::timeout;
+  try {
+    if (peer_lost) {
+      world.recv(1, 1, value);
+      world.recv(1, 2, value);  // never sent: rank 1 is gone
+    } else {
+      world.recv(1, 7, value, std::chrono::milliseconds(100));  // never sent
+    }
+    return 1;
+  } catch (const commx::error& e) {
+    fmt::print("what: {}\n", e.what());
+    std::fflush(stdout);
+    if (e.code() != expected) return 1;
+  }
+  if (!peer_lost) world.send(1, 2, value);
+  return 0;
+}
