@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  g++ cmake ninja-build pkg-config clang-format
+  g++ cmake ninja-build pkg-config clang-format ccache
   libasio-dev libfmt-dev catch2 libcereal-dev libbenchmark-dev
   # Open MPI: the benchmarks compare commx with its collectives (and CI compiles that driver);
   # commx::mpi is built and tested against it, and against MPICH (the "mpich" preset).

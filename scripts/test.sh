@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The test command: installs what is missing, then builds and runs every test in three builds:
-# dev (warnings are errors), ASan+UBSan, and TSan. Exits non-zero if anything fails.
+# The test command: installs what is missing, checks the format and the API reference, then
+# builds and runs the tests in four builds: dev (every suite, warnings are errors), the MPI
+# suites against MPICH, ASan+UBSan on the suites that handle memory and TSan on those whose ranks
+# are threads (tests/CMakeLists.txt, COMMX_TEST_FOCUS). Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +12,15 @@ bash scripts/setup.sh
 echo "=== format (.clang-format)"
 mapfile -t sources < <(find include tools tests examples bench -name '*.hpp' -o -name '*.cpp')
 clang-format --dry-run --Werror "${sources[@]}"
+
+echo "=== API reference (Doxygen; a warning fails it)"
+bash scripts/docs.sh
+
+# ccache: within one run, what two builds compile alike is compiled once (the mpich build's
+# shared pieces, the package tests' consumers); a second run recompiles only what changed.
+if command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache
+fi
 
 jobs=$(nproc)
 run_preset() {

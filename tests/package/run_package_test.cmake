@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: MIT
 # One packaging test: a consumer project uses commx's stacks COMPONENTS (a |-list) and runs a
 # small job on each.
-#   MODE=find_package      installs the build tree into WORK_DIR/prefix; find_package(commx
-#                          COMPONENTS ...) from there; commxrun is the installed one
+#   MODE=install           installs the build tree into PREFIX (the others' fixture)
+#   MODE=find_package      find_package(commx COMPONENTS ...) from PREFIX; commxrun is the
+#                          installed one
 #   MODE=add_subdirectory  the consumer add_subdirectory()s the source tree; commxrun is COMMXRUN
-#   MODE=pkg_config        installs, then a Makefile builds hello with `pkg-config commx-<stack>`
-# cmake -DMODE= -DCOMPONENTS= -DCOMMX_SOURCE_DIR= -DCOMMX_BINARY_DIR= -DWORK_DIR=
+#   MODE=pkg_config        a Makefile builds hello with `pkg-config commx-<stack>` from PREFIX
+# cmake -DMODE= -DCOMPONENTS= -DCOMMX_SOURCE_DIR= -DCOMMX_BINARY_DIR= -DWORK_DIR= -DPREFIX=
 #       -DCMAKE_CXX_COMPILER= -DGENERATOR= [-DCOMMXRUN=] [-DMPI_LAUNCH=<|-list with @N@>]
 #       -P run_package_test.cmake
 cmake_minimum_required(VERSION 3.21)
@@ -27,16 +28,24 @@ file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(build ${WORK_DIR}/build)
 
-if(MODE STREQUAL "find_package" OR MODE STREQUAL "pkg_config")
-  set(prefix ${WORK_DIR}/prefix)
-  run(${CMAKE_COMMAND} --install ${COMMX_BINARY_DIR} --prefix ${prefix})
+if(MODE STREQUAL "install")
+  # The install tree the find_package and pkg_config tests share (a CTest fixture): their
+  # consumers then compile with the same flags, and ccache serves `all` what the singles built.
+  file(REMOVE_RECURSE ${PREFIX})
+  run(${CMAKE_COMMAND} --install ${COMMX_BINARY_DIR} --prefix ${PREFIX})
   foreach(installed include/commx/commx.hpp lib/cmake/commx/commxConfig.cmake
                     lib/cmake/commx/commxConfigVersion.cmake lib/cmake/commx/CommxVariants.cmake
                     lib/cmake/commx/commx-targets.cmake lib/pkgconfig/commx.pc bin/commxrun)
-    if(NOT EXISTS ${prefix}/${installed})
+    if(NOT EXISTS ${PREFIX}/${installed})
       message(FATAL_ERROR "install tree lacks ${installed}")
     endif()
   endforeach()
+  message(STATUS "installed into ${PREFIX}")
+  return()
+endif()
+
+if(MODE STREQUAL "find_package" OR MODE STREQUAL "pkg_config")
+  set(prefix ${PREFIX})
   set(commxrun ${prefix}/bin/commxrun)
 else()
   set(commxrun ${COMMXRUN})

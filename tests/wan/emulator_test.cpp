@@ -10,7 +10,6 @@
 // Every socket has 20 s send and receive timeouts, so no step can hang; wanemu is stopped (and
 // its namespaces removed) by the emulator's destructor even when a check fails.
 
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <algorithm>

@@ -5,7 +5,6 @@
 // gateway; a two-rank wan job (rank 0 at A, rank 1 at B) runs MPWide's patterns and a transfer
 // checked byte for byte through them. Needs root (else exits 77: reported skipped).
 
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <array>

@@ -6,7 +6,6 @@
 // data stream shut down mid-transfer fails both ranks with errc::peer_lost, never a hang.
 // Needs root and /dev/net/tun (else exits 77: reported skipped).
 
-#define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <cstdio>
