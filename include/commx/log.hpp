@@ -88,10 +88,13 @@ inline void log_write(std::string_view line) noexcept {
 [[nodiscard]] inline log::level read_log_level(const char* value) noexcept {
   if (value == nullptr || *value == '\0') return log::default_level;
   if (const auto l = log::parse_level(value)) return *l;
-  log_write(
-      fmt::format("commx: COMMX_LOG='{}' is not a log level (off, error, warn, info, "
-                  "debug); using '{}'\n",
-                  value, log::name_of(log::default_level)));
+  try {
+    log_write(
+        fmt::format("commx: COMMX_LOG='{}' is not a log level (off, error, warn, info, "
+                    "debug); using '{}'\n",
+                    value, log::name_of(log::default_level)));
+  } catch (...) {  // out of memory: the complaint is lost, the default still applies
+  }
   return log::default_level;
 }
 
@@ -157,10 +160,16 @@ void print(level l, const context& c, fmt::format_string<Args...> format, Args&&
 /// Logs one line at level `lvl` (error, warn, info or debug) for the log::context `ctx`:
 /// `COMMX_LOG(info, log_, "connected to rank {} ({})", peer, text_of(ep));`. When the level is
 /// off it costs one predictable branch: neither the arguments nor the line are evaluated (the
-/// first call of a process also reads COMMX_LOG, through log::enabled).
-#define COMMX_LOG(lvl, ctx, ...)                                              \
-  do {                                                                        \
-    if (::commx::detail::log_may(::commx::log::level::lvl) &&                 \
-        ::commx::log::enabled(::commx::log::level::lvl)) [[unlikely]]         \
-      ::commx::log::print_line(::commx::log::level::lvl, (ctx), __VA_ARGS__); \
+/// first call of a process also reads COMMX_LOG, through log::enabled). It never throws: it is
+/// called from destructors and on the way to raising another error, so a line that cannot be
+/// built (out of memory) is dropped rather than replacing what the caller was doing.
+#define COMMX_LOG(lvl, ctx, ...)                                                \
+  do {                                                                          \
+    if (::commx::detail::log_may(::commx::log::level::lvl) &&                   \
+        ::commx::log::enabled(::commx::log::level::lvl)) [[unlikely]] {         \
+      try {                                                                     \
+        ::commx::log::print_line(::commx::log::level::lvl, (ctx), __VA_ARGS__); \
+      } catch (...) {                                                           \
+      }                                                                         \
+    }                                                                           \
   } while (false)

@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "support/catch_runner.hpp"
 #include "wan/emulator.hpp"
 
 namespace {
@@ -323,5 +324,5 @@ int main(int argc, char** argv) {
     std::printf("SKIP: the wan emulator tests need root and /dev/net/tun: %s\n", why->c_str());
     return commx::test::wan::kSkipReturnCode;
   }
-  return Catch::Session().run(argc, argv);
+  return commx::test::run_catch(argc, argv);
 }

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "support/catch_runner.hpp"
 #include "transport/tcp/processes.hpp"
 #include "support/netns.hpp"
 
@@ -171,5 +172,5 @@ int main(int argc, char** argv) {
     std::printf("SKIP: the relay's namespace test needs root (ip netns)\n");
     return commx::test::kSkipReturnCode;
   }
-  return Catch::Session().run(argc, argv);
+  return commx::test::run_catch(argc, argv);
 }

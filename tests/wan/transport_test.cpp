@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/catch_runner.hpp"
 #include "wan/emulator.hpp"
 
 namespace {
@@ -132,5 +133,5 @@ int main(int argc, char** argv) {
                 why->c_str());
     return commx::test::wan::kSkipReturnCode;
   }
-  return Catch::Session().run(argc, argv);
+  return commx::test::run_catch(argc, argv);
 }

@@ -181,6 +181,9 @@ class coll_port {
                               "different counts",
                               p.peer_, result.bytes, p.expected_));
     }
+    if (result.error == errc::timeout) {  // the transport's own deadline (mpi's)
+      throw_timeout(state_.endpoint, where(p), "the deadline passed before this peer's part");
+    }
     if (result.error) {
       throw_error(result.error, where(p), result.error == errc::peer_lost ? "peer is gone" : "");
     }

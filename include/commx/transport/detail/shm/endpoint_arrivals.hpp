@@ -152,10 +152,13 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int 
       return true;
     }
     if (copied == cross_copy::process_gone) {
-      COMMX_LOG(warn, log_,
-                "lost rank {}: its process was gone when copying a {}-byte message "
-                "from it (process_vm_readv)",
-                from, bytes);
+      // Once the segment marks it failed, depart() has said so (or will): one line per loss.
+      if (segment_.slot(from).state.load(std::memory_order_acquire) == presence::present) {
+        COMMX_LOG(warn, log_,
+                  "lost rank {}: its process was gone when copying a {}-byte message "
+                  "from it (process_vm_readv)",
+                  from, bytes);
+      }
       complete(op, lost(from, bytes));
       return true;
     }
