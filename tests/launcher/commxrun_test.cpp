@@ -443,6 +443,24 @@ TEST_CASE("SIGINT and SIGTERM to commxrun stop the ranks", "[launcher]") {
   CHECK(contains(r.err, "commxrun: received " + name + "; stopping 2 ranks (0-1)\n"));
 }
 
+TEST_CASE("--nodes places the ranks on simulated nodes in blocks (COMMX_NODE)", "[launcher]") {
+  // 5 ranks on 3 nodes: rank r on node r*3/5, as srun's block distribution places them.
+  const Result r = run({kRun, "-n", "5", "--nodes", "3", kProbe, "node"});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.code() == 0);
+  for (const char* line : {"[0] node 0 node0\n", "[1] node 1 node0\n", "[2] node 2 node1\n",
+                           "[3] node 3 node1\n", "[4] node 4 node2\n"})
+    CHECK(contains(r.out, line));
+  // Without --nodes the ranks keep the COMMX_NODE they inherit; with it, commxrun's wins.
+  ::setenv("COMMX_NODE", "outer", 1);
+  const Result kept = run({kRun, "-n", "2", kProbe, "node"});
+  const Result placed = run({kRun, "-n", "2", "--nodes=1", kProbe, "node"});
+  ::unsetenv("COMMX_NODE");
+  CHECK(contains(kept.out, "[1] node 1 outer\n"));
+  CHECK(contains(placed.out, "[1] node 1 node0\n"));
+  CHECK_FALSE(contains(placed.out, "outer"));
+}
+
 TEST_CASE("bad usage exits 2 with a message and the usage", "[launcher]") {
   struct Case {
     std::vector<std::string> args;
@@ -460,7 +478,10 @@ TEST_CASE("bad usage exits 2 with a message and the usage", "[launcher]") {
                Case{{"-n", "2", "--timeout", "-1", kProbe}, "invalid timeout '-1'"},
                Case{{"-n", "2", "--timeout", "0", kProbe}, "invalid timeout '0'"},
                Case{{"-n", "2", "--timeout", "nan", kProbe}, "invalid timeout 'nan'"},
-               Case{{"-n", "2", "--bogus", kProbe}, "unknown option '--bogus'"});
+               Case{{"-n", "2", "--bogus", kProbe}, "unknown option '--bogus'"},
+               Case{{"-n", "2", "--nodes", "3", kProbe}, "3 nodes for 2 ranks"},
+               Case{{"-n", "2", "--nodes", "0", kProbe}, "invalid number of nodes '0'"},
+               Case{{"-n", "2", "--nodes=x", kProbe}, "invalid number of nodes 'x'"});
   std::vector<std::string> cmd = {kRun};
   cmd.insert(cmd.end(), c.args.begin(), c.args.end());
   const Result r = run(cmd);

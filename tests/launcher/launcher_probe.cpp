@@ -120,6 +120,10 @@ int main(int argc, char** argv) {
 
   if (mode == "hello") return hello(rank, size);
   if (mode == "exit") return std::atoi(arg(2));
+  if (mode == "node") {
+    put(1, "node " + std::to_string(rank) + " " + env_str("COMMX_NODE") + "\n");
+    return 0;
+  }
   if (mode == "args") {
     for (int i = 2; i < argc; ++i) put(1, "arg " + std::to_string(rank) + " " + argv[i] + "\n");
     return 0;

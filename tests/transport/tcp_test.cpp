@@ -68,7 +68,8 @@ TEST_CASE("every malformed header field is refused before anything acts on it", 
     return decode(b, 1);
   };
   CHECK(broken([](auto& b) { b[0] = std::byte{'X'}; }).error == "bad magic");
-  CHECK(broken([](auto& b) { b[4] = std::byte{2}; }).error == "unsupported protocol version");
+  // Version 1 (before node names) is refused as any other.
+  CHECK(broken([](auto& b) { b[4] = std::byte{1}; }).error == "unsupported protocol version");
   CHECK(broken([](auto& b) { b[5] = std::byte{0}; }).error == "unknown frame kind");
   CHECK(broken([](auto& b) { b[5] = std::byte{200}; }).error == "unknown frame kind");
   CHECK(broken([](auto& b) { b[6] = std::byte{1}; }).error == "unknown flags");
@@ -122,6 +123,19 @@ TEST_CASE("endpoint records and tables are checked field by field", "[tcp][frame
   CHECK(!tcp::decode_endpoint(bad));
   bad = sited;
   bad[20 + 15] = std::byte{'x'};  // a byte after the name's end
+  CHECK(!tcp::decode_endpoint(bad));
+  // The node name (COMMX_NODE), after the site's, by the same rules.
+  tcp::endpoint_record on_node = at_site;
+  on_node.node = "node7";
+  const auto noded = tcp::encode(on_node);
+  REQUIRE(tcp::decode_endpoint(noded));
+  CHECK(*tcp::decode_endpoint(noded) == on_node);
+  CHECK(*tcp::decode_endpoint(sited) != on_node);
+  bad = noded;
+  bad[36 + 2] = std::byte{'/'};
+  CHECK(!tcp::decode_endpoint(bad));
+  bad = noded;
+  bad[36 + 15] = std::byte{'x'};
   CHECK(!tcp::decode_endpoint(bad));
 }
 

@@ -2,10 +2,11 @@
 //
 // commxrun: the commx local launcher.
 //
-//   commxrun -n N [--timeout S] [--] program [args...]
+//   commxrun -n N [--nodes K] [--timeout S] [--] program [args...]
 //
 // Starts N local processes ("ranks") of a program, each in its own process group, with
 //   COMMX_RANK=i, COMMX_SIZE=N, COMMX_ROOT=127.0.0.1:PORT, COMMX_TOKEN=<64 hex chars>
+// (and with --nodes, COMMX_NODE=node<k>: K simulated nodes, in blocks of ranks)
 // in the environment and stdin from /dev/null. Every line a rank writes to stdout or stderr is
 // copied, prefixed with "[i] ", to commxrun's stdout or stderr, one whole line at a time.
 // If a rank fails (non-zero exit or killed by a signal), on --timeout, or when commxrun gets
@@ -75,13 +76,15 @@ constexpr std::size_t kMaxLine = 64 * 1024;  // a longer line without '\n' is sp
 constexpr double kMaxTimeout = 1e9;          // seconds; more is treated as this
 
 constexpr std::string_view kUsage =
-    "usage: commxrun -n N [--timeout S] [--] program [args...]\n"
+    "usage: commxrun -n N [--nodes K] [--timeout S] [--] program [args...]\n"
     "\n"
     "Start N local ranks of program with COMMX_RANK, COMMX_SIZE, COMMX_ROOT and COMMX_TOKEN\n"
     "set, and copy their output line by line, prefixed with \"[rank] \".\n"
     "\n"
     "options:\n"
     "  -n, --np N     number of ranks to start (at least 1)\n"
+    "  --nodes K      place the ranks on K simulated nodes of this machine, in blocks as\n"
+    "                 srun does (rank i on node i*K/N): COMMX_NODE=node0 ... node<K-1>\n"
     "  --timeout S    stop all ranks after S seconds (may be fractional) and exit 124\n"
     "  -h, --help     show this help and exit\n"
     "  --version      show the version and exit\n"
@@ -176,6 +179,7 @@ std::string signal_name(int sig) {
 
 struct Options {
   int nranks = 0;
+  int nodes = 0;                  // 0: not placed (COMMX_NODE as inherited)
   std::optional<double> timeout;  // seconds
   std::vector<char*> command;     // program and its arguments, null-terminated
 };
@@ -196,6 +200,16 @@ int parse_nranks(std::string_view text) {
   if (v < 1) usage_error(fmt::format("the number of ranks must be at least 1 (got {})", s));
   if (errno == ERANGE || v > kMaxRanks)
     usage_error(fmt::format("too many ranks: {} (at most {})", s, kMaxRanks));
+  return static_cast<int>(v);
+}
+
+int parse_nodes(std::string_view text) {
+  const std::string s(text);
+  char* end = nullptr;
+  errno = 0;
+  const long v = s.empty() || s[0] < '0' || s[0] > '9' ? 0 : std::strtol(s.c_str(), &end, 10);
+  if (v < 1 || *end != '\0' || errno == ERANGE || v > kMaxRanks)
+    usage_error(fmt::format("invalid number of nodes '{}' (expected 1 to the number of ranks)", s));
   return static_cast<int>(v);
 }
 
@@ -241,6 +255,10 @@ Options parse_args(int argc, char** argv) {
     } else if (a.starts_with("-n") && !a.starts_with("-np")) {  // -n4
       opt.nranks = parse_nranks(a.substr(2));
       have_n = true;
+    } else if (a == "--nodes") {
+      opt.nodes = parse_nodes(value(a));
+    } else if (a.starts_with("--nodes=")) {
+      opt.nodes = parse_nodes(a.substr(8));
     } else if (a == "--timeout") {
       opt.timeout = parse_timeout(value(a));
     } else if (a.starts_with("--timeout=")) {
@@ -252,6 +270,9 @@ Options parse_args(int argc, char** argv) {
     }
   }
   if (!have_n) usage_error("missing the number of ranks (-n N)");
+  if (opt.nodes > opt.nranks)
+    usage_error(
+        fmt::format("{} nodes for {} ranks: a node would hold none", opt.nodes, opt.nranks));
   if (i >= argc) usage_error("no program given");
   for (; i < argc; ++i) opt.command.push_back(argv[i]);
   opt.command.push_back(nullptr);
@@ -314,13 +335,15 @@ std::string make_token() {
   return token;
 }
 
-// The parent's environment without any COMMX_RANK/SIZE/ROOT/TOKEN it may carry.
-std::vector<std::string> inherited_environment() {
+// The parent's environment without any COMMX_RANK/SIZE/ROOT/TOKEN it may carry (and without
+// COMMX_NODE when commxrun places the ranks itself).
+std::vector<std::string> inherited_environment(bool placing_nodes) {
   static constexpr std::string_view kOurs[] = {
       "COMMX_RANK=", "COMMX_SIZE=", "COMMX_ROOT=", "COMMX_TOKEN="};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view v = *e;
+    if (placing_nodes && v.starts_with("COMMX_NODE=")) continue;
     if (std::none_of(std::begin(kOurs), std::end(kOurs),
                      [&](std::string_view p) { return v.starts_with(p); }))
       env.emplace_back(v);
@@ -474,11 +497,12 @@ class Launcher {
     const std::string root = fmt::format("127.0.0.1:{}", choose_port());
     token_ = make_token();
     const std::string& token = token_;
-    std::vector<std::string> env = inherited_environment();
+    std::vector<std::string> env = inherited_environment(opt_.nodes > 0);
     env.push_back(fmt::format("COMMX_SIZE={}", opt_.nranks));
     env.push_back("COMMX_ROOT=" + root);
     env.push_back("COMMX_TOKEN=" + token);
-    env.emplace_back();  // COMMX_RANK, set per rank
+    if (opt_.nodes > 0) env.emplace_back();  // COMMX_NODE, set per rank
+    env.emplace_back();                      // COMMX_RANK, set per rank
     std::vector<char*> envp;
     envp.reserve(env.size() + 1);
     for (std::string& e : env) envp.push_back(e.data());
@@ -507,6 +531,11 @@ class Launcher {
       }
       env.back() = fmt::format("COMMX_RANK={}", i);
       envp[env.size() - 1] = env.back().data();
+      if (opt_.nodes > 0) {  // blocks: node k holds ranks [k*N/K, (k+1)*N/K)
+        const auto node = (i * static_cast<std::size_t>(opt_.nodes)) / ranks_.size();
+        env[env.size() - 2] = fmt::format("COMMX_NODE=node{}", node);
+        envp[env.size() - 2] = env[env.size() - 2].data();
+      }
 
       const pid_t pid = ::fork();
       if (pid == 0) exec_rank(cx_, out_w, err_w, opt_.command.data(), envp.data());

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "commx/coll/hierarchical.hpp"
 #include "commx/communicator.hpp"
 #include "commx/transport/tcp.hpp"
 #include "support/check.hpp"
@@ -191,11 +192,38 @@ void hosts(comm& world) {
   world.barrier();
 }
 
+/// Ranks placed on named nodes (COMMX_NODE; commxrun --nodes): `expected` is every rank's node
+/// id, space-separated. Each rank checks node_of against it, that split_by_node holds exactly
+/// the ranks of its node, and that coll::hierarchical (node-local step, then leaders) sums.
+void nodes(std::string_view expected) {
+  using hierarchical = commx::communicator<commx::transport::tcp, commx::coll::hierarchical>;
+  hierarchical world = hierarchical::from_env();
+  std::string seen;
+  for (int r = 0; r < world.size(); ++r)
+    seen += fmt::format("{}{}", r ? " " : "", world.node_of(r));
+  say(fmt::format("rank {} nodes {}", world.rank(), seen));
+  COMMX_CHECK_EQ(seen, std::string(expected));
+  const hierarchical local = world.split_by_node();
+  int on_my_node = 0;
+  for (int r = 0; r < world.size(); ++r)
+    on_my_node += world.node_of(r) == world.node_of(world.rank());
+  COMMX_CHECK_EQ(local.size(), on_my_node);
+  std::vector<int> v{world.rank(), 1};
+  world.allreduce(std::span(v), std::plus<>{});
+  COMMX_CHECK_EQ(v[0], world.size() * (world.size() - 1) / 2);
+  COMMX_CHECK_EQ(v[1], world.size());
+  say(fmt::format("rank {} hierarchical sum {}", world.rank(), v[0]));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string_view scenario = argc > 1 ? argv[1] : "";
   try {
+    if (scenario == "nodes" && argc > 2) {
+      nodes(argv[2]);
+      return 0;
+    }
     comm world = comm::from_env();
     if (scenario == "strangers") {
       strangers(world);

@@ -12,6 +12,7 @@
 /// | COMMX_IFACE | or: the interface whose address it listens on (`eth1`) |
 /// | COMMX_PORT_RANGE | `lo-hi`: listen on the first free port in the range (firewalls) |
 /// | COMMX_SITE | the site this rank is at (a name: letters, digits, `.`, `_`, `-`; up to 16) |
+/// | COMMX_NODE | the node this rank is on (a name, as a site's): ranks of one site with the same name share a node; unset: ranks listening on one host address share one (`commxrun --nodes` sets it, to make several nodes of one machine) |
 /// | COMMX_RELAY | host:port of this site's commx-relay: ranks at other sites are reached through it |
 /// | COMMX_ROOT_SITE | the site rank 0 is at (default: this rank's), so the rendezvous is relayed too |
 /// | COMMX_TIMEOUT | seconds the rendezvous may take, as for every blocking call (60) |
@@ -63,6 +64,7 @@ struct config {
   std::string relay_host;  ///< empty: connect to every rank directly
   std::uint16_t relay_port = 0;
   std::string root_site;  ///< the site of rank 0's rendezvous; this rank's own by default
+  std::string node;       ///< COMMX_NODE; empty: the node is the host (the listen address)
 };
 
 /// "host:port" or "[v6]:port" split in two.
@@ -160,18 +162,19 @@ inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_
   } else if (const auto iface = get("COMMX_IFACE")) {
     c.listen_address = interface_address(*iface);
   }
-  const auto site_from_env = [&](const char* variable) {
+  const auto name_from_env = [&](const char* variable, const char* what) {
     const std::string name = get(variable).value_or("");
     if (!valid_site_name(name)) {
       throw error(errc::bootstrap_failed,
-                  fmt::format("{}='{}' is not a site name (1 to {} letters, digits, '.', '_' or "
+                  fmt::format("{}='{}' is not a {} name (1 to {} letters, digits, '.', '_' or "
                               "'-')",
-                              variable, name, max_site_name));
+                              variable, name, what, max_site_name));
     }
     return name;
   };
-  c.site = site_from_env("COMMX_SITE");
-  c.root_site = get("COMMX_ROOT_SITE") ? site_from_env("COMMX_ROOT_SITE") : c.site;
+  c.site = name_from_env("COMMX_SITE", "site");
+  c.root_site = get("COMMX_ROOT_SITE") ? name_from_env("COMMX_ROOT_SITE", "site") : c.site;
+  c.node = name_from_env("COMMX_NODE", "node");
   if (const auto relay = get("COMMX_RELAY")) {
     if (c.site.empty()) {
       throw error(errc::bootstrap_failed,

@@ -5,6 +5,8 @@
 /// out the table, every other rank dials in (through a relay across sites) and then connects to
 /// the ranks below it. Out of line as Asio's detail/impl files are, included by engine.hpp.
 
+#include <tuple>
+
 #include "commx/transport/detail/tcp/engine.hpp"
 
 namespace commx::detail::tcp {
@@ -18,14 +20,17 @@ inline void engine::join() {
   } else {
     join_as_member(until);
   }
-  // Node ids: ranks that listen on the same host address at the same site share a node (two
-  // sites may use the same private addresses).
-  std::vector<std::pair<std::string, std::array<std::uint8_t, 16>>> hosts;
+  // Node ids: ranks at the same site share a node when they name the same one (COMMX_NODE),
+  // or, naming none, when they listen on the same host address (two sites may use the same
+  // private addresses, and one host may hold several named nodes).
+  using place = std::tuple<std::string, std::string, std::array<std::uint8_t, 16>>;
+  std::vector<place> nodes;
   for (int r = 0; r < size(); ++r) {
-    const auto a = std::make_pair(table_[index(r)].site, table_[index(r)].address);
-    auto known = std::find(hosts.begin(), hosts.end(), a);
-    nodes_[index(r)] = static_cast<int>(known - hosts.begin());
-    if (known == hosts.end()) hosts.push_back(a);
+    const endpoint_record& e = table_[index(r)];
+    const place p{e.site, e.node, e.node.empty() ? e.address : std::array<std::uint8_t, 16>{}};
+    auto known = std::find(nodes.begin(), nodes.end(), p);
+    nodes_[index(r)] = static_cast<int>(known - nodes.begin());
+    if (known == nodes.end()) nodes.push_back(p);
   }
   joined_ = true;
   COMMX_LOG(debug, log_, "rendezvous at {} done: {} ranks", root_text(), size());
@@ -34,6 +39,7 @@ inline void engine::join() {
 inline endpoint_record engine::record_of(const asio::ip::tcp::endpoint& ep) const {
   endpoint_record e;
   e.site = cfg_.site;
+  e.node = cfg_.node;
   e.port = ep.port();
   if (ep.address().is_v6()) {
     e.v6 = true;

@@ -19,10 +19,12 @@
 /// | 24 | 8 | length: payload bytes that follow (eager, data, bootstrap), the message size (rts) |
 /// | 32 | 8 | cookie: rendezvous id (rts, cts, data, revoke), bytes returned (credit) |
 ///
-/// Bootstrap payloads: an `address` frame carries one 36-byte endpoint (family 4 or 6, a zero
+/// Bootstrap payloads: an `address` frame carries one 52-byte endpoint (family 4 or 6, a zero
 /// byte, port, 16 address bytes with IPv4 in the first 4 and the rest zero, then the rank's
-/// site name in 16 bytes, zero-padded: sites joined through commx-relay); a `table` frame one
+/// site name in 16 bytes, zero-padded: sites joined through commx-relay; then its node name in
+/// 16 bytes, zero-padded: COMMX_NODE, empty when the node is the host); a `table` frame one
 /// per rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
+/// Version 2 added the node name.
 
 #include <array>
 #include <cstddef>
@@ -32,6 +34,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "commx/transport/message.hpp"
@@ -39,7 +42,7 @@
 namespace commx::detail::tcp {
 
 inline constexpr std::uint32_t frame_magic = 0x46584d43;  // "CMXF" as it reads on the wire
-inline constexpr std::uint8_t protocol_version = 1;
+inline constexpr std::uint8_t protocol_version = 2;
 inline constexpr std::size_t header_size = 40;
 /// The largest eager payload any sender may use, whatever its configuration.
 inline constexpr std::size_t max_eager_payload = std::size_t{1} << 20;
@@ -47,8 +50,9 @@ inline constexpr std::size_t max_eager_payload = std::size_t{1} << 20;
 inline constexpr std::uint64_t max_message_size = std::uint64_t{1} << 40;
 /// The largest eager window a receiver may grant, so credits are checked against a bound.
 inline constexpr std::uint64_t max_window = std::uint64_t{1} << 32;
-inline constexpr std::size_t endpoint_size = 36;
+inline constexpr std::size_t endpoint_size = 52;
 inline constexpr std::size_t max_site_name = 16;
+inline constexpr std::size_t max_node_name = 16;
 inline constexpr std::size_t max_ranks = std::size_t{1} << 20;
 inline constexpr std::size_t max_abort_text = 4096;
 
@@ -175,8 +179,9 @@ inline decoded decode(std::span<const std::byte, header_size> in, int expected_s
   return d;
 }
 
-/// A site name: 1 to 16 letters, digits, '.', '_' or '-' (or empty: no site).
+/// A site or node name: 1 to 16 letters, digits, '.', '_' or '-' (or empty: none given).
 inline bool valid_site_name(std::string_view name) {
+  static_assert(max_node_name == max_site_name, "node names follow the rules of site names");
   if (name.size() > max_site_name) return false;
   for (const char c : name) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -186,12 +191,13 @@ inline bool valid_site_name(std::string_view name) {
   return true;
 }
 
-/// A listen endpoint as the bootstrap frames carry it, with the site its rank is at.
+/// A listen endpoint as the bootstrap frames carry it, with the site and node its rank is at.
 struct endpoint_record {
   bool v6 = false;
   std::uint16_t port = 0;
   std::array<std::uint8_t, 16> address{};
   std::string site;  ///< valid_site_name; empty: no site given
+  std::string node;  ///< valid_site_name; empty: the node is the host (its listen address)
 
   friend bool operator==(const endpoint_record&, const endpoint_record&) = default;
 };
@@ -204,8 +210,28 @@ inline std::array<std::byte, endpoint_size> encode(const endpoint_record& e) {
   for (std::size_t i = 0; i < e.site.size() && i < max_site_name; ++i) {
     out[20 + i] = static_cast<std::byte>(e.site[i]);
   }
+  for (std::size_t i = 0; i < e.node.size() && i < max_node_name; ++i) {
+    out[36 + i] = static_cast<std::byte>(e.node[i]);
+  }
   return out;
 }
+
+namespace wire {
+
+/// The name in the zero-padded bytes of `in`; nullopt if a byte after its end is not
+/// zero or a character is not a name's.
+inline std::optional<std::string> get_name(std::span<const std::byte> in) {
+  std::size_t length = 0;
+  while (length < in.size() && in[length] != std::byte{0}) ++length;
+  for (std::size_t i = length; i < in.size(); ++i) {
+    if (in[i] != std::byte{0}) return std::nullopt;  // padding is zero, to the end
+  }
+  std::string name(reinterpret_cast<const char*>(in.data()), length);
+  if (!valid_site_name(name)) return std::nullopt;
+  return name;
+}
+
+}  // namespace wire
 
 /// Decodes one endpoint record; nullopt if any field is out of range.
 inline std::optional<endpoint_record> decode_endpoint(std::span<const std::byte> in) {
@@ -220,13 +246,11 @@ inline std::optional<endpoint_record> decode_endpoint(std::span<const std::byte>
     e.address[i] = std::to_integer<std::uint8_t>(in[4 + i]);
     if (!e.v6 && i >= 4 && e.address[i] != 0) return std::nullopt;
   }
-  std::size_t length = 0;
-  while (length < max_site_name && in[20 + length] != std::byte{0}) ++length;
-  for (std::size_t i = length; i < max_site_name; ++i) {
-    if (in[20 + i] != std::byte{0}) return std::nullopt;  // padding is zero, to the end
-  }
-  e.site.assign(reinterpret_cast<const char*>(&in[20]), length);
-  if (!valid_site_name(e.site)) return std::nullopt;
+  auto site = wire::get_name(in.subspan(20, max_site_name));
+  auto node = wire::get_name(in.subspan(36, max_node_name));
+  if (!site || !node) return std::nullopt;
+  e.site = std::move(*site);
+  e.node = std::move(*node);
   return e;
 }
 
