@@ -24,6 +24,9 @@ namespace commx {
 struct inproc_options {
   /// Node id per rank, to make one process look like several nodes; empty: all on node 0.
   std::vector<int> nodes;
+  /// Site id per rank, to make it look like several sites; empty: all at site 0. A node is at
+  /// one site.
+  std::vector<int> sites;
   /// The communicator's options (timeout, checks, reduction).
   options comm;
 };
@@ -34,8 +37,10 @@ struct inproc_options {
 template <class Comm = communicator<transport::inproc>, class Fn>
 requires std::is_same_v<typename Comm::transport_type, transport::inproc>
 void run_inproc(int n, Fn&& fn, inproc_options opts = {}) {
-  auto hub = std::make_shared<transport::inproc::hub>(
-      n, transport::inproc::hub_options{std::move(opts.nodes)});
+  transport::inproc::hub_options layout;
+  layout.nodes = std::move(opts.nodes);
+  layout.sites = std::move(opts.sites);
+  auto hub = std::make_shared<transport::inproc::hub>(n, std::move(layout));
   std::mutex failure_mutex;
   std::exception_ptr first_failure;
   {

@@ -74,13 +74,18 @@ struct mat_product {
 };
 mat2 matrix_of(int rank) { return {1, rank + 1, 0, 1}; }
 
-// Ranks sit two to a node ({0,1}, {2,3}, ...), so hierarchical has several nodes, one of
-// them a single rank when n is odd; the other policies ignore the layout.
+// Ranks sit two to a node ({0,1}, {2,3}, ...) and two nodes to a site, so hierarchical has
+// several nodes, one of them a single rank when n is odd, and from 5 ranks on several sites;
+// the other policies ignore the layout.
 template <class Comm, class Fn>
 void job(int n, Fn&& fn) {
   std::vector<int> nodes(static_cast<std::size_t>(n));
-  for (int r = 0; r < n; ++r) nodes[static_cast<std::size_t>(r)] = r / 2;
-  commx::test::job<Comm>(n, std::forward<Fn>(fn), std::move(nodes));
+  std::vector<int> sites(nodes.size());
+  for (int r = 0; r < n; ++r) {
+    nodes[static_cast<std::size_t>(r)] = r / 2;
+    sites[static_cast<std::size_t>(r)] = r / 4;
+  }
+  commx::test::job<Comm>(n, std::forward<Fn>(fn), std::move(nodes), std::move(sites));
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -15,6 +18,7 @@
 #include "commx/coll/hierarchical.hpp"
 #include "commx/coll/ring.hpp"
 #include "commx/coll/tuned.hpp"
+#include "commx/launch.hpp"
 #include "support/check.hpp"
 #include "support/inproc_job.hpp"
 
@@ -184,4 +188,103 @@ TEST_CASE("tuned obeys COMMX_COLL_<COLLECTIVE>", "[.forced]") {
     const auto& c = world.stats().of(op::allreduce);
     COMMX_CHECK_EQ(c.messages_sent, std::uint64_t{world.rank() == 0 ? 3U : 1U});
   });
+}
+
+namespace {
+
+// Two sites of two nodes of two ranks, placed in blocks as srun places them: the layout of a
+// job across sites (issue "one job across nodes and sites").
+const std::vector<int> two_site_nodes{0, 0, 1, 1, 2, 2, 3, 3};
+const std::vector<int> two_site_sites{0, 0, 0, 0, 1, 1, 1, 1};
+
+// Runs `fn(world)` on that layout with policy C and returns the payload bytes that crossed
+// between the sites during `fn`, summed over every rank.
+template <class C, class Fn>
+std::uint64_t bytes_across_sites(Fn&& fn) {
+  std::atomic<std::uint64_t> crossed{0};
+  commx::inproc_options opts = commx::test::job_options(two_site_nodes);
+  opts.sites = two_site_sites;
+  commx::run_inproc<commx::communicator<commx::transport::inproc, C>>(
+      8,
+      [&](auto& world) {
+        const auto across = [&] {
+          std::uint64_t sum = 0;
+          for (int peer = 0; peer < world.size(); ++peer) {
+            if (world.transport().site_of(peer) != world.transport().site_of(world.rank()))
+              sum += world.transport().bytes_sent_to(peer);
+          }
+          return sum;
+        };
+        const std::uint64_t before = across();
+        fn(world);
+        crossed += across() - before;
+      },
+      opts);
+  return crossed;
+}
+
+}  // namespace
+
+TEST_CASE("hierarchical crosses the wide-area link once per site pair", "[coll][sites][fixed]") {
+  using commx::coll::binomial;
+  using commx::coll::hierarchical;
+  constexpr std::size_t count = 1000;
+  constexpr std::uint64_t message = count * sizeof(std::int64_t);
+  const auto allreduce = [&](auto& world) {
+    std::vector<std::int64_t> v(count);
+    for (std::size_t i = 0; i < count; ++i) v[i] = world.rank() * 1000 + static_cast<int>(i);
+    world.allreduce(v, std::plus<>{});
+    for (std::size_t i = 0; i < count; ++i)
+      COMMX_CHECK_EQ(v[i], std::int64_t{28000} + 8 * static_cast<std::int64_t>(i));
+  };
+  // The two site leaders exchange once each way; nothing else crosses.
+  CHECK(bytes_across_sites<hierarchical>(allreduce) == 2 * message);
+  // Binomial over all ranks ignores the sites: every rank pairs across them once.
+  CHECK(bytes_across_sites<binomial>(allreduce) == 8 * message);
+
+  // reduce and bcast: once per site that is not the root's. Binomial folds in rank order, so
+  // its reduce onto a root other than its first rank folds onto that rank and hands the result
+  // on: a reduce rooted at site 1 crosses back once more.
+  for (const int root : {0, 5}) {
+    CHECK(bytes_across_sites<hierarchical>([&](auto& world) {
+            std::vector<std::int64_t> v(count, world.rank());
+            world.reduce(v, std::plus<>{}, root);
+            if (world.rank() == root) COMMX_CHECK_EQ(v.front(), std::int64_t{28});
+          }) == (root == 0 ? 1 : 2) * message);
+    CHECK(bytes_across_sites<hierarchical>([&](auto& world) {
+            std::vector<std::int64_t> v(count, world.rank() == root ? 7 : 0);
+            world.bcast(v, root);
+            COMMX_CHECK_EQ(v.back(), std::int64_t{7});
+          }) == message);
+  }
+  bytes_across_sites<hierarchical>([](auto& world) { world.barrier(); });
+}
+
+TEST_CASE("hierarchical over sites folds in a fixed order: the same bits run to run",
+          "[coll][sites][fixed]") {
+  // Values whose sum depends on the order of the additions.
+  std::vector<std::vector<double>> runs(2, std::vector<double>(8 * 64));
+  for (auto& result : runs) {
+    bytes_across_sites<commx::coll::hierarchical>([&](auto& world) {
+      std::vector<double> v(64);
+      for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = std::ldexp(1.0 + 0.1 * world.rank(),
+                          static_cast<int>((i * 7 + 13 * world.rank()) % 60) - 30);
+      world.allreduce(v, std::plus<>{});
+      std::copy(v.begin(), v.end(),
+                result.begin() + static_cast<std::ptrdiff_t>(64 * world.rank()));
+    });
+  }
+  CHECK(std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(double)) == 0);
+  // Every rank holds the same result.
+  for (int r = 1; r < 8; ++r)
+    CHECK(std::memcmp(runs[0].data(), runs[0].data() + 64 * r, 64 * sizeof(double)) == 0);
+}
+
+TEST_CASE("a node is at one site", "[coll][sites][fixed]") {
+  commx::inproc_options opts;
+  opts.nodes = {0, 0};
+  opts.sites = {0, 1};
+  COMMX_EXPECT_ERROR(commx::errc::invalid_argument, commx::run_inproc(
+                                                        2, [](auto&) {}, opts));
 }

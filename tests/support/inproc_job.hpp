@@ -16,16 +16,17 @@
 
 namespace commx::test {
 
-inline inproc_options job_options(std::vector<int> nodes = {}) {
+inline inproc_options job_options(std::vector<int> nodes = {}, std::vector<int> sites = {}) {
   inproc_options opts;
   opts.comm.timeout = std::chrono::seconds(60);
   opts.nodes = std::move(nodes);
+  opts.sites = std::move(sites);
   return opts;
 }
 
 template <class Comm, class Fn>
-void inproc_job(int n, Fn&& fn, std::vector<int> nodes = {}) {
-  run_inproc<Comm>(n, std::forward<Fn>(fn), job_options(std::move(nodes)));
+void inproc_job(int n, Fn&& fn, std::vector<int> nodes = {}, std::vector<int> sites = {}) {
+  run_inproc<Comm>(n, std::forward<Fn>(fn), job_options(std::move(nodes), std::move(sites)));
 }
 
 /// The rank counts a test sweeps: COMMX_TEST_RANKS ("3" or "1,2,4"), which CTest sets to give

@@ -87,14 +87,14 @@ inline std::vector<int> job_rank_counts() {
   }
 }
 
-/// Runs `fn(comm)` on n ranks. `nodes` lays out inproc ranks on nodes; a multi-process job
-/// has the nodes its transport reports.
+/// Runs `fn(comm)` on n ranks. `nodes` and `sites` lay out inproc ranks on nodes and sites; a
+/// multi-process job has the ones its transport reports.
 template <class Comm, class Fn>
-void job(int n, Fn&& fn, std::vector<int> nodes = {}) {
+void job(int n, Fn&& fn, std::vector<int> nodes = {}, std::vector<int> sites = {}) {
   static_assert(std::is_same_v<typename Comm::transport_type, transport_under_test>,
                 "a test job runs on the transport under test");
   if constexpr (!multi_process) {
-    inproc_job<Comm>(n, std::forward<Fn>(fn), std::move(nodes));
+    inproc_job<Comm>(n, std::forward<Fn>(fn), std::move(nodes), std::move(sites));
   } else {
     auto& world = job_internals::process_world<typename Comm::stats_type>();
     if (n > world.size()) {

@@ -20,6 +20,7 @@
 /// | `p.recv(peer, in)` | `void` | blocking receive of exactly `in.size()` elements; any other size is errc::collective_mismatch |
 /// | `p.isend(peer, out)`, `p.irecv(peer, in)` | `P::pending` | nonblocking; buffers stay valid until completion |
 /// | `p.wait_all(span<P::pending>)` | `void` | completes them all (a default-constructed pending is complete) |
+/// | `p.site_of(peer)` (optional) | `int` | site id of `peer`: equal ids share a site; a node is inside one site. The communicator's port has it (0 for all on a transport without sites) |
 ///
 /// Policy requirements, for `C` the policy, `T` the transport, `data` a `std::span<E>`, `in` a
 /// `std::span<const E>`, `op` a binary operation on E, `root` a rank, `counts` and `displs`

@@ -1,24 +1,35 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// `coll::hierarchical`: collectives in three steps over the transport's locality, as C-MPI
-/// tuned them for clusters of SMP nodes (seed 002): a node-local step among each node's ranks,
-/// a step among the node leaders (the lowest rank of each node) with an inner policy, and a
-/// node-local step back. Only the leaders' step crosses the network, once per node.
+/// `coll::hierarchical`: collectives in steps over the transport's locality, as C-MPI tuned
+/// them for clusters of SMP nodes (seed 002): a node-local step among each node's ranks, a step
+/// among the node leaders (the lowest rank of each node) with an inner policy, and a node-local
+/// step back. Only the leaders' step crosses the network, once per node.
 ///
-/// barrier, bcast, reduce, allreduce and allgather go through the hierarchy; the other
-/// collectives are the inner policy's over all ranks.
+/// Sites (seed 004's CosmoGrid: supercomputers joined by a wide-area link): when the node
+/// leaders are at more than one site (the transport's `site_of`), their step is itself
+/// hierarchical one level up: among the node leaders of each site, then among the site leaders
+/// (the lowest rank of each site), then back within each site. Only the site leaders' step
+/// crosses the wide-area link: with the binomial inner policy and two sites, an allreduce
+/// crosses it once each way, a bcast once, and a reduce once (twice when the root is not at the
+/// first site: binomial folds onto its first rank, in rank order, and hands the result on).
 ///
-/// Reduction order: each node folds its ranks with the inner policy, then the leaders fold the
-/// nodes in leader order. When every node holds a contiguous range of ranks (the usual block
-/// placement) that is rank order, so any associative op is right. With other layouts, ops that
-/// are not `commx::commutative` take the inner policy's path over all ranks. The order is
-/// fixed by the node layout, never by timing.
+/// barrier, bcast, reduce and allreduce go through every level; allgather through the node
+/// level; the other collectives are the inner policy's over all ranks.
+///
+/// Reduction order: each node folds its ranks with the inner policy, then each site folds its
+/// nodes in leader order, then the sites are folded in site-leader order. When every node and
+/// every site holds a contiguous range of ranks (the usual block placement) that is rank
+/// order, so any associative op is right. With other layouts, ops that are not
+/// `commx::commutative` take the inner policy's path over all ranks (or over all node leaders,
+/// when only the sites interleave). The order is fixed by the layout, never by timing, so the
+/// bits are the same run to run.
 
 #include <algorithm>
 #include <cstddef>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "commx/coll/binomial.hpp"
@@ -41,12 +52,16 @@ struct hierarchical_over : Inner {
   static constexpr std::string_view description =
       "node-local step, a step among node leaders with an inner policy, node-local step back";
 
-  /// A barrier within each node, one among the node leaders, and one within each node again.
+  /// A barrier within each node, one among the node leaders (through the site level when they
+  /// are at several sites), and one within each node again.
   template <class Port>
   static void barrier(Port& p) {
     auto [local, leaders, is_leader] = split(p);
     Inner::barrier(local);
-    if (is_leader) Inner::barrier(leaders);
+    if (is_leader) {
+      among_leaders(leaders,
+                    [](auto& port, auto policy) { decltype(policy)::type::barrier(port); });
+    }
     Inner::barrier(local);
   }
 
@@ -59,7 +74,11 @@ struct hierarchical_over : Inner {
       if (p.rank() == root) p.send(root_leader, std::span<const E>(data));
       if (p.rank() == root_leader) p.recv(root, data);
     }
-    if (is_leader) Inner::bcast(leaders, data, index_in(leaders, root_leader));
+    if (is_leader) {
+      among_leaders(leaders, [&](auto& port, auto policy) {
+        decltype(policy)::type::bcast(port, data, index_in(leaders, root_leader));
+      });
+    }
     Inner::bcast(local, data, 0);
   }
 
@@ -78,8 +97,12 @@ struct hierarchical_over : Inner {
     if (is_leader) partial.assign(data.begin(), data.end());
     Inner::reduce(local, is_leader ? std::span<E>(partial) : data, op, 0);
     const int root_leader = leader_of(p, root);
-    if (is_leader)
-      Inner::reduce(leaders, std::span<E>(partial), op, index_in(leaders, root_leader));
+    if (is_leader) {
+      among_leaders(leaders, [&](auto& port, auto policy) {
+        decltype(policy)::type::reduce(port, std::span<E>(partial), op,
+                                       index_in(leaders, root_leader));
+      });
+    }
     if (p.rank() == root_leader) {
       if (root == root_leader)
         std::ranges::copy(partial, data.begin());
@@ -99,7 +122,11 @@ struct hierarchical_over : Inner {
     }
     auto [local, leaders, is_leader] = split(p);
     Inner::reduce(local, data, op, 0);
-    if (is_leader) Inner::allreduce(leaders, data, op);
+    if (is_leader) {
+      among_leaders(leaders, [&](auto& port, auto policy) {
+        decltype(policy)::type::allreduce(port, data, op);
+      });
+    }
     Inner::bcast(local, data, 0);
   }
 
@@ -142,6 +169,23 @@ struct hierarchical_over : Inner {
   }
 
  private:
+  // Runs `step(port, policy)` among the node leaders: with `policy` this hierarchy one level
+  // up (nodes become sites) when the leaders are at several sites, else with Inner. `policy`
+  // is a std::type_identity of the policy to call.
+  template <class Leaders, class Step>
+  static void among_leaders(Leaders& leaders, Step&& step) {
+    if constexpr (requires { leaders.site_of(0); }) {
+      for (int r = 1; r < leaders.size(); ++r) {
+        if (leaders.site_of(r) != leaders.site_of(0)) {
+          detail::site_level_port<Leaders> sites(leaders);
+          step(sites, std::type_identity<hierarchical_over>{});
+          return;
+        }
+      }
+    }
+    step(leaders, std::type_identity<Inner>{});
+  }
+
   template <class Port>
   struct layout {
     detail::sub_port<Port> local;

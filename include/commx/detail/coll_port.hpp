@@ -76,6 +76,14 @@ class coll_port {
   [[nodiscard]] int node_of(int peer) const {
     return state_.endpoint.node_of(group_.world_of(peer));
   }
+  /// The site `peer` is at: the transport's where it has sites, else 0 for every rank.
+  [[nodiscard]] int site_of(int peer) const {
+    if constexpr (requires { state_.endpoint.site_of(peer); }) {
+      return state_.endpoint.site_of(group_.world_of(peer));
+    } else {
+      return 0;
+    }
+  }
 
   /// The transport endpoint and this call's context, for a policy that hands the whole
   /// collective to the transport (coll::native asks transport::mpi for the context's

@@ -51,6 +51,13 @@
 /// | `t.split_by_node(parent, key, next)` | as `split` | the same with one communicator per node |
 /// | `t.release(ctx)` | `void`, noexcept | the last handle onto a communicator `split` made is gone: free what backs `ctx` and `ctx + 1` |
 ///
+/// Optional locality and traffic, which collectives and tests use where a transport has them:
+///
+/// | expression | type | semantics |
+/// |---|---|---|
+/// | `t.site_of(p)` | `int` | a site id: ranks with equal ids are at one site (joined by a site's network; sites are joined by a wide-area link). A node is inside one site. Without it, every rank is at site 0 |
+/// | `t.bytes_sent_to(p)` | `std::uint64_t` | payload bytes this endpoint has handed to sends to `p` so far, so a test can see which pairs, and so which levels, traffic crossed |
+///
 /// Optional fast paths for the blocking calls (`blocking_send`, `blocking_recv`): a transport
 /// whose library has blocking calls cheaper than a request (MPI) offers them, and the
 /// communicator's `send`, `recv` and `sendrecv` use them instead of a request. `until` is a

@@ -10,11 +10,14 @@
 /// holds less than 64 MiB of them: that bound is the flow control); larger ones stay in the
 /// sender's buffer and the send completes when a receive takes them.
 ///
-/// Locality: every rank is on node 0 unless `hub_options::nodes` says otherwise, which is how
-/// tests make one process look like several nodes.
+/// Locality: every rank is on node 0 at site 0 unless `hub_options::nodes` and `sites` say
+/// otherwise, which is how tests make one process look like several nodes and sites. Each
+/// endpoint counts the bytes it sent to each peer (`bytes_sent_to`), so tests can see which
+/// pairs, and so which levels, a collective's traffic crossed.
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -40,7 +43,8 @@ class inproc {
   using request = std::shared_ptr<detail::inproc::operation>;
 
   /// This rank's endpoint onto `shared`, the hub of every rank of the job.
-  inproc(std::shared_ptr<hub> shared, int rank) : hub_(std::move(shared)), rank_(rank) {}
+  inproc(std::shared_ptr<hub> shared, int rank)
+      : hub_(std::move(shared)), rank_(rank), sent_to_(static_cast<std::size_t>(hub_->size())) {}
   /// Endpoints move; a moved-from endpoint owns nothing.
   inproc(inproc&&) noexcept = default;
   /// Closes this endpoint (its rank leaves), then takes over `other`'s.
@@ -48,6 +52,7 @@ class inproc {
     close();
     hub_ = std::move(other.hub_);
     rank_ = other.rank_;
+    sent_to_ = std::move(other.sent_to_);
     return *this;
   }
   inproc(const inproc&) = delete;
@@ -60,11 +65,19 @@ class inproc {
   [[nodiscard]] int size() const { return hub_->size(); }
   /// The node `peer` is on: 0 for every rank unless hub_options::nodes says otherwise.
   [[nodiscard]] int node_of(int peer) const { return hub_->node_of(peer); }
+  /// The site `peer` is at: 0 for every rank unless hub_options::sites says otherwise.
+  [[nodiscard]] int site_of(int peer) const { return hub_->site_of(peer); }
+  /// The payload bytes this endpoint has sent to `peer` (world rank) so far.
+  [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const {
+    return sent_to_[static_cast<std::size_t>(peer)];
+  }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
-    return hub_->send(rank_, dest, ctx, tag, data);
+    request sent = hub_->send(rank_, dest, ctx, tag, data);
+    sent_to_[static_cast<std::size_t>(dest)] += data.size();  // the communicator checked dest
+    return sent;
   }
 
   /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
@@ -111,6 +124,7 @@ class inproc {
 
   std::shared_ptr<hub> hub_;
   int rank_ = 0;
+  std::vector<std::uint64_t> sent_to_;  // payload bytes sent, per peer
 };
 
 static_assert(transport<inproc>);

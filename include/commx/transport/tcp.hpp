@@ -17,8 +17,9 @@
 /// matters. A peer that dies raises errc::peer_lost at once on every rank that waits on it; one
 /// that hangs, errc::timeout at the deadline.
 ///
-/// The environment it reads is listed in detail/tcp/config.hpp. Locality: ranks that listen on
-/// the same host address share a node.
+/// The environment it reads is listed in detail/tcp/config.hpp. Locality: ranks that name the
+/// same node (COMMX_NODE), or naming none listen on the same host address, share a node; ranks
+/// naming the same COMMX_SITE share a site.
 
 #include <cstdint>
 #include <memory>
@@ -62,8 +63,12 @@ class tcp {
   [[nodiscard]] int rank() const { return engine_->rank(); }
   /// The number of world ranks (>= 1).
   [[nodiscard]] int size() const { return engine_->size(); }
-  /// The node `peer` is on: ranks that listen on one host address at one site share an id.
+  /// The node `peer` is on: ranks of one site naming one COMMX_NODE, or naming none and
+  /// listening on one host address, share an id.
   [[nodiscard]] int node_of(int peer) const { return engine_->node_of(peer); }
+  /// The site `peer` is at (COMMX_SITE): ranks naming one site share an id, in rank order of
+  /// first appearance; 0 for all when no site is named.
+  [[nodiscard]] int site_of(int peer) const { return engine_->site_of(peer); }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).

@@ -64,8 +64,12 @@ class wan {
   [[nodiscard]] int rank() const { return engine_->rank(); }
   /// The number of world ranks (>= 1).
   [[nodiscard]] int size() const { return engine_->size(); }
-  /// The node `peer` is on: ranks that listen on one host address at one site share an id.
+  /// The node `peer` is on: ranks of one site naming one COMMX_NODE, or naming none and
+  /// listening on one host address, share an id.
   [[nodiscard]] int node_of(int peer) const { return engine_->node_of(peer); }
+  /// The site `peer` is at (COMMX_SITE): ranks naming one site share an id, in rank order of
+  /// first appearance; 0 for all when no site is named.
+  [[nodiscard]] int site_of(int peer) const { return engine_->site_of(peer); }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).

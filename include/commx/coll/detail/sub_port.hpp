@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// A port over a subset of a port's ranks (a node's ranks, the node leaders), so that a policy
-/// can run another policy's algorithm on part of the group. Rank i of the sub-port is
-/// `members[i]` of the parent; messages go through the parent port unchanged.
+/// Ports over other ports, so that a policy can run another policy's algorithm on part of the
+/// group or one level up: `sub_port`, over a subset of a port's ranks (a node's ranks, the node
+/// leaders; rank i of the sub-port is `members[i]` of the parent), and `site_level_port`, the
+/// same ranks with sites taken for nodes. Messages go through the port below unchanged.
 
 #include <cstddef>
 #include <span>
@@ -25,6 +26,8 @@ class sub_port {
   [[nodiscard]] int rank() const { return me_; }
   [[nodiscard]] int size() const { return static_cast<int>(members_.size()); }
   [[nodiscard]] int node_of(int peer) const { return parent_.node_of(parent_rank(peer)); }
+  [[nodiscard]] int site_of(int peer) const requires requires(const Port& p) { p.site_of(0); }
+  { return parent_.site_of(parent_rank(peer)); }
   [[nodiscard]] int parent_rank(int peer) const { return members_[static_cast<std::size_t>(peer)]; }
 
   template <class E>
@@ -53,6 +56,46 @@ class sub_port {
   Port& parent_;
   std::vector<int> members_;
   int me_;
+};
+
+/// The same ranks one level up: what the port calls sites are this port's nodes, and it knows
+/// of no sites itself. coll::hierarchical runs its node-level algorithm over it among the node
+/// leaders, which is the site level.
+template <class Port>
+class site_level_port {
+ public:
+  using pending = typename Port::pending;
+
+  explicit site_level_port(Port& below) : below_(below) {}
+
+  [[nodiscard]] int rank() const { return below_.rank(); }
+  [[nodiscard]] int size() const { return below_.size(); }
+  [[nodiscard]] int node_of(int peer) const { return below_.site_of(peer); }
+
+  template <class E>
+  void send(int peer, std::span<const E> out) {
+    below_.send(peer, out);
+  }
+  template <class E>
+  void send(int peer, std::span<E> out) {
+    below_.send(peer, std::span<const E>(out));
+  }
+  template <class E>
+  void recv(int peer, std::span<E> in) {
+    below_.recv(peer, in);
+  }
+  template <class E>
+  pending isend(int peer, std::span<const E> out) {
+    return below_.isend(peer, out);
+  }
+  template <class E>
+  pending irecv(int peer, std::span<E> in) {
+    return below_.irecv(peer, in);
+  }
+  void wait_all(std::span<pending> requests) { below_.wait_all(requests); }
+
+ private:
+  Port& below_;
 };
 
 }  // namespace commx::coll::detail

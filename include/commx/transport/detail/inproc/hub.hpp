@@ -66,6 +66,7 @@ struct hub_options {
   std::vector<int> nodes;                               ///< node id per rank; empty: one node
   std::size_t eager_threshold = std::size_t{64} << 10;  ///< larger messages wait for a receive
   std::size_t eager_limit = std::size_t{64} << 20;      ///< buffered bytes per receiver, at most
+  std::vector<int> sites;                               ///< site id per rank; empty: one site
 };
 
 class hub {
@@ -75,6 +76,7 @@ class hub {
 
   [[nodiscard]] int size() const { return static_cast<int>(boxes_.size()); }
   [[nodiscard]] int node_of(int rank) const { return options_.nodes[index(rank)]; }
+  [[nodiscard]] int site_of(int rank) const { return options_.sites[index(rank)]; }
 
   /// Returns null when the send completed at once (delivered or buffered).
   std::shared_ptr<operation> send(int from, int to, context_id ctx, int tag,
@@ -235,14 +237,27 @@ class hub {
   // Runs before any mailbox is allocated, so a bad size is an error, not a length_error.
   static hub_options checked(int size, hub_options options) {
     if (size < 1) throw error(errc::invalid_argument, fmt::format("inproc: {} ranks (< 1)", size));
-    if (options.nodes.empty()) options.nodes.assign(static_cast<std::size_t>(size), 0);
-    if (options.nodes.size() != static_cast<std::size_t>(size)) {
-      throw error(errc::invalid_argument, fmt::format("inproc: {} node ids given for {} ranks",
-                                                      options.nodes.size(), size));
+    for (auto [ids, what] :
+         {std::pair{&options.nodes, "node"}, std::pair{&options.sites, "site"}}) {
+      if (ids->empty()) ids->assign(static_cast<std::size_t>(size), 0);
+      if (ids->size() != static_cast<std::size_t>(size)) {
+        throw error(errc::invalid_argument,
+                    fmt::format("inproc: {} {} ids given for {} ranks", ids->size(), what, size));
+      }
+      for (int id : *ids) {
+        if (id < 0)
+          throw error(errc::invalid_argument, fmt::format("inproc: {} id {} < 0", what, id));
+      }
     }
-    for (int node : options.nodes) {
-      if (node < 0)
-        throw error(errc::invalid_argument, fmt::format("inproc: node id {} < 0", node));
+    // A node is inside one site: ranks of one node at two sites would be two levels at once.
+    for (std::size_t a = 0; a < options.nodes.size(); ++a) {
+      for (std::size_t b = 0; b < a; ++b) {
+        if (options.nodes[a] == options.nodes[b] && options.sites[a] != options.sites[b]) {
+          throw error(errc::invalid_argument,
+                      fmt::format("inproc: ranks {} and {} share node {} but not a site", b, a,
+                                  options.nodes[a]));
+        }
+      }
     }
     return options;
   }

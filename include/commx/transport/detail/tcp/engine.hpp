@@ -66,6 +66,7 @@ class engine {
         cfg_(std::move(cfg)),
         peers_(static_cast<std::size_t>(cfg_.size)),
         nodes_(static_cast<std::size_t>(cfg_.size), 0),
+        sites_(static_cast<std::size_t>(cfg_.size), 0),
         log_{"tcp", cfg_.rank} {
     for (auto& p : peers_) p.send_credit = cfg_.window;
   }
@@ -79,6 +80,7 @@ class engine {
   [[nodiscard]] int rank() const { return cfg_.rank; }
   [[nodiscard]] int size() const { return cfg_.size; }
   [[nodiscard]] int node_of(int peer) const { return nodes_.at(index(peer)); }
+  [[nodiscard]] int site_of(int peer) const { return sites_.at(index(peer)); }
   [[nodiscard]] std::uint64_t event_count() const { return events_; }
 
   /// This rank's listen endpoint (after the rendezvous), for tests.
@@ -564,6 +566,7 @@ class engine {
   config cfg_;
   std::vector<peer_link> peers_;
   std::vector<int> nodes_;
+  std::vector<int> sites_;  // ids in order of first appearance, as nodes_
   std::deque<std::shared_ptr<operation>> posted_;
   std::deque<queued_message> unexpected_;
   std::uint64_t events_ = 0;

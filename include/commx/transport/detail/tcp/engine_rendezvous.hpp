@@ -25,8 +25,12 @@ inline void engine::join() {
   // private addresses, and one host may hold several named nodes).
   using place = std::tuple<std::string, std::string, std::array<std::uint8_t, 16>>;
   std::vector<place> nodes;
+  std::vector<std::string> sites;
   for (int r = 0; r < size(); ++r) {
     const endpoint_record& e = table_[index(r)];
+    auto site = std::find(sites.begin(), sites.end(), e.site);
+    sites_[index(r)] = static_cast<int>(site - sites.begin());
+    if (site == sites.end()) sites.push_back(e.site);
     const place p{e.site, e.node, e.node.empty() ? e.address : std::array<std::uint8_t, 16>{}};
     auto known = std::find(nodes.begin(), nodes.end(), p);
     nodes_[index(r)] = static_cast<int>(known - nodes.begin());
