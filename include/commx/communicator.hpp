@@ -418,6 +418,7 @@ class communicator {
   request post_recv(int source, int tag, M& message, stats::op kind);
   template <class M>
   status recv_now(int source, int tag, M& message, const deadline& until, stats::op kind);
+  [[noreturn]] void fail(const transport::op_result& result, const error_context& context) const;
 
   // Collectives' plumbing (detail/communicator_collectives.hpp).
   template <class E>

@@ -3,7 +3,7 @@
 /// @file
 /// communicator's point-to-point plumbing (communicator.hpp), out of line: posting sends and
 /// receives as requests, the blocking fast paths through a transport's own blocking calls, and
-/// probing the transport's queue.
+/// probing the transport's queue. Their timeouts are logged (detail/timeout.hpp).
 
 #include <cstddef>
 #include <memory>
@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "commx/communicator.hpp"
+#include "commx/detail/timeout.hpp"
 
 namespace commx {
 
@@ -31,8 +32,8 @@ status communicator<T, C, S>::probe(int source, int tag, deadline until) {
       return *found;
     }
     if (clock::now() >= when) {
-      throw_error(errc::timeout, where("probe", source, tag, 0),
-                  "no matching message before the deadline");
+      detail::throw_timeout(state_->endpoint, where("probe", source, tag, 0),
+                            "no matching message before the deadline");
     }
     state_->endpoint.wait_for_event(seen, when);
   }
@@ -135,8 +136,7 @@ void communicator<T, C, S>::send_now(int dest, int tag, const M& message, const 
       state_->stats.add_send_time(kind, watch.seconds());
     }
     if (sent->error) [[unlikely]] {
-      detail::throw_failed(*sent, where(stats::name(kind).data(), dest, tag, bytes.size()),
-                           *group_);
+      fail(*sent, where(stats::name(kind).data(), dest, tag, bytes.size()));
     }
   }
 }
@@ -202,12 +202,24 @@ status communicator<T, C, S>::recv_now(int source, int tag, M& message, const de
     return where(stats::name(kind).data(), source, tag, fixed_buffer<M> ? buffer.capacity() : 0);
   };
   if (got->error) [[unlikely]]
-    detail::throw_failed(*got, here(), *group_);
+    fail(*got, here());
   if constexpr (S::enabled) state_->stats.on_received(kind, got->bytes);
   if constexpr (recv_mode_of<target> == recv_mode::serialized) {
     detail::deserialize(staging, message, here());
   }
   return status{group_->local_of(got->source), got->tag, got->bytes};
+}
+
+// A blocking fast path's failure, raised as a request's wait raises it: a timeout (the
+// transport's own deadline) is logged first, as every timeout is.
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+void communicator<T, C, S>::fail(const transport::op_result& result,
+                                 const error_context& context) const {
+  if (result.error == errc::timeout) {
+    detail::throw_timeout(state_->endpoint, context,
+                          "the deadline passed before the operation completed");
+  }
+  detail::throw_failed(result, context, *group_);
 }
 
 }  // namespace commx
