@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# Runs log_shm_job ${MODE} (peer-lost or timeout) as 2 ranks under commxrun with
+# Runs log_shm_job ${MODE} (peer-lost, timeout or probe-timeout) as 2 ranks under commxrun with
 # COMMX_LOG=${LEVEL} and checks rank 0's line on stderr:
 #   cmake -DCOMMXRUN=... -DJOB=... -DMODE=... -DLEVEL=... -P shm_check.cmake
 execute_process(COMMAND ${CMAKE_COMMAND} -E env COMMX_LOG=${LEVEL} ${COMMXRUN} -n 2 --timeout 30
@@ -28,7 +28,10 @@ if(MODE STREQUAL "peer-lost")
   if(err MATCHES " info: ")
     message(FATAL_ERROR "COMMX_LOG=${LEVEL}: an info line on stderr:\n${err}")
   endif()
-elseif(MODE STREQUAL "timeout")
+elseif(MODE MATCHES "timeout$")
+  if(MODE STREQUAL "probe-timeout" AND NOT what MATCHES ": probe ")
+    message(FATAL_ERROR "the exception is not the probe's: ${what}")
+  endif()
   # The line says what the exception says, word for word.
   string(FIND "${err}" "[0] commx[rank 0 shm] info: ${what}\n" at)
   if(LEVEL STREQUAL "info" AND at EQUAL -1)

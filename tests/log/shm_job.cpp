@@ -3,6 +3,7 @@
 //
 //   commxrun -n 2 log_shm_job peer-lost   rank 1 ends without leaving the job; rank 0 notices
 //   commxrun -n 2 log_shm_job timeout     rank 0's receive from rank 1 passes its deadline
+//   commxrun -n 2 log_shm_job probe-timeout   rank 0's probe for rank 1 passes its deadline
 //
 // Rank 0 prints the exception's text on stdout ("what: ..."), so the check can compare the log
 // line with it. Exit status 0 only when rank 0 saw the error it was meant to see.
@@ -20,6 +21,7 @@
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
   const bool peer_lost = std::strcmp(argv[1], "peer-lost") == 0;
+  const bool probe = std::strcmp(argv[1], "probe-timeout") == 0;
   auto world = commx::communicator<commx::transport::shm>::from_env();
   if (world.size() != 2) return 2;
   int value = 0;
@@ -39,6 +41,8 @@ int main(int argc, char** argv) {
     if (peer_lost) {
       world.recv(1, 1, value);
       world.recv(1, 2, value);  // never sent: rank 1 is gone
+    } else if (probe) {
+      (void)world.probe(1, 7, std::chrono::milliseconds(100));  // never sent
     } else {
       world.recv(1, 7, value, std::chrono::milliseconds(100));  // never sent
     }

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// communicator's argument checks (communicator.hpp), out of line: every call checks its ranks,
+/// tags and buffer sizes here before it touches the transport, and raises
+/// errc::invalid_argument with the call's context for what does not fit.
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/communicator.hpp"
+
+namespace commx {
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+void communicator<T, C, S>::check_valid(const char* operation) const {
+  if (state_ == nullptr) {
+    throw error(errc::invalid_argument, fmt::format("{} on a null communicator", operation));
+  }
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+void communicator<T, C, S>::check_rank(int peer, const char* operation) const {
+  check_valid(operation);
+  if (peer < 0 || peer >= size()) {
+    throw_error(errc::invalid_argument, where(operation, peer, unknown, 0),
+                fmt::format("rank {} is not in [0, {})", peer, size()));
+  }
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+void communicator<T, C, S>::check_root(int root, const char* operation) const {
+  check_valid(operation);
+  if (root < 0 || root >= size()) {
+    throw_error(errc::invalid_argument, where(operation, root, unknown, 0),
+                fmt::format("root {} is not in [0, {})", root, size()));
+  }
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+void communicator<T, C, S>::check_dest(int dest, int tag, const char* operation) const {
+  check_rank(dest, operation);
+  if (tag < 0 || tag > max_tag) {
+    throw_error(errc::invalid_argument, where(operation, dest, tag, 0),
+                fmt::format("tag {} is not in [0, {}]", tag, max_tag));
+  }
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+void communicator<T, C, S>::check_source(int source, int tag, const char* operation) const {
+  if (source != any_source)
+    check_rank(source, operation);
+  else
+    check_valid(operation);
+  if (tag != any_tag && (tag < 0 || tag > max_tag)) {
+    throw_error(errc::invalid_argument, where(operation, source, tag, 0),
+                fmt::format("tag {} is neither any_tag nor in [0, {}]", tag, max_tag));
+  }
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+void communicator<T, C, S>::check_count(std::size_t given, std::size_t needed,
+                                        const char* operation, const char* what) const {
+  if (given != needed) {
+    throw_error(errc::invalid_argument, where(operation, unknown, unknown, given),
+                fmt::format("'{}' holds {} elements; {} ranks need exactly {}", what, given, size(),
+                            needed));
+  }
+}
+
+// Blocks given by counts and displacements (one each per rank) must lie inside the buffer.
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+void communicator<T, C, S>::check_layout(std::span<const std::size_t> counts,
+                                         std::span<const std::size_t> displs, std::size_t buffer,
+                                         const char* operation, const char* what) const {
+  if (counts.size() != as_size(size()) || displs.size() != as_size(size())) {
+    throw_error(errc::invalid_argument, where(operation, unknown, unknown, buffer),
+                fmt::format("{} counts and {} displacements given for {} ranks", counts.size(),
+                            displs.size(), size()));
+  }
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (displs[r] > buffer || counts[r] > buffer - displs[r]) {
+      throw_error(errc::invalid_argument, where(operation, static_cast<int>(r), unknown, buffer),
+                  fmt::format("block {} ([{}, +{})) does not fit '{}' of {} elements", r, displs[r],
+                              counts[r], what, buffer));
+    }
+  }
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+std::size_t communicator<T, C, S>::total(std::span<const std::size_t> counts) {
+  std::size_t sum = 0;
+  for (std::size_t c : counts) sum += c;
+  return sum;
+}
+
+// Displacements that lay the blocks back to back.
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+std::vector<std::size_t> communicator<T, C, S>::packed(std::span<const std::size_t> counts) {
+  std::vector<std::size_t> displs(counts.size());
+  std::size_t offset = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    displs[r] = offset;
+    offset += counts[r];
+  }
+  return displs;
+}
+
+}  // namespace commx

@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// communicator's point-to-point plumbing (communicator.hpp), out of line: posting sends and
+/// receives as requests, the blocking fast paths through a transport's own blocking calls, and
+/// probing the transport's queue. Their timeouts are logged (detail/timeout.hpp).
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/communicator.hpp"
+#include "commx/detail/timeout.hpp"
+
+namespace commx {
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+status communicator<T, C, S>::probe(int source, int tag, deadline until) {
+  const clock::time_point when = until.resolve(timeout_);
+  const detail::stopwatch<S> watch;
+  check_source(source, tag, "probe");
+  if constexpr (S::enabled) state_->stats.on_call(stats::op::probe);
+  for (;;) {
+    const std::uint64_t seen = state_->endpoint.event_count();
+    if (auto found = find_queued(source, tag, "probe")) {
+      if constexpr (S::enabled) state_->stats.add_wait_time(stats::op::probe, watch.seconds());
+      return *found;
+    }
+    if (clock::now() >= when) {
+      detail::throw_timeout(state_->endpoint, where("probe", source, tag, 0),
+                            "no matching message before the deadline");
+    }
+    state_->endpoint.wait_for_event(seen, when);
+  }
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+std::optional<status> communicator<T, C, S>::find_queued(int source, int tag,
+                                                         const char* operation) {
+  auto found = state_->endpoint.iprobe(world_source(source), ctx_, tag);
+  if (!found) return std::nullopt;
+  if (found->error) {
+    throw_error(found->error, where(operation, source, tag, 0),
+                fmt::format("{} is gone", group_->describe(found->source)));
+  }
+  return status{group_->local_of(found->source), found->tag, found->bytes};
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+auto communicator<T, C, S>::make_request(stats::op kind, error_context context, bool is_recv)
+    -> request {
+  request req;
+  req.state_ = state_;
+  req.group_ = group_;
+  req.where_ = context;
+  req.kind_ = kind;
+  req.timeout_ = timeout_;
+  req.is_recv_ = is_recv;
+  req.active_ = true;
+  return req;
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+template <class M>
+auto communicator<T, C, S>::post_send(int dest, int tag, const M& message, stats::op kind)
+    -> request {
+  const detail::stopwatch<S> watch;
+  check_dest(dest, tag, stats::name(kind).data());
+  std::span<const std::byte> bytes;
+  std::unique_ptr<std::vector<std::byte>> staging;
+  if constexpr (transfer_mode_of<M> == transfer_mode::raw) {
+    bytes = detail::bytes_of(message);
+  } else {
+    staging = std::make_unique<std::vector<std::byte>>(detail::serialize(message));
+    bytes = *staging;
+  }
+  return post_bytes(dest, tag, bytes, std::move(staging), kind, watch);
+}
+
+// A send of bytes (`staging` holds them for a serialized message), checked already.
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+auto communicator<T, C, S>::post_bytes(int dest, int tag, std::span<const std::byte> bytes,
+                                       std::unique_ptr<std::vector<std::byte>> staging,
+                                       stats::op kind, const detail::stopwatch<S>& watch)
+    -> request {
+  if constexpr (S::enabled) state_->stats.on_call(kind);
+  request req = make_request(kind, where(stats::name(kind).data(), dest, tag, bytes.size()), false);
+  req.staging_ = std::move(staging);
+  req.handle_ = state_->endpoint.isend(group_->world_of(dest), ctx_, tag, bytes);
+  if constexpr (S::enabled) {
+    state_->stats.on_sent(kind, bytes.size());
+    state_->stats.add_send_time(kind, watch.seconds());  // posting; waiting is the request's
+  }
+  return req;
+}
+
+// A blocking send: through the transport's own blocking send where it has one
+// (transport::blocking_send: no request, no shared state copied, and no clock read unless
+// the send has to wait), else a request waited for. Counted alike either way.
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+template <class M>
+void communicator<T, C, S>::send_now(int dest, int tag, const M& message, const deadline& until,
+                                     stats::op kind) {
+  if constexpr (!transport::blocking_send<T>) {
+    post_send(dest, tag, message, kind).wait(until);
+  } else {
+    const detail::stopwatch<S> watch;
+    check_dest(dest, tag, stats::name(kind).data());
+    std::span<const std::byte> bytes;
+    std::vector<std::byte> staging;
+    if constexpr (transfer_mode_of<M> == transfer_mode::raw) {
+      bytes = detail::bytes_of(message);
+    } else {
+      staging = detail::serialize(message);
+      bytes = staging;
+    }
+    const std::optional<transport::op_result> sent =
+        state_->endpoint.send_blocking(group_->world_of(dest), ctx_, tag, bytes, until, timeout_);
+    if (!sent) [[unlikely]] {
+      std::unique_ptr<std::vector<std::byte>> kept;
+      if constexpr (transfer_mode_of<M> != transfer_mode::raw) {
+        kept = std::make_unique<std::vector<std::byte>>(std::move(staging));
+        bytes = *kept;
+      }
+      post_bytes(dest, tag, bytes, std::move(kept), kind, watch).wait(until);
+      return;
+    }
+    if constexpr (S::enabled) {
+      state_->stats.on_call(kind);
+      state_->stats.on_sent(kind, bytes.size());
+      state_->stats.add_send_time(kind, watch.seconds());
+    }
+    if (sent->error) [[unlikely]] {
+      fail(*sent, where(stats::name(kind).data(), dest, tag, bytes.size()));
+    }
+  }
+}
+
+// Where a receive into `message` writes: its own bytes (a fixed buffer), the container grown
+// to fit, or `staging` (serialized messages, decoded once received).
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+template <class M>
+transport::recv_buffer communicator<T, C, S>::receive_buffer(M& message,
+                                                             std::vector<std::byte>* staging) {
+  using target = std::remove_cvref_t<M>;
+  if constexpr (recv_mode_of<target> == recv_mode::fixed) {
+    // A fixed range takes any whole number of its elements; a single value exactly itself.
+    return transport::recv_buffer(detail::writable_bytes_of(message),
+                                  detail::element_size<target>(), !raw_range<target>);
+  } else if constexpr (recv_mode_of<target> == recv_mode::resize) {
+    return {static_cast<void*>(std::addressof(message)), &detail::grow_container<target>};
+  } else {
+    return {static_cast<void*>(staging), &detail::grow_container<std::vector<std::byte>>};
+  }
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+template <class M>
+auto communicator<T, C, S>::post_recv(int source, int tag, M& message, stats::op kind) -> request {
+  using target = std::remove_cvref_t<M>;
+  check_source(source, tag, stats::name(kind).data());
+  if constexpr (S::enabled) state_->stats.on_call(kind);
+  request req = make_request(kind, where(stats::name(kind).data(), source, tag, 0), true);
+  if constexpr (recv_mode_of<target> == recv_mode::serialized) {
+    req.staging_ = std::make_unique<std::vector<std::byte>>();
+    req.target_ = std::addressof(message);
+    req.decode_ = [](request& r) {
+      detail::deserialize(*r.staging_, *static_cast<target*>(r.target_), r.where_);
+    };
+  }
+  const transport::recv_buffer buffer = receive_buffer(message, req.staging_.get());
+  if constexpr (fixed_buffer<M>) req.where_.bytes = buffer.capacity();
+  req.handle_ = state_->endpoint.irecv(world_source(source), ctx_, tag, buffer);
+  return req;
+}
+
+// A blocking receive through the transport's own (transport::blocking_recv): what
+// post_recv and a request's wait do, without the request. Counted alike.
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+template <class M>
+status communicator<T, C, S>::recv_now(int source, int tag, M& message, const deadline& until,
+                                       stats::op kind) {
+  using target = std::remove_cvref_t<M>;
+  const detail::stopwatch<S> watch;
+  check_source(source, tag, stats::name(kind).data());
+  std::vector<std::byte> staging;  // serialized messages only
+  const transport::recv_buffer buffer = receive_buffer(message, &staging);
+  const std::optional<transport::op_result> got =
+      state_->endpoint.recv_blocking(world_source(source), ctx_, tag, buffer, until, timeout_);
+  if (!got) [[unlikely]]
+    return post_recv(source, tag, message, kind).wait(until);
+  if constexpr (S::enabled) {
+    state_->stats.on_call(kind);
+    state_->stats.add_wait_time(kind, watch.seconds());
+  }
+  const auto here = [&] {
+    return where(stats::name(kind).data(), source, tag, fixed_buffer<M> ? buffer.capacity() : 0);
+  };
+  if (got->error) [[unlikely]]
+    fail(*got, here());
+  if constexpr (S::enabled) state_->stats.on_received(kind, got->bytes);
+  if constexpr (recv_mode_of<target> == recv_mode::serialized) {
+    detail::deserialize(staging, message, here());
+  }
+  return status{group_->local_of(got->source), got->tag, got->bytes};
+}
+
+// A blocking fast path's failure, raised as a request's wait raises it: a timeout (the
+// transport's own deadline) is logged first, as every timeout is.
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+void communicator<T, C, S>::fail(const transport::op_result& result,
+                                 const error_context& context) const {
+  if (result.error == errc::timeout) {
+    detail::throw_timeout(state_->endpoint, context,
+                          "the deadline passed before the operation completed");
+  }
+  detail::throw_failed(result, context, *group_);
+}
+
+}  // namespace commx
