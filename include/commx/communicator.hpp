@@ -14,8 +14,8 @@
 /// A call that misses it raises errc::timeout and withdraws what it had pending itself
 /// (`wait_all`/`wait_any` leave the caller's other requests as they were).
 ///
-/// Sub-communicators: `split(color, key)` and `split_by_node()`; messages of different
-/// communicators never match each other.
+/// Sub-communicators: `split(color, key)`, `split_by_node()` and `split_by_site()`; messages of
+/// different communicators never match each other.
 ///
 /// Thread safety: a communicator (and every communicator split from it) is used by one thread
 /// at a time. Copies share the same rank: they are handles, not new communicators.
@@ -106,6 +106,16 @@ class communicator {
   [[nodiscard]] int node_of(int peer) const {
     check_rank(peer, "node_of");
     return state_->endpoint.node_of(group_->world_of(peer));
+  }
+  /// Site id of `peer`: ranks with equal ids are at one site (COMMX_SITE on tcp and wan); 0 for
+  /// every rank on a transport without sites. A node is at one site.
+  [[nodiscard]] int site_of(int peer) const {
+    check_rank(peer, "site_of");
+    if constexpr (requires(const T& t) { t.site_of(0); }) {
+      return state_->endpoint.site_of(group_->world_of(peer));
+    } else {
+      return 0;
+    }
   }
   /// `peer`'s rank in the world communicator.
   [[nodiscard]] int world_rank_of(int peer) const {
@@ -330,6 +340,9 @@ class communicator {
 
   /// Collective: one communicator per node, holding the ranks that share this rank's node.
   communicator split_by_node(deadline until = {});
+
+  /// Collective: one communicator per site, holding the ranks at this rank's site.
+  communicator split_by_site(deadline until = {}) { return split(site_of(rank_), rank_, until); }
 
   /// Collective: a communicator with the same ranks whose messages never meet this one's.
   communicator dup(deadline until = {}) { return split(0, rank_, until); }

@@ -281,6 +281,19 @@ TEST_CASE("hierarchical over sites folds in a fixed order: the same bits run to 
     CHECK(std::memcmp(runs[0].data(), runs[0].data() + 64 * r, 64 * sizeof(double)) == 0);
 }
 
+TEST_CASE("split_by_site and split_by_node follow the layout", "[coll][sites][fixed]") {
+  bytes_across_sites<commx::coll::hierarchical>([](auto& world) {
+    COMMX_CHECK_EQ(world.site_of(world.rank()), world.rank() / 4);
+    auto site = world.split_by_site();
+    COMMX_CHECK_EQ(site.size(), 4);
+    COMMX_CHECK_EQ(site.rank(), world.rank() % 4);
+    COMMX_CHECK_EQ(site.site_of(0), world.rank() / 4);  // the same sites, in its own ranks
+    auto node = site.split_by_node();
+    COMMX_CHECK_EQ(node.size(), 2);
+    COMMX_CHECK_EQ(node.world_rank_of(0), world.rank() / 2 * 2);
+  });
+}
+
 TEST_CASE("a node is at one site", "[coll][sites][fixed]") {
   commx::inproc_options opts;
   opts.nodes = {0, 0};

@@ -448,16 +448,25 @@ TEST_CASE("--nodes places the ranks on simulated nodes in blocks (COMMX_NODE)", 
   const Result r = run({kRun, "-n", "5", "--nodes", "3", kProbe, "node"});
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   REQUIRE(r.code() == 0);
-  for (const char* line : {"[0] node 0 node0\n", "[1] node 1 node0\n", "[2] node 2 node1\n",
-                           "[3] node 3 node1\n", "[4] node 4 node2\n"})
+  for (const char* line :
+       {"[0] node 0 node0 <unset>\n", "[1] node 1 node0 <unset>\n", "[2] node 2 node1 <unset>\n",
+        "[3] node 3 node1 <unset>\n", "[4] node 4 node2 <unset>\n"})
     CHECK(contains(r.out, line));
+  // Sites likewise, each holding whole nodes: 6 ranks, 4 nodes, 2 sites.
+  const Result s = run({kRun, "-n", "6", "--nodes", "4", "--sites=2", kProbe, "node"});
+  INFO("stdout:\n" << s.out << "\nstderr:\n" << s.err);
+  REQUIRE(s.code() == 0);
+  for (const char* line :
+       {"[0] node 0 node0 site0\n", "[1] node 1 node0 site0\n", "[2] node 2 node1 site0\n",
+        "[3] node 3 node2 site1\n", "[4] node 4 node2 site1\n", "[5] node 5 node3 site1\n"})
+    CHECK(contains(s.out, line));
   // Without --nodes the ranks keep the COMMX_NODE they inherit; with it, commxrun's wins.
   ::setenv("COMMX_NODE", "outer", 1);
   const Result kept = run({kRun, "-n", "2", kProbe, "node"});
   const Result placed = run({kRun, "-n", "2", "--nodes=1", kProbe, "node"});
   ::unsetenv("COMMX_NODE");
-  CHECK(contains(kept.out, "[1] node 1 outer\n"));
-  CHECK(contains(placed.out, "[1] node 1 node0\n"));
+  CHECK(contains(kept.out, "[1] node 1 outer <unset>\n"));
+  CHECK(contains(placed.out, "[1] node 1 node0 <unset>\n"));
   CHECK_FALSE(contains(placed.out, "outer"));
 }
 
@@ -481,7 +490,9 @@ TEST_CASE("bad usage exits 2 with a message and the usage", "[launcher]") {
                Case{{"-n", "2", "--bogus", kProbe}, "unknown option '--bogus'"},
                Case{{"-n", "2", "--nodes", "3", kProbe}, "3 nodes for 2 ranks"},
                Case{{"-n", "2", "--nodes", "0", kProbe}, "invalid number of nodes '0'"},
-               Case{{"-n", "2", "--nodes=x", kProbe}, "invalid number of nodes 'x'"});
+               Case{{"-n", "2", "--nodes=x", kProbe}, "invalid number of nodes 'x'"},
+               Case{{"-n", "2", "--sites", "3", kProbe}, "3 sites for 2 ranks"},
+               Case{{"-n", "6", "--nodes", "3", "--sites", "2", kProbe}, "S must divide K"});
   std::vector<std::string> cmd = {kRun};
   cmd.insert(cmd.end(), c.args.begin(), c.args.end());
   const Result r = run(cmd);

@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
   if (mode == "hello") return hello(rank, size);
   if (mode == "exit") return std::atoi(arg(2));
   if (mode == "node") {
-    put(1, "node " + std::to_string(rank) + " " + env_str("COMMX_NODE") + "\n");
+    put(1, "node " + std::to_string(rank) + " " + env_str("COMMX_NODE") + " " +
+               env_str("COMMX_SITE") + "\n");
     return 0;
   }
   if (mode == "args") {

@@ -2,11 +2,12 @@
 //
 // commxrun: the commx local launcher.
 //
-//   commxrun -n N [--nodes K] [--timeout S] [--] program [args...]
+//   commxrun -n N [--nodes K] [--sites S] [--timeout S] [--] program [args...]
 //
 // Starts N local processes ("ranks") of a program, each in its own process group, with
 //   COMMX_RANK=i, COMMX_SIZE=N, COMMX_ROOT=127.0.0.1:PORT, COMMX_TOKEN=<64 hex chars>
-// (and with --nodes, COMMX_NODE=node<k>: K simulated nodes, in blocks of ranks)
+// (and with --nodes, COMMX_NODE=node<k>: K simulated nodes, in blocks of ranks; with --sites,
+// COMMX_SITE=site<j> likewise)
 // in the environment and stdin from /dev/null. Every line a rank writes to stdout or stderr is
 // copied, prefixed with "[i] ", to commxrun's stdout or stderr, one whole line at a time.
 // If a rank fails (non-zero exit or killed by a signal), on --timeout, or when commxrun gets
@@ -76,7 +77,7 @@ constexpr std::size_t kMaxLine = 64 * 1024;  // a longer line without '\n' is sp
 constexpr double kMaxTimeout = 1e9;          // seconds; more is treated as this
 
 constexpr std::string_view kUsage =
-    "usage: commxrun -n N [--nodes K] [--timeout S] [--] program [args...]\n"
+    "usage: commxrun -n N [--nodes K] [--sites S] [--timeout S] [--] program [args...]\n"
     "\n"
     "Start N local ranks of program with COMMX_RANK, COMMX_SIZE, COMMX_ROOT and COMMX_TOKEN\n"
     "set, and copy their output line by line, prefixed with \"[rank] \".\n"
@@ -85,6 +86,8 @@ constexpr std::string_view kUsage =
     "  -n, --np N     number of ranks to start (at least 1)\n"
     "  --nodes K      place the ranks on K simulated nodes of this machine, in blocks as\n"
     "                 srun does (rank i on node i*K/N): COMMX_NODE=node0 ... node<K-1>\n"
+    "  --sites S      place them at S simulated sites likewise: COMMX_SITE=site0 ...\n"
+    "                 (S must divide K, so that each node is at one site)\n"
     "  --timeout S    stop all ranks after S seconds (may be fractional) and exit 124\n"
     "  -h, --help     show this help and exit\n"
     "  --version      show the version and exit\n"
@@ -180,6 +183,7 @@ std::string signal_name(int sig) {
 struct Options {
   int nranks = 0;
   int nodes = 0;                  // 0: not placed (COMMX_NODE as inherited)
+  int sites = 0;                  // 0: not placed (COMMX_SITE as inherited)
   std::optional<double> timeout;  // seconds
   std::vector<char*> command;     // program and its arguments, null-terminated
 };
@@ -203,13 +207,14 @@ int parse_nranks(std::string_view text) {
   return static_cast<int>(v);
 }
 
-int parse_nodes(std::string_view text) {
+int parse_places(std::string_view text, std::string_view what) {
   const std::string s(text);
   char* end = nullptr;
   errno = 0;
   const long v = s.empty() || s[0] < '0' || s[0] > '9' ? 0 : std::strtol(s.c_str(), &end, 10);
   if (v < 1 || *end != '\0' || errno == ERANGE || v > kMaxRanks)
-    usage_error(fmt::format("invalid number of nodes '{}' (expected 1 to the number of ranks)", s));
+    usage_error(
+        fmt::format("invalid number of {} '{}' (expected 1 to the number of ranks)", what, s));
   return static_cast<int>(v);
 }
 
@@ -256,9 +261,13 @@ Options parse_args(int argc, char** argv) {
       opt.nranks = parse_nranks(a.substr(2));
       have_n = true;
     } else if (a == "--nodes") {
-      opt.nodes = parse_nodes(value(a));
+      opt.nodes = parse_places(value(a), "nodes");
     } else if (a.starts_with("--nodes=")) {
-      opt.nodes = parse_nodes(a.substr(8));
+      opt.nodes = parse_places(a.substr(8), "nodes");
+    } else if (a == "--sites") {
+      opt.sites = parse_places(value(a), "sites");
+    } else if (a.starts_with("--sites=")) {
+      opt.sites = parse_places(a.substr(8), "sites");
     } else if (a == "--timeout") {
       opt.timeout = parse_timeout(value(a));
     } else if (a.starts_with("--timeout=")) {
@@ -273,6 +282,12 @@ Options parse_args(int argc, char** argv) {
   if (opt.nodes > opt.nranks)
     usage_error(
         fmt::format("{} nodes for {} ranks: a node would hold none", opt.nodes, opt.nranks));
+  if (opt.sites > opt.nranks)
+    usage_error(
+        fmt::format("{} sites for {} ranks: a site would hold none", opt.sites, opt.nranks));
+  if (opt.sites > 0 && opt.nodes > 0 && opt.nodes % opt.sites != 0)
+    usage_error(fmt::format("{} nodes at {} sites: a node would be at two sites (S must divide K)",
+                            opt.nodes, opt.sites));
   if (i >= argc) usage_error("no program given");
   for (; i < argc; ++i) opt.command.push_back(argv[i]);
   opt.command.push_back(nullptr);
@@ -336,14 +351,15 @@ std::string make_token() {
 }
 
 // The parent's environment without any COMMX_RANK/SIZE/ROOT/TOKEN it may carry (and without
-// COMMX_NODE when commxrun places the ranks itself).
-std::vector<std::string> inherited_environment(bool placing_nodes) {
+// COMMX_NODE or COMMX_SITE when commxrun places the ranks itself).
+std::vector<std::string> inherited_environment(bool placing_nodes, bool placing_sites) {
   static constexpr std::string_view kOurs[] = {
       "COMMX_RANK=", "COMMX_SIZE=", "COMMX_ROOT=", "COMMX_TOKEN="};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view v = *e;
     if (placing_nodes && v.starts_with("COMMX_NODE=")) continue;
+    if (placing_sites && v.starts_with("COMMX_SITE=")) continue;
     if (std::none_of(std::begin(kOurs), std::end(kOurs),
                      [&](std::string_view p) { return v.starts_with(p); }))
       env.emplace_back(v);
@@ -497,12 +513,16 @@ class Launcher {
     const std::string root = fmt::format("127.0.0.1:{}", choose_port());
     token_ = make_token();
     const std::string& token = token_;
-    std::vector<std::string> env = inherited_environment(opt_.nodes > 0);
+    std::vector<std::string> env = inherited_environment(opt_.nodes > 0, opt_.sites > 0);
     env.push_back(fmt::format("COMMX_SIZE={}", opt_.nranks));
     env.push_back("COMMX_ROOT=" + root);
     env.push_back("COMMX_TOKEN=" + token);
-    if (opt_.nodes > 0) env.emplace_back();  // COMMX_NODE, set per rank
-    env.emplace_back();                      // COMMX_RANK, set per rank
+    // Set per rank, at these indices: COMMX_NODE and COMMX_SITE when placing, then COMMX_RANK.
+    const std::size_t node_at = env.size();
+    if (opt_.nodes > 0) env.emplace_back();
+    const std::size_t site_at = env.size();
+    if (opt_.sites > 0) env.emplace_back();
+    env.emplace_back();
     std::vector<char*> envp;
     envp.reserve(env.size() + 1);
     for (std::string& e : env) envp.push_back(e.data());
@@ -531,11 +551,16 @@ class Launcher {
       }
       env.back() = fmt::format("COMMX_RANK={}", i);
       envp[env.size() - 1] = env.back().data();
-      if (opt_.nodes > 0) {  // blocks: node k holds ranks [k*N/K, (k+1)*N/K)
-        const auto node = (i * static_cast<std::size_t>(opt_.nodes)) / ranks_.size();
-        env[env.size() - 2] = fmt::format("COMMX_NODE=node{}", node);
-        envp[env.size() - 2] = env[env.size() - 2].data();
-      }
+      // Blocks, as srun places ranks: rank i on node i*K/N and at site i*S/N (S divides K, so
+      // the nodes of one site are whole).
+      const auto place = [&](std::size_t at, int count, std::string_view var,
+                             std::string_view stem) {
+        env[at] =
+            fmt::format("{}={}{}", var, stem, i * static_cast<std::size_t>(count) / ranks_.size());
+        envp[at] = env[at].data();
+      };
+      if (opt_.nodes > 0) place(node_at, opt_.nodes, "COMMX_NODE", "node");
+      if (opt_.sites > 0) place(site_at, opt_.sites, "COMMX_SITE", "site");
 
       const pid_t pid = ::fork();
       if (pid == 0) exec_rank(cx_, out_w, err_w, opt_.command.data(), envp.data());

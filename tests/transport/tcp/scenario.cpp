@@ -192,10 +192,12 @@ void hosts(comm& world) {
   world.barrier();
 }
 
-/// Ranks placed on named nodes (COMMX_NODE; commxrun --nodes): `expected` is every rank's node
-/// id, space-separated. Each rank checks node_of against it, that split_by_node holds exactly
-/// the ranks of its node, and that coll::hierarchical (node-local step, then leaders) sums.
-void nodes(std::string_view expected) {
+/// Ranks placed on named nodes and sites (COMMX_NODE, COMMX_SITE; commxrun --nodes --sites):
+/// `expected` is every rank's node id, `expected_sites` its site id (empty: not checked),
+/// space-separated. Each rank checks node_of and site_of against them, that split_by_node and
+/// split_by_site hold exactly the ranks of its node and site, and that coll::hierarchical (node,
+/// then site, then across sites) sums.
+void nodes(std::string_view expected, std::string_view expected_sites) {
   using hierarchical = commx::communicator<commx::transport::tcp, commx::coll::hierarchical>;
   hierarchical world = hierarchical::from_env();
   std::string seen;
@@ -208,6 +210,17 @@ void nodes(std::string_view expected) {
   for (int r = 0; r < world.size(); ++r)
     on_my_node += world.node_of(r) == world.node_of(world.rank());
   COMMX_CHECK_EQ(local.size(), on_my_node);
+  if (!expected_sites.empty()) {
+    std::string sites;
+    int at_my_site = 0;
+    for (int r = 0; r < world.size(); ++r) {
+      sites += fmt::format("{}{}", r ? " " : "", world.site_of(r));
+      at_my_site += world.site_of(r) == world.site_of(world.rank());
+    }
+    say(fmt::format("rank {} sites {}", world.rank(), sites));
+    COMMX_CHECK_EQ(sites, std::string(expected_sites));
+    COMMX_CHECK_EQ(world.split_by_site().size(), at_my_site);
+  }
   std::vector<int> v{world.rank(), 1};
   world.allreduce(std::span(v), std::plus<>{});
   COMMX_CHECK_EQ(v[0], world.size() * (world.size() - 1) / 2);
@@ -221,7 +234,7 @@ int main(int argc, char** argv) {
   const std::string_view scenario = argc > 1 ? argv[1] : "";
   try {
     if (scenario == "nodes" && argc > 2) {
-      nodes(argv[2]);
+      nodes(argv[2], argc > 3 ? argv[3] : "");
       return 0;
     }
     comm world = comm::from_env();
