@@ -70,6 +70,8 @@ class wan {
   /// The site `peer` is at (COMMX_SITE): ranks naming one site share an id, in rank order of
   /// first appearance; 0 for all when no site is named.
   [[nodiscard]] int site_of(int peer) const { return engine_->site_of(peer); }
+  /// The payload bytes this endpoint has handed to sends to `peer` so far.
+  [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const { return engine_->bytes_sent_to(peer); }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).

@@ -81,6 +81,9 @@ class engine {
   [[nodiscard]] int size() const { return cfg_.size; }
   [[nodiscard]] int node_of(int peer) const { return nodes_.at(index(peer)); }
   [[nodiscard]] int site_of(int peer) const { return sites_.at(index(peer)); }
+  [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const {
+    return peers_.at(index(peer)).bytes_sent;
+  }
   [[nodiscard]] std::uint64_t event_count() const { return events_; }
 
   /// This rank's listen endpoint (after the rendezvous), for tests.
@@ -143,6 +146,7 @@ class engine {
 
   std::shared_ptr<operation> isend(int dest, context_id ctx, int tag,
                                    std::span<const std::byte> data) {
+    peers_[index(dest)].bytes_sent += data.size();
     if (dest == rank()) return send_to_self(ctx, tag, data);
     peer_link& link = peers_[index(dest)];
     if (link.state != presence::present) {
@@ -312,7 +316,8 @@ class engine {
     std::uint64_t next_cookie = 1;
     std::unordered_map<std::uint64_t, std::shared_ptr<operation>> awaiting_cts;
     std::unordered_map<std::uint64_t, awaited_data> awaiting_data;
-    bool shut = false;  ///< leaving: our side of the connection is shut down
+    bool shut = false;             ///< leaving: our side of the connection is shut down
+    std::uint64_t bytes_sent = 0;  ///< payload bytes handed to sends to it (bytes_sent_to)
   };
 
   static constexpr int max_pending_handshakes = 32;

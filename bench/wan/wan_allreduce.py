@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""An allreduce across two sites joined by wanemu, per collectives policy, one stack (wan).
+
+Two sites of two ranks (ranks 0, 1 in one network namespace at site A, ranks 2, 3 in the other
+at site B; the ranks of a namespace share its address, so each site is one node) run
+bench_wan_allreduce over the emulated link (default 1 Gbit/s, 25 ms each way: 50 ms RTT), with
+coll::hierarchical (node, site, then across the sites once), binomial and ring. Each job makes
+one unmeasured call and `--calls` measured ones and reports the median call (the slowest
+rank's time) and the bytes that crossed between the sites per call. Rounds are interleaved:
+each round runs every size and policy once, in an order that rotates from round to round; the
+table gives the median of the rounds' medians and their spread. The reference is one
+wide-area exchange of the message at the link rate plus one round trip (size / rate + RTT).
+
+TCP's restart after idle is off in both namespaces (net.ipv4.tcp_slow_start_after_idle=0), as
+on tuned wide-area hosts: calls are separated by idle time, and the window should survive it.
+
+  sudo bench/wan/wan_allreduce.py --wanemu build/release/tools/wanemu/wanemu \\
+      --bench build/release/bench/bench_wan_allreduce [--sizes 8,64] [--rounds 5]
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from iperf_ceiling import ADDR_A, ADDR_B, Emulator  # noqa: E402
+
+TOKEN = "c" * 64
+POLICIES = ["hierarchical", "binomial", "ring"]
+
+
+def run_job(emu, bench, policy, mib, calls, env, nice, timeout):
+    """One 4-rank job; the fields of rank 0's report line, or None and the ranks' stderr."""
+    common = ["COMMX_SIZE=4", f"COMMX_ROOT={ADDR_A}:17100", f"COMMX_TOKEN={TOKEN}",
+              "COMMX_TIMEOUT=120"] + [f"{k}={v}" for k, v in env.items()]
+    procs = []
+    for rank in range(4):
+        ns, addr, site = (emu.ns_a, ADDR_A, "A") if rank < 2 else (emu.ns_b, ADDR_B, "B")
+        args = (["nice", "-n", str(nice), "ip", "netns", "exec", ns, "env", f"COMMX_RANK={rank}",
+                 f"COMMX_ADDR={addr}", f"COMMX_SITE={site}"] + common
+                + [bench, policy, str(mib), str(calls)])
+        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    outs = []
+    try:
+        for proc in procs:
+            outs.append(proc.communicate(timeout=timeout))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    err = "".join(o[1] for o in outs)
+    for line in outs[0][0].splitlines():
+        if line.startswith("wan_allreduce"):
+            return dict(f.split("=") for f in line.split()[1:]), err
+    return None, err
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wanemu", required=True)
+    parser.add_argument("--bench", required=True, help="path of bench_wan_allreduce")
+    parser.add_argument("--sizes", default="8,64", help="MiB")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--delay-ms", type=float, default=25)
+    parser.add_argument("--rate-mbit", type=float, default=1000)
+    parser.add_argument("--streams", default="8")
+    parser.add_argument("--chunk", default="1M")
+    parser.add_argument("--nice", type=int, default=-10)
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("wan_allreduce: needs root (wanemu creates network namespaces)")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    env = {"COMMX_WAN_STREAMS": args.streams, "COMMX_WAN_CHUNK": args.chunk}
+    emu = Emulator(args.wanemu, f"commx-wanr{os.getpid()}-", args.delay_ms, args.rate_mbit, 0.0,
+                   1, [], args.nice)
+    print(emu.ready_line, flush=True)
+    results = {}  # (mib, policy) -> [(median_s, crossed_per_call)]
+    try:
+        for ns in (emu.ns_a, emu.ns_b):
+            subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                            "net.ipv4.tcp_slow_start_after_idle=0"], check=True, timeout=10)
+        cells = [(mib, policy) for mib in sizes for policy in POLICIES]
+        for r in range(args.rounds):
+            shift = r % len(cells)
+            for mib, policy in cells[shift:] + cells[:shift]:
+                fields, err = run_job(emu, args.bench, policy, mib, args.calls, env, args.nice,
+                                      timeout=600)
+                if fields is None:
+                    print(f"round {r + 1} {policy} {mib} MiB failed:\n{err}", file=sys.stderr)
+                    continue
+                median, crossed = float(fields["median_s"]), float(fields["crossed_per_call"])
+                results.setdefault((mib, policy), []).append((median, crossed))
+                print(f"round {r + 1}: {policy} {mib} MiB {median:.3f} s, "
+                      f"{crossed / (mib << 20):.2f} messages across", flush=True)
+    finally:
+        emu.stop()
+    rtt = 2 * args.delay_ms / 1000
+    print(f"\n{args.rate_mbit:g} Mbit/s, {2 * args.delay_ms:g} ms RTT, {args.streams} streams, "
+          f"{args.rounds} rounds of {args.calls} calls; load average {os.getloadavg()}")
+    print("| size | policy | call (median of rounds) | rounds' range | reference | ratio "
+          "| bytes across per call |")
+    print("|---|---|---|---|---|---|---|")
+    for mib in sizes:
+        reference = (mib << 20) * 8 / (args.rate_mbit * 1e6) + rtt
+        for policy in POLICIES:
+            got = results.get((mib, policy), [])
+            if not got:
+                print(f"| {mib} MiB | {policy} | failed | | | | |")
+                continue
+            times = [t for t, _ in got]
+            t = statistics.median(times)
+            crossed = statistics.median(c for _, c in got) / (mib << 20)
+            print(f"| {mib} MiB | {policy} | {t:.3f} s | {min(times):.3f}-{max(times):.3f} "
+                  f"| {reference:.3f} s | {t / reference:.2f}x | {crossed:.2f} x message |")
+
+
+if __name__ == "__main__":
+    main()
