@@ -101,6 +101,23 @@ class Emulator:
         return stats
 
 
+def run_all(commands, timeout):
+    """Starts every command at once and waits for all; (stdout, stderr) of each, in order. A
+    command still running at the timeout, or when another raised, is killed."""
+    procs = [subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for args in commands]
+    outs = []
+    try:
+        for proc in procs:
+            outs.append(proc.communicate(timeout=timeout))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return outs
+
+
 def wait_listening(ns, ports, deadline):
     """Waits (bounded) until every port listens in namespace ns."""
     while True:

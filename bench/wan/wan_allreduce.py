@@ -26,7 +26,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from iperf_ceiling import ADDR_A, ADDR_B, Emulator  # noqa: E402
+from iperf_ceiling import ADDR_A, ADDR_B, Emulator, run_all  # noqa: E402
 
 TOKEN = "c" * 64
 POLICIES = ["hierarchical", "binomial", "ring"]
@@ -36,23 +36,13 @@ def run_job(emu, bench, policy, mib, calls, env, nice, timeout):
     """One 4-rank job; the fields of rank 0's report line, or None and the ranks' stderr."""
     common = ["COMMX_SIZE=4", f"COMMX_ROOT={ADDR_A}:17100", f"COMMX_TOKEN={TOKEN}",
               "COMMX_TIMEOUT=120"] + [f"{k}={v}" for k, v in env.items()]
-    procs = []
+    commands = []
     for rank in range(4):
         ns, addr, site = (emu.ns_a, ADDR_A, "A") if rank < 2 else (emu.ns_b, ADDR_B, "B")
-        args = (["nice", "-n", str(nice), "ip", "netns", "exec", ns, "env", f"COMMX_RANK={rank}",
-                 f"COMMX_ADDR={addr}", f"COMMX_SITE={site}"] + common
-                + [bench, policy, str(mib), str(calls)])
-        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
-    outs = []
-    try:
-        for proc in procs:
-            outs.append(proc.communicate(timeout=timeout))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        commands.append(["nice", "-n", str(nice), "ip", "netns", "exec", ns, "env",
+                         f"COMMX_RANK={rank}", f"COMMX_ADDR={addr}", f"COMMX_SITE={site}"]
+                        + common + [bench, policy, str(mib), str(calls)])
+    outs = run_all(commands, timeout)
     err = "".join(o[1] for o in outs)
     for line in outs[0][0].splitlines():
         if line.startswith("wan_allreduce"):

@@ -21,11 +21,10 @@ a time, each answered before the next leaves (two round trips per message).
 import argparse
 import math
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from iperf_ceiling import ADDR_A, ADDR_B, CASES, Emulator, run_iperf  # noqa: E402
+from iperf_ceiling import ADDR_A, ADDR_B, CASES, Emulator, run_all, run_iperf  # noqa: E402
 
 TOKEN = "b" * 64
 
@@ -34,22 +33,11 @@ def run_wan(emu, scenario, mib, rounds, window, env, nice, timeout):
     """One two-rank job of `wan_scenario bench`; Mbit/s that rank 0 reports, or None."""
     common = [f"COMMX_SIZE=2", f"COMMX_ROOT={ADDR_A}:17000", f"COMMX_TOKEN={TOKEN}",
               "COMMX_TIMEOUT=120"] + [f"{k}={v}" for k, v in env.items()]
-    procs = []
-    for rank, (ns, addr) in enumerate([(emu.ns_a, ADDR_A), (emu.ns_b, ADDR_B)]):
-        args = (["nice", "-n", str(nice), "ip", "netns", "exec", ns, "env", f"COMMX_RANK={rank}",
-                 f"COMMX_ADDR={addr}"] + common
-                + [scenario, "bench", str(mib), str(rounds), str(window)])
-        procs.append(subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
-    outs = []
-    try:
-        for proc in procs:
-            outs.append(proc.communicate(timeout=timeout))
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    outs = run_all([["nice", "-n", str(nice), "ip", "netns", "exec", ns, "env",
+                     f"COMMX_RANK={rank}", f"COMMX_ADDR={addr}"] + common
+                    + [scenario, "bench", str(mib), str(rounds), str(window)]
+                    for rank, (ns, addr) in enumerate([(emu.ns_a, ADDR_A), (emu.ns_b, ADDR_B)])],
+                   timeout)
     for line in outs[0][0].splitlines():
         if line.startswith("wan_bench"):
             fields = dict(f.split("=") for f in line.split()[1:])
