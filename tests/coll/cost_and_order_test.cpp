@@ -260,6 +260,25 @@ TEST_CASE("hierarchical crosses the wide-area link once per site pair", "[coll][
   bytes_across_sites<hierarchical>([](auto& world) { world.barrier(); });
 }
 
+TEST_CASE("hierarchical takes a policy per level", "[coll][sites][fixed]") {
+  // flat within nodes, binomial among a site's node leaders, ring between the site leaders.
+  using per_level =
+      commx::coll::hierarchical_over<commx::coll::flat, commx::coll::binomial, commx::coll::ring>;
+  constexpr std::size_t count = 1024;
+  const auto crossed = bytes_across_sites<per_level>([&](auto& world) {
+    std::vector<std::int64_t> v(count, world.rank() + 1);
+    world.allreduce(v, std::plus<>{});
+    COMMX_CHECK(v == std::vector<std::int64_t>(count, 36));
+    std::vector<std::int64_t> b(count, world.rank() == 6 ? 9 : 0);
+    world.bcast(b, 6);
+    COMMX_CHECK(b == std::vector<std::int64_t>(count, 9));
+    world.barrier();
+  });
+  // ring between two site leaders: half the message each way to reduce-scatter, half to
+  // allgather; then the bcast's one crossing.
+  CHECK(crossed == 3 * count * sizeof(std::int64_t));
+}
+
 TEST_CASE("hierarchical over sites folds in a fixed order: the same bits run to run",
           "[coll][sites][fixed]") {
   // Values whose sum depends on the order of the additions.

@@ -15,7 +15,10 @@
 /// first site: binomial folds onto its first rank, in rank order, and hands the result on).
 ///
 /// barrier, bcast, reduce and allreduce go through every level; allgather through the node
-/// level; the other collectives are the inner policy's over all ranks.
+/// level; the other collectives are the inner policy's over all ranks. Each level may have a
+/// policy of its own: `hierarchical_over<Inner, SiteInner, WideInner>` (within nodes, among
+/// node leaders within a site, among site leaders; ring across the wide-area link for large
+/// messages, say); `hierarchical` is binomial at every level.
 ///
 /// Reduction order: each node folds its ranks with the inner policy, then each site folds its
 /// nodes in leader order, then the sites are folded in site-leader order. When every node and
@@ -40,11 +43,15 @@
 
 namespace commx::coll {
 
-/// Collectives in three steps over the transport's nodes (within each node, among the node
-/// leaders with `Inner`, within each node again); see the file comment.
-/// @tparam Inner the policy for each step, and for the collectives that do not go through the
-///   hierarchy.
-template <class Inner>
+/// Collectives in steps over the transport's nodes and sites (within each node, among the node
+/// leaders, within each node again; the leaders' step over sites likewise); see the file
+/// comment. Each level has its own policy.
+/// @tparam Inner the policy within each node, and for the collectives that do not go through
+///   the hierarchy.
+/// @tparam SiteInner the policy among the node leaders (within each site, when there are
+///   several).
+/// @tparam WideInner the policy among the site leaders, across the wide-area link.
+template <class Inner, class SiteInner = Inner, class WideInner = SiteInner>
 struct hierarchical_over : Inner {
   /// "hierarchical", as benches and examples print it.
   static constexpr std::string_view name = "hierarchical";
@@ -150,8 +157,8 @@ struct hierarchical_over : Inner {
       std::vector<std::size_t> displs(counts.size());
       for (std::size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
       std::vector<E> all(static_cast<std::size_t>(p.size()) * n);
-      Inner::allgatherv(leaders, std::span<const E>(node_blocks), std::span<E>(all), counts,
-                        displs);
+      SiteInner::allgatherv(leaders, std::span<const E>(node_blocks), std::span<E>(all), counts,
+                            displs);
       for (std::size_t i = 0; i < order.size(); ++i) {
         std::copy_n(
             all.begin() + static_cast<std::ptrdiff_t>(i * n), n,
@@ -170,20 +177,21 @@ struct hierarchical_over : Inner {
 
  private:
   // Runs `step(port, policy)` among the node leaders: with `policy` this hierarchy one level
-  // up (nodes become sites) when the leaders are at several sites, else with Inner. `policy`
-  // is a std::type_identity of the policy to call.
+  // up (nodes become sites: SiteInner within each site, WideInner between them) when the
+  // leaders are at several sites, else with SiteInner. `policy` is a std::type_identity of the
+  // policy to call.
   template <class Leaders, class Step>
   static void among_leaders(Leaders& leaders, Step&& step) {
     if constexpr (requires { leaders.site_of(0); }) {
       for (int r = 1; r < leaders.size(); ++r) {
         if (leaders.site_of(r) != leaders.site_of(0)) {
           detail::site_level_port<Leaders> sites(leaders);
-          step(sites, std::type_identity<hierarchical_over>{});
+          step(sites, std::type_identity<hierarchical_over<SiteInner, WideInner, WideInner>>{});
           return;
         }
       }
     }
-    step(leaders, std::type_identity<Inner>{});
+    step(leaders, std::type_identity<SiteInner>{});
   }
 
   template <class Port>
@@ -254,7 +262,7 @@ struct hierarchical_over : Inner {
   }
 };
 
-/// The hierarchical policy with binomial algorithms inside and between nodes.
+/// The hierarchical policy with binomial algorithms at every level.
 using hierarchical = hierarchical_over<binomial>;
 
 }  // namespace commx::coll
