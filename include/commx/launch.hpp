@@ -85,7 +85,9 @@ inline int inproc_ranks_from_env() {
 template <class Comm, class Fn>
 void run(Fn&& fn, options opts = {}) {
   if constexpr (std::is_same_v<typename Comm::transport_type, transport::inproc>) {
-    run_inproc<Comm>(detail::inproc_ranks_from_env(), std::forward<Fn>(fn), {{}, opts});
+    inproc_options job;
+    job.comm = opts;
+    run_inproc<Comm>(detail::inproc_ranks_from_env(), std::forward<Fn>(fn), std::move(job));
   } else {
     Comm world = Comm::from_env(opts);
     fn(world);
