@@ -16,14 +16,14 @@
 namespace commx {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-void communicator<T, C, S>::check_valid(const char* operation) const {
+inline void communicator<T, C, S>::check_valid(const char* operation) const {
   if (state_ == nullptr) {
     throw error(errc::invalid_argument, fmt::format("{} on a null communicator", operation));
   }
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-void communicator<T, C, S>::check_rank(int peer, const char* operation) const {
+inline void communicator<T, C, S>::check_rank(int peer, const char* operation) const {
   check_valid(operation);
   if (peer < 0 || peer >= size()) {
     throw_error(errc::invalid_argument, where(operation, peer, unknown, 0),
@@ -32,7 +32,7 @@ void communicator<T, C, S>::check_rank(int peer, const char* operation) const {
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-void communicator<T, C, S>::check_root(int root, const char* operation) const {
+inline void communicator<T, C, S>::check_root(int root, const char* operation) const {
   check_valid(operation);
   if (root < 0 || root >= size()) {
     throw_error(errc::invalid_argument, where(operation, root, unknown, 0),
@@ -41,7 +41,7 @@ void communicator<T, C, S>::check_root(int root, const char* operation) const {
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-void communicator<T, C, S>::check_dest(int dest, int tag, const char* operation) const {
+inline void communicator<T, C, S>::check_dest(int dest, int tag, const char* operation) const {
   check_rank(dest, operation);
   if (tag < 0 || tag > max_tag) {
     throw_error(errc::invalid_argument, where(operation, dest, tag, 0),
@@ -50,7 +50,7 @@ void communicator<T, C, S>::check_dest(int dest, int tag, const char* operation)
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-void communicator<T, C, S>::check_source(int source, int tag, const char* operation) const {
+inline void communicator<T, C, S>::check_source(int source, int tag, const char* operation) const {
   if (source != any_source)
     check_rank(source, operation);
   else
@@ -62,8 +62,8 @@ void communicator<T, C, S>::check_source(int source, int tag, const char* operat
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-void communicator<T, C, S>::check_count(std::size_t given, std::size_t needed,
-                                        const char* operation, const char* what) const {
+inline void communicator<T, C, S>::check_count(std::size_t given, std::size_t needed,
+                                               const char* operation, const char* what) const {
   if (given != needed) {
     throw_error(errc::invalid_argument, where(operation, unknown, unknown, given),
                 fmt::format("'{}' holds {} elements; {} ranks need exactly {}", what, given, size(),
@@ -73,9 +73,10 @@ void communicator<T, C, S>::check_count(std::size_t given, std::size_t needed,
 
 // Blocks given by counts and displacements (one each per rank) must lie inside the buffer.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-void communicator<T, C, S>::check_layout(std::span<const std::size_t> counts,
-                                         std::span<const std::size_t> displs, std::size_t buffer,
-                                         const char* operation, const char* what) const {
+inline void communicator<T, C, S>::check_layout(std::span<const std::size_t> counts,
+                                                std::span<const std::size_t> displs,
+                                                std::size_t buffer, const char* operation,
+                                                const char* what) const {
   if (counts.size() != as_size(size()) || displs.size() != as_size(size())) {
     throw_error(errc::invalid_argument, where(operation, unknown, unknown, buffer),
                 fmt::format("{} counts and {} displacements given for {} ranks", counts.size(),
@@ -91,7 +92,7 @@ void communicator<T, C, S>::check_layout(std::span<const std::size_t> counts,
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-std::size_t communicator<T, C, S>::total(std::span<const std::size_t> counts) {
+inline std::size_t communicator<T, C, S>::total(std::span<const std::size_t> counts) {
   std::size_t sum = 0;
   for (std::size_t c : counts) sum += c;
   return sum;
@@ -99,7 +100,7 @@ std::size_t communicator<T, C, S>::total(std::span<const std::size_t> counts) {
 
 // Displacements that lay the blocks back to back.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-std::vector<std::size_t> communicator<T, C, S>::packed(std::span<const std::size_t> counts) {
+inline std::vector<std::size_t> communicator<T, C, S>::packed(std::span<const std::size_t> counts) {
   std::vector<std::size_t> displs(counts.size());
   std::size_t offset = 0;
   for (std::size_t r = 0; r < counts.size(); ++r) {

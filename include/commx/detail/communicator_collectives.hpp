@@ -21,7 +21,7 @@
 namespace commx {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-void communicator<T, C, S>::barrier(deadline until) {
+inline void communicator<T, C, S>::barrier(deadline until) {
   check_valid("barrier");
   run_collective(signature<std::byte>(stats::op::barrier, -1, detail::call_signature::not_compared),
                  until, [](auto& port) { C::barrier(port); });
@@ -29,7 +29,7 @@ void communicator<T, C, S>::barrier(deadline until) {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M>
-void communicator<T, C, S>::bcast(M&& data, int root, deadline until) {
+inline void communicator<T, C, S>::bcast(M&& data, int root, deadline until) {
   check_root(root, "bcast");
   auto elements = detail::elements_of(data);
   using E = element_of<decltype(elements)>;
@@ -40,7 +40,7 @@ void communicator<T, C, S>::bcast(M&& data, int root, deadline until) {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M, class Op>
-void communicator<T, C, S>::reduce(M&& data, Op op, int root, deadline until) {
+inline void communicator<T, C, S>::reduce(M&& data, Op op, int root, deadline until) {
   check_root(root, "reduce");
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
@@ -53,7 +53,7 @@ void communicator<T, C, S>::reduce(M&& data, Op op, int root, deadline until) {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M, class Op>
-void communicator<T, C, S>::allreduce(M&& data, Op op, deadline until) {
+inline void communicator<T, C, S>::allreduce(M&& data, Op op, deadline until) {
   check_valid("allreduce");
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
@@ -66,7 +66,7 @@ void communicator<T, C, S>::allreduce(M&& data, Op op, deadline until) {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-void communicator<T, C, S>::gather(const In& in, Out&& out, int root, deadline until) {
+inline void communicator<T, C, S>::gather(const In& in, Out&& out, int root, deadline until) {
   check_root(root, "gather");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -79,7 +79,7 @@ void communicator<T, C, S>::gather(const In& in, Out&& out, int root, deadline u
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-void communicator<T, C, S>::scatter(const In& in, Out&& out, int root, deadline until) {
+inline void communicator<T, C, S>::scatter(const In& in, Out&& out, int root, deadline until) {
   check_root(root, "scatter");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -92,7 +92,7 @@ void communicator<T, C, S>::scatter(const In& in, Out&& out, int root, deadline 
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-void communicator<T, C, S>::allgather(const In& in, Out&& out, deadline until) {
+inline void communicator<T, C, S>::allgather(const In& in, Out&& out, deadline until) {
   check_valid("allgather");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -105,7 +105,7 @@ void communicator<T, C, S>::allgather(const In& in, Out&& out, deadline until) {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-void communicator<T, C, S>::alltoall(const In& in, Out&& out, deadline until) {
+inline void communicator<T, C, S>::alltoall(const In& in, Out&& out, deadline until) {
   check_valid("alltoall");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -122,7 +122,7 @@ void communicator<T, C, S>::alltoall(const In& in, Out&& out, deadline until) {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M, class Op>
-void communicator<T, C, S>::scan(M&& data, Op op, deadline until) {
+inline void communicator<T, C, S>::scan(M&& data, Op op, deadline until) {
   check_valid("scan");
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
@@ -135,7 +135,7 @@ void communicator<T, C, S>::scan(M&& data, Op op, deadline until) {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M, class Op>
-void communicator<T, C, S>::exscan(M&& data, Op op, deadline until) {
+inline void communicator<T, C, S>::exscan(M&& data, Op op, deadline until) {
   check_valid("exscan");
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
@@ -148,8 +148,10 @@ void communicator<T, C, S>::exscan(M&& data, Op op, deadline until) {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-void communicator<T, C, S>::gatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
-                                    std::span<const std::size_t> displs, int root, deadline until) {
+inline void communicator<T, C, S>::gatherv(const In& in, Out&& out,
+                                           std::span<const std::size_t> counts,
+                                           std::span<const std::size_t> displs, int root,
+                                           deadline until) {
   check_root(root, "gatherv");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -167,9 +169,9 @@ void communicator<T, C, S>::gatherv(const In& in, Out&& out, std::span<const std
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-void communicator<T, C, S>::scatterv(const In& in, std::span<const std::size_t> counts,
-                                     std::span<const std::size_t> displs, Out&& out, int root,
-                                     deadline until) {
+inline void communicator<T, C, S>::scatterv(const In& in, std::span<const std::size_t> counts,
+                                            std::span<const std::size_t> displs, Out&& out,
+                                            int root, deadline until) {
   check_root(root, "scatterv");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -187,8 +189,9 @@ void communicator<T, C, S>::scatterv(const In& in, std::span<const std::size_t> 
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-void communicator<T, C, S>::allgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
-                                       std::span<const std::size_t> displs, deadline until) {
+inline void communicator<T, C, S>::allgatherv(const In& in, Out&& out,
+                                              std::span<const std::size_t> counts,
+                                              std::span<const std::size_t> displs, deadline until) {
   check_valid("allgatherv");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -204,10 +207,11 @@ void communicator<T, C, S>::allgatherv(const In& in, Out&& out, std::span<const 
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-void communicator<T, C, S>::alltoallv(const In& in, std::span<const std::size_t> send_counts,
-                                      std::span<const std::size_t> send_displs, Out&& out,
-                                      std::span<const std::size_t> recv_counts,
-                                      std::span<const std::size_t> recv_displs, deadline until) {
+inline void communicator<T, C, S>::alltoallv(const In& in, std::span<const std::size_t> send_counts,
+                                             std::span<const std::size_t> send_displs, Out&& out,
+                                             std::span<const std::size_t> recv_counts,
+                                             std::span<const std::size_t> recv_displs,
+                                             deadline until) {
   check_valid("alltoallv");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -223,9 +227,9 @@ void communicator<T, C, S>::alltoallv(const In& in, std::span<const std::size_t>
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out, class Op>
-void communicator<T, C, S>::reduce_scatter(const In& in, Out&& out,
-                                           std::span<const std::size_t> counts, Op op,
-                                           deadline until) {
+inline void communicator<T, C, S>::reduce_scatter(const In& in, Out&& out,
+                                                  std::span<const std::size_t> counts, Op op,
+                                                  deadline until) {
   check_valid("reduce_scatter");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -246,8 +250,8 @@ void communicator<T, C, S>::reduce_scatter(const In& in, Out&& out,
 // policies were asked for; `body(port, policy)` calls the policy's collective.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class Body>
-void communicator<T, C, S>::run_reduction(const detail::call_signature& call, deadline until,
-                                          Body&& body) {
+inline void communicator<T, C, S>::run_reduction(const detail::call_signature& call, deadline until,
+                                                 Body&& body) {
   run_collective(call, until, [&](auto& port) {
     if (reduction_ == reduction_order::reproducible) {
       body(port, coll::detail::rank_order_over<C>{});
@@ -259,8 +263,8 @@ void communicator<T, C, S>::run_reduction(const detail::call_signature& call, de
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class Body>
-void communicator<T, C, S>::run_collective(const detail::call_signature& call, deadline until,
-                                           Body&& body) {
+inline void communicator<T, C, S>::run_collective(const detail::call_signature& call,
+                                                  deadline until, Body&& body) {
   const auto kind = static_cast<stats::op>(call.kind);
   check_valid(stats::name(kind).data());
   const detail::stopwatch<S> watch;

@@ -20,7 +20,7 @@
 namespace commx {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-status communicator<T, C, S>::probe(int source, int tag, deadline until) {
+inline status communicator<T, C, S>::probe(int source, int tag, deadline until) {
   const clock::time_point when = until.resolve(timeout_);
   const detail::stopwatch<S> watch;
   check_source(source, tag, "probe");
@@ -40,8 +40,8 @@ status communicator<T, C, S>::probe(int source, int tag, deadline until) {
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-std::optional<status> communicator<T, C, S>::find_queued(int source, int tag,
-                                                         const char* operation) {
+inline std::optional<status> communicator<T, C, S>::find_queued(int source, int tag,
+                                                                const char* operation) {
   auto found = state_->endpoint.iprobe(world_source(source), ctx_, tag);
   if (!found) return std::nullopt;
   if (found->error) {
@@ -52,7 +52,7 @@ std::optional<status> communicator<T, C, S>::find_queued(int source, int tag,
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-auto communicator<T, C, S>::make_request(stats::op kind, error_context context, bool is_recv)
+inline auto communicator<T, C, S>::make_request(stats::op kind, error_context context, bool is_recv)
     -> request {
   request req;
   req.state_ = state_;
@@ -67,7 +67,7 @@ auto communicator<T, C, S>::make_request(stats::op kind, error_context context, 
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M>
-auto communicator<T, C, S>::post_send(int dest, int tag, const M& message, stats::op kind)
+inline auto communicator<T, C, S>::post_send(int dest, int tag, const M& message, stats::op kind)
     -> request {
   const detail::stopwatch<S> watch;
   check_dest(dest, tag, stats::name(kind).data());
@@ -84,9 +84,9 @@ auto communicator<T, C, S>::post_send(int dest, int tag, const M& message, stats
 
 // A send of bytes (`staging` holds them for a serialized message), checked already.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-auto communicator<T, C, S>::post_bytes(int dest, int tag, std::span<const std::byte> bytes,
-                                       std::unique_ptr<std::vector<std::byte>> staging,
-                                       stats::op kind, const detail::stopwatch<S>& watch)
+inline auto communicator<T, C, S>::post_bytes(int dest, int tag, std::span<const std::byte> bytes,
+                                              std::unique_ptr<std::vector<std::byte>> staging,
+                                              stats::op kind, const detail::stopwatch<S>& watch)
     -> request {
   if constexpr (S::enabled) state_->stats.on_call(kind);
   request req = make_request(kind, where(stats::name(kind).data(), dest, tag, bytes.size()), false);
@@ -104,8 +104,8 @@ auto communicator<T, C, S>::post_bytes(int dest, int tag, std::span<const std::b
 // the send has to wait), else a request waited for. Counted alike either way.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M>
-void communicator<T, C, S>::send_now(int dest, int tag, const M& message, const deadline& until,
-                                     stats::op kind) {
+inline void communicator<T, C, S>::send_now(int dest, int tag, const M& message,
+                                            const deadline& until, stats::op kind) {
   if constexpr (!transport::blocking_send<T>) {
     post_send(dest, tag, message, kind).wait(until);
   } else {
@@ -145,8 +145,8 @@ void communicator<T, C, S>::send_now(int dest, int tag, const M& message, const 
 // to fit, or `staging` (serialized messages, decoded once received).
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M>
-transport::recv_buffer communicator<T, C, S>::receive_buffer(M& message,
-                                                             std::vector<std::byte>* staging) {
+inline transport::recv_buffer communicator<T, C, S>::receive_buffer(
+    M& message, std::vector<std::byte>* staging) {
   using target = std::remove_cvref_t<M>;
   if constexpr (recv_mode_of<target> == recv_mode::fixed) {
     // A fixed range takes any whole number of its elements; a single value exactly itself.
@@ -161,7 +161,8 @@ transport::recv_buffer communicator<T, C, S>::receive_buffer(M& message,
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M>
-auto communicator<T, C, S>::post_recv(int source, int tag, M& message, stats::op kind) -> request {
+inline auto communicator<T, C, S>::post_recv(int source, int tag, M& message, stats::op kind)
+    -> request {
   using target = std::remove_cvref_t<M>;
   check_source(source, tag, stats::name(kind).data());
   if constexpr (S::enabled) state_->stats.on_call(kind);
@@ -183,8 +184,8 @@ auto communicator<T, C, S>::post_recv(int source, int tag, M& message, stats::op
 // post_recv and a request's wait do, without the request. Counted alike.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M>
-status communicator<T, C, S>::recv_now(int source, int tag, M& message, const deadline& until,
-                                       stats::op kind) {
+inline status communicator<T, C, S>::recv_now(int source, int tag, M& message,
+                                              const deadline& until, stats::op kind) {
   using target = std::remove_cvref_t<M>;
   const detail::stopwatch<S> watch;
   check_source(source, tag, stats::name(kind).data());
@@ -213,8 +214,8 @@ status communicator<T, C, S>::recv_now(int source, int tag, M& message, const de
 // A blocking fast path's failure, raised as a request's wait raises it: a timeout (the
 // transport's own deadline) is logged first, as every timeout is.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-void communicator<T, C, S>::fail(const transport::op_result& result,
-                                 const error_context& context) const {
+inline void communicator<T, C, S>::fail(const transport::op_result& result,
+                                        const error_context& context) const {
   if (result.error == errc::timeout) {
     detail::throw_timeout(state_->endpoint, context,
                           "the deadline passed before the operation completed");

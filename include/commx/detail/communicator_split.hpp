@@ -18,7 +18,7 @@
 namespace commx {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-communicator<T, C, S> communicator<T, C, S>::split(int color, int key, deadline until) {
+inline communicator<T, C, S> communicator<T, C, S>::split(int color, int key, deadline until) {
   check_valid("split");
   if (color < 0 && color != undefined_color) {
     throw_error(errc::invalid_argument, where("split", unknown, unknown, 0),
@@ -58,7 +58,7 @@ communicator<T, C, S> communicator<T, C, S>::split(int color, int key, deadline 
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-communicator<T, C, S> communicator<T, C, S>::split_by_node(deadline until) {
+inline communicator<T, C, S> communicator<T, C, S>::split_by_node(deadline until) {
   check_valid("split_by_node");
   if constexpr (requires(T & t) { t.split_by_node(ctx_, rank_, context_id{}); }) {
     if constexpr (S::enabled) state_->stats.on_call(stats::op::split);
@@ -70,8 +70,9 @@ communicator<T, C, S> communicator<T, C, S>::split_by_node(deadline until) {
 // A new communicator of `members` (world ranks, in rank order) on contexts fresh, fresh + 1.
 // It keeps this one's endpoint and settings (timeout, checks, reduction order).
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-communicator<T, C, S> communicator<T, C, S>::child(context_id fresh, std::vector<int> members,
-                                                   int new_rank) const {
+inline communicator<T, C, S> communicator<T, C, S>::child(context_id fresh,
+                                                          std::vector<int> members,
+                                                          int new_rank) const {
   communicator made = *this;
   made.group_ = std::make_shared<const detail::group>(std::move(members), state_->endpoint.size());
   made.ctx_ = fresh;
@@ -85,7 +86,7 @@ communicator<T, C, S> communicator<T, C, S>::child(context_id fresh, std::vector
 // what it made for a context (`release`), the last handle onto the new communicator tells it.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class Made>
-communicator<T, C, S> communicator<T, C, S>::adopt(Made&& made) {
+inline communicator<T, C, S> communicator<T, C, S>::adopt(Made&& made) {
   state_->next_context = made.context + 2;
   if (made.members.empty()) return {};
   communicator fresh = child(made.context, std::move(made.members), made.rank);
