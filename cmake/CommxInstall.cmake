@@ -3,7 +3,8 @@
 #   include/commx/...                        the headers
 #   lib/cmake/commx/commxConfig.cmake        find_package(commx COMPONENTS ...), with
 #     commx-targets.cmake                    commx::commx, commx::inproc, commx::shm
-#     commx-<stack>-targets.cmake            commx::tcp, commx::wan, commx::mpi, one file each,
+#     commx-<stack>-targets.cmake            commx::tcp (and shm_tcp), commx::wan (and
+#                                            shm_tcp_wan), commx::mpi, one file each,
 #                                            read only when that component is asked for
 #     CommxVariants.cmake                    commx_add_variants()
 #   lib/pkgconfig/commx.pc, commx-<stack>.pc for builds without CMake
@@ -17,7 +18,14 @@ install(EXPORT commx-targets NAMESPACE commx:: DESTINATION ${COMMX_CMAKE_DIR})
 set(COMMX_CONFIG_STACKS "")
 foreach(stack IN ITEMS tcp wan mpi)
   if(TARGET commx_${stack})
-    install(TARGETS commx_${stack} EXPORT commx-${stack}-targets)
+    # The layered stacks come with the network stack they run over.
+    set(layered "")
+    if(stack STREQUAL "tcp")
+      set(layered commx_shm_tcp)
+    elseif(stack STREQUAL "wan")
+      set(layered commx_shm_tcp_wan)
+    endif()
+    install(TARGETS commx_${stack} ${layered} EXPORT commx-${stack}-targets)
     install(EXPORT commx-${stack}-targets NAMESPACE commx:: DESTINATION ${COMMX_CMAKE_DIR})
     list(APPEND COMMX_CONFIG_STACKS ${stack})
   endif()

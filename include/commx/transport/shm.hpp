@@ -138,6 +138,10 @@ class shm {
     return endpoint_->probe(source, ctx, tag);
   }
 
+  /// Makes progress without waiting: takes in what arrived, sends what can go (a transport
+  /// composed with others, node_and_network.hpp, calls it on the one it is not waiting in).
+  void progress() { endpoint_->poll(); }
+
   /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return endpoint_->event_count(); }
 

@@ -102,6 +102,10 @@ class tcp {
     return engine_->iprobe(source, ctx, tag);
   }
 
+  /// Makes progress without waiting: takes in what arrived, sends what can go (a transport
+  /// composed with others, node_and_network.hpp, calls it on the one it is not waiting in).
+  void progress() { engine_->progress(); }
+
   /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return engine_->event_count(); }
 

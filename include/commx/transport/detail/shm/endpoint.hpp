@@ -283,6 +283,12 @@ class endpoint {
     if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
   }
 
+  /// Progress without waiting: the rings drained, and the peers' liveness checked when due.
+  void poll() {
+    progress();
+    if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
+  }
+
   /// Marks this rank failed (rather than finished): peers' any_source receives stop waiting.
   void fail() { leave(presence::failed); }
 

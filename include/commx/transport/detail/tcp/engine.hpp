@@ -208,6 +208,9 @@ class engine {
     return op->done;
   }
 
+  /// Runs what work there is (reads, writes, handshakes) without waiting.
+  void progress() { poll(); }
+
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     poll();
     auto queued = find_queued(source, ctx, tag);

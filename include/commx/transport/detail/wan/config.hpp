@@ -85,6 +85,10 @@ struct config {
   path_config path;  ///< the default for every path
   std::vector<path_override> overrides;
   bool autotune = false;
+  /// false: a path between two ranks of one site has no data streams, and its large messages
+  /// go on the control connection as tcp's do (the node/site stack, shm_tcp_wan.hpp, where the
+  /// streams are for the wide-area link only).
+  bool streams_within_site = true;
 
   /// The tuning of the path between `me` and `peer`.
   [[nodiscard]] path_config path_to(int me, int peer) const;

@@ -88,12 +88,15 @@ class paths {
     if (engine_.size() == 1) return;
     const clock::time_point until = clock::now() + cfg_.base.timeout;
     for (int peer = 0; peer < engine_.rank(); ++peer) {
+      if (!streamed(peer)) continue;
       path& p = peers_[index(peer)];
       p.tuning = cfg_.path_to(engine_.rank(), peer);
       connect_streams(peer, until);
     }
     // A peer that already left (a short job) is no path to wait for.
-    const auto up = [&](int peer) { return ready(peer) || !engine_.connected(peer); };
+    const auto up = [&](int peer) {
+      return !streamed(peer) || ready(peer) || !engine_.connected(peer);
+    };
     const auto all_up = [&] {
       for (int peer = 0; peer < engine_.size(); ++peer) {
         if (peer != engine_.rank() && !up(peer)) return false;
@@ -112,14 +115,14 @@ class paths {
                       std::chrono::duration<double>(cfg_.base.timeout).count()));
     }
     for (int peer = 0; peer < engine_.size(); ++peer) {
-      if (peer == engine_.rank() || !ready(peer)) continue;
+      if (peer == engine_.rank() || !streamed(peer) || !ready(peer)) continue;
       const path& p = peers_[index(peer)];
       COMMX_LOG(info, engine_.log_context(), "path to rank {}: {} streams open (epoch {}): {}",
                 peer, p.expected, p.epoch, tuning_text(p.tuning));
     }
     if (cfg_.autotune) {
       for (int peer = 0; peer < engine_.rank(); ++peer) {
-        if (engine_.connected(peer)) autotune(peer);
+        if (streamed(peer) && engine_.connected(peer)) autotune(peer);
       }
     }
   }
@@ -136,6 +139,12 @@ class paths {
     if (peer < 0 || peer >= engine_.size() || peer == engine_.rank()) {
       throw error(errc::invalid_argument,
                   fmt::format("wan: rank {}: retune: {} is no peer rank", engine_.rank(), peer));
+    }
+    if (!streamed(peer)) {
+      throw error(errc::invalid_argument,
+                  fmt::format("wan: rank {}: retune: the path to rank {} has no data streams "
+                              "(the same site, and streams run between sites only)",
+                              engine_.rank(), peer));
     }
     path& p = peers_[index(peer)];
     const clock::time_point until = clock::now() + cfg_.base.timeout;
@@ -253,6 +262,12 @@ class paths {
     }
   }
 
+  /// Whether the path to `peer` has data streams: between sites always, within one only when
+  /// config::streams_within_site says so.
+  [[nodiscard]] bool streamed(int peer) const {
+    return cfg_.streams_within_site || engine_.site_of(peer) != engine_.site_of(engine_.rank());
+  }
+
   /// The path's current epoch has all its streams, and no old one is still closing.
   [[nodiscard]] bool ready(int peer) const {
     const path& p = peers_[index(peer)];
@@ -309,6 +324,7 @@ class paths {
   bool carry(int peer, const std::shared_ptr<operation>& op) {
     path& p = peers_[index(peer)];
     if (op->payload.empty()) return false;  // nothing to chunk: tcp's empty data frame
+    if (!streamed(peer)) return false;      // tcp's data frame on the control connection
     const std::uint64_t chunk = chunk_for(op->payload.size(), p.tuning, op->stream >= 0);
     p.sending.push_back({op, op->cookie, op->payload, {}, chunk, 0, 0, op->stream});
     service(peer);

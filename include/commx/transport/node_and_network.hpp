@@ -1,0 +1,489 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `transport::node_and_network<Node, Net>`: one job whose ranks on one node talk through
+/// `Node` (shared memory) and whose ranks on different nodes talk through `Net` (tcp; wan, which
+/// is tcp within a site and parallel streams between sites). Each message takes the innermost
+/// level its two ranks share, and the job sees one transport with one transport's semantics.
+///
+/// Matching. Every peer is reached through exactly one level, so each level's own matching
+/// engine sees all of that peer's messages and nothing else: per-pair order, tags, truncation
+/// (the message stays queued) and peer loss are that engine's, and no message is matched by two
+/// engines. What no single engine can do is a receive that several levels could satisfy
+/// (`any_source`, once the node has peers and so has the network). Such a receive is held here,
+/// not posted below: it looks at the levels' queues (`iprobe`) and, when a message waits, posts
+/// a receive naming that message's source and tag on its level, which takes exactly that
+/// message (it is the earliest from that source with that tag), the payload going straight from
+/// the level into the user's buffer, large messages included. Receives are matched in the order
+/// they were posted: while a held receive waits, a later receive that could take the same
+/// messages is held behind it rather than posted below, and a message found for a held receive
+/// goes to the earliest held receive that matches it. So a message is received once, by the
+/// receive MPI's rules give it to, whichever level it came by.
+///
+/// Waiting. The levels wait differently (a futex in the segment, epoll on the sockets), and no
+/// one call waits on both. A wait blocks in the level that the requests just tested are on, in
+/// slices, and makes the other level progress between slices (without blocking); with requests
+/// on both levels (or a held receive) it alternates shorter slices. A message on a level no
+/// tested request waits for is taken in within one slice (1 ms).
+///
+/// Peer loss reaches every level's waiters: a lost peer fails the receives its level holds,
+/// and a held `any_source` receive fails once a level reports a failed peer and no level has a
+/// message for it. Sizes and traffic: `bytes_sent_over(level)` says how many payload bytes each
+/// level (node, site, wide area) carried from this rank.
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/error.hpp"
+#include "commx/transport/concept.hpp"
+
+namespace commx::transport {
+
+/// Which level of the machine a pair of ranks shares innermost.
+enum class level : std::uint8_t {
+  node,  ///< the same node: shared memory
+  site,  ///< the same site, different nodes: the site's network
+  wide   ///< different sites: the wide-area link
+};
+
+/// One endpoint over two transports: `Node` among this node's ranks (its ranks numbered 0..k-1
+/// in world-rank order), `Net` among all the job's ranks (see the file comment).
+template <transport Node, transport Net>
+class node_and_network {
+ public:
+  /// A request on one level, or a receive held here until a level has its message.
+  class request;
+
+  /// Joins: `net` is this rank's endpoint in the whole job; `node` its endpoint among
+  /// `node_members` (world ranks, ascending, this rank among them), which are the ranks
+  /// `net.node_of` puts on this rank's node.
+  node_and_network(Net net, Node node, std::vector<int> node_members)
+      : net_(std::move(net)), node_(std::move(node)), local_(static_cast<std::size_t>(net_.size()), -1),
+        members_(std::move(node_members)), sent_(static_cast<std::size_t>(net_.size()), 0) {
+    if (members_.size() > 1) {
+      for (std::size_t i = 0; i < members_.size(); ++i) {
+        local_.at(static_cast<std::size_t>(members_[i])) = static_cast<int>(i);
+      }
+    }
+    for (int p = 0; p < net_.size(); ++p) {
+      if (local_[static_cast<std::size_t>(p)] < 0 && p != net_.rank()) ++remote_peers_;
+    }
+  }
+
+  /// The world ranks `net` puts on this rank's node, ascending.
+  static std::vector<int> node_members(const Net& net) {
+    std::vector<int> members;
+    for (int p = 0; p < net.size(); ++p) {
+      if (net.node_of(p) == net.node_of(net.rank())) members.push_back(p);
+    }
+    return members;
+  }
+
+  /// Waits until every rank of `net` has joined it, before the node level is made: a rank
+  /// that waits for its node's peers in the node level's start-up does not serve the network,
+  /// and a rank that had already finished would wait for it to answer its goodbye.
+  /// @throws commx::error errc::timeout naming a missing rank after `limit`; errc::peer_lost.
+  static void meet(Net& net, clock::duration limit = std::chrono::minutes(2)) {
+    constexpr context_id startup = ~context_id{0};  // communicators count up from 0
+    const clock::time_point until = clock::now() + limit;
+    const auto finish = [&](typename Net::request r, int peer) {
+      while (!net.test(r)) {
+        if (clock::now() >= until) {
+          net.cancel(r);
+          throw error(errc::timeout, fmt::format("rank {}: rank {} did not join the job within "
+                                                 "{} s",
+                                                 net.rank(), peer,
+                                                 std::chrono::duration<double>(limit).count()));
+        }
+        net.wait_for_event(net.event_count(), until);
+      }
+      if (const op_result& r2 = net.result(r); r2.error) {
+        throw error(r2.error, fmt::format("rank {}: joining the job: rank {}: {}", net.rank(),
+                                          peer, r2.error.message()));
+      }
+    };
+    const std::span<const std::byte> nothing;
+    if (net.rank() == 0) {
+      for (int p = 1; p < net.size(); ++p) {
+        finish(net.irecv(p, startup, 0, recv_buffer(std::span<std::byte>{})), p);
+      }
+      for (int p = 1; p < net.size(); ++p) finish(net.isend(p, startup, 0, nothing), p);
+    } else if (net.size() > 1) {
+      finish(net.isend(0, startup, 0, nothing), 0);
+      finish(net.irecv(0, startup, 0, recv_buffer(std::span<std::byte>{})), 0);
+    }
+  }
+
+  [[nodiscard]] int rank() const { return net_.rank(); }
+  [[nodiscard]] int size() const { return net_.size(); }
+  [[nodiscard]] int node_of(int peer) const { return net_.node_of(peer); }
+  [[nodiscard]] int site_of(int peer) const {
+    if constexpr (requires { net_.site_of(peer); }) {
+      return net_.site_of(peer);
+    } else {
+      return 0;
+    }
+  }
+
+  /// The level that carries messages between this rank and `peer`.
+  [[nodiscard]] level level_of(int peer) const {
+    if (on_node(peer)) return level::node;
+    return site_of(peer) == site_of(rank()) ? level::site : level::wide;
+  }
+  /// Payload bytes this endpoint has handed to sends to `peer` so far.
+  [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const {
+    return sent_.at(static_cast<std::size_t>(peer));
+  }
+  /// Payload bytes this endpoint has handed to `l`'s transport so far.
+  [[nodiscard]] std::uint64_t bytes_sent_over(level l) const {
+    std::uint64_t total = 0;
+    for (int p = 0; p < size(); ++p) {
+      if (level_of(p) == l) total += sent_[static_cast<std::size_t>(p)];
+    }
+    return total;
+  }
+  /// The levels' own endpoints (tests ask them what they carried).
+  [[nodiscard]] const Node& node_transport() const { return node_; }
+  [[nodiscard]] const Net& network_transport() const { return net_; }
+
+  request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+    check_peer(dest, "send to");
+    sent_[static_cast<std::size_t>(dest)] += data.size();
+    request r;
+    if (const int local = local_[static_cast<std::size_t>(dest)]; local >= 0) {
+      r.via_ = route::node;
+      r.node_ = node_.isend(local, ctx, tag, data);
+    } else {
+      r.via_ = route::net;
+      r.net_ = net_.isend(dest, ctx, tag, data);
+    }
+    return r;
+  }
+
+  request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
+    if (source != any_source) check_peer(source, "receive from");
+    request r;
+    const bool one_level = source != any_source || remote_peers_ == 0 || members_.size() <= 1;
+    if (one_level && !held_could_take(source, ctx, tag)) {
+      if (source == any_source ? members_.size() > 1 : on_node(source)) {
+        r.via_ = route::node;
+        r.node_ = node_.irecv(source == any_source ? any_source : local_of(source), ctx, tag,
+                              buffer);
+      } else {
+        r.via_ = route::net;
+        r.net_ = net_.irecv(source, ctx, tag, buffer);
+      }
+      return r;
+    }
+    r.via_ = route::held;
+    r.held_ = std::make_shared<held_receive>(source, ctx, tag, buffer);
+    held_.push_back(r.held_);
+    match_held();
+    return r;
+  }
+
+  bool test(request& r) {
+    bool done = true;
+    switch (r.via_) {
+      case route::node:
+        done = node_.test(r.node_);
+        if (!done) awaited_ |= node_bit;
+        break;
+      case route::net:
+        done = net_.test(r.net_);
+        if (!done) awaited_ |= net_bit;
+        break;
+      case route::held:
+        done = test_held(*r.held_);
+        break;
+      case route::none:
+        break;
+    }
+    return done;
+  }
+
+  const op_result& result(const request& r) const {
+    switch (r.via_) {
+      case route::node:
+        r.outcome_ = from_node(node_.result(r.node_));
+        return r.outcome_;
+      case route::net:
+        return net_.result(r.net_);
+      case route::held: {
+        held_receive& h = *r.held_;
+        if (h.via == route::node) h.outcome = from_node(node_.result(h.node));
+        if (h.via == route::net) h.outcome = net_.result(h.net);
+        return h.outcome;
+      }
+      case route::none:
+        break;
+    }
+    return r.outcome_;
+  }
+
+  bool cancel(request& r) {
+    switch (r.via_) {
+      case route::node:
+        return node_.cancel(r.node_);
+      case route::net:
+        return net_.cancel(r.net_);
+      case route::held: {
+        held_receive& h = *r.held_;
+        if (h.done) return false;
+        if (h.via == route::node) return node_.cancel(h.node);
+        if (h.via == route::net) return net_.cancel(h.net);
+        std::erase(held_, r.held_);
+        finish(h, {h.source, h.tag, 0, make_error_code(errc::cancelled)});
+        return true;
+      }
+      case route::none:
+        break;
+    }
+    return false;
+  }
+
+  std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
+    if (!held_.empty()) match_held();  // what a held receive takes is not there to probe
+    if (source != any_source) {
+      check_peer(source, "probe");
+      if (on_node(source)) return from_node(node_.iprobe(local_of(source), ctx, tag));
+      return net_.iprobe(source, ctx, tag);
+    }
+    std::optional<op_result> failure;
+    for (const route via : levels_in_turn()) {
+      std::optional<op_result> found = via == route::node
+                                           ? from_node(node_.iprobe(any_source, ctx, tag))
+                                           : net_.iprobe(any_source, ctx, tag);
+      if (found && !found->error) return found;
+      if (found && !failure) failure = found;
+    }
+    return failure;
+  }
+
+  [[nodiscard]] std::uint64_t event_count() const {
+    return node_.event_count() + net_.event_count() + events_;
+  }
+
+  void wait_for_event(std::uint64_t seen, clock::time_point when) {
+    if (!held_.empty()) match_held();
+    if (event_count() != seen) return;
+    const unsigned awaited = awaited_ != 0 ? awaited_ : node_bit | net_bit;
+    awaited_ = 0;
+    const clock::time_point now = clock::now();
+    if (awaited == node_bit) {
+      net_.progress();
+      if (event_count() == seen) {
+        node_.wait_for_event(node_.event_count(), std::min(when, now + single_slice));
+      }
+    } else if (awaited == net_bit) {
+      node_.progress();
+      if (event_count() == seen) {
+        net_.wait_for_event(net_.event_count(), std::min(when, now + single_slice));
+      }
+    } else {
+      node_.wait_for_event(node_.event_count(), std::min(when, now + shared_slice));
+      if (event_count() == seen) {
+        net_.wait_for_event(net_.event_count(), std::min(when, clock::now() + shared_slice));
+      }
+    }
+    if (!held_.empty()) match_held();
+  }
+
+  /// Makes both levels progress without waiting.
+  void progress() {
+    node_.progress();
+    net_.progress();
+    if (!held_.empty()) match_held();
+  }
+
+ private:
+  enum class route : std::uint8_t { none, node, net, held };
+
+  /// A receive waiting here until a level has a message for it; then `via` and the level's
+  /// request say where it went.
+  struct held_receive {
+    held_receive(int from, context_id context, int message_tag, recv_buffer into)
+        : source(from), ctx(context), tag(message_tag), buffer(into) {}
+    int source;
+    context_id ctx;
+    int tag;
+    recv_buffer buffer;
+    route via = route::none;
+    typename Node::request node{};
+    typename Net::request net{};
+    op_result outcome{};
+    bool done = false;
+  };
+
+ public:
+  class request {
+   public:
+    request() = default;
+
+   private:
+    friend class node_and_network;
+    route via_ = route::none;
+    typename Node::request node_{};
+    typename Net::request net_{};
+    std::shared_ptr<held_receive> held_;
+    mutable op_result outcome_{};  // a node-level result, its source a world rank
+  };
+
+ private:
+  static constexpr unsigned node_bit = 1;
+  static constexpr unsigned net_bit = 2;
+  static constexpr auto single_slice = std::chrono::milliseconds(1);
+  static constexpr auto shared_slice = std::chrono::microseconds(100);
+
+  [[nodiscard]] bool on_node(int peer) const { return local_[static_cast<std::size_t>(peer)] >= 0; }
+  [[nodiscard]] int local_of(int peer) const { return local_[static_cast<std::size_t>(peer)]; }
+
+  void check_peer(int peer, const char* what) const {
+    if (peer < 0 || peer >= size()) {
+      throw error(errc::invalid_argument,
+                  fmt::format("rank {}: {} rank {}: not a rank of {}", rank(), what, peer, size()));
+    }
+  }
+
+  /// A node-level result with its source made a world rank.
+  [[nodiscard]] op_result from_node(op_result r) const {
+    if (r.source >= 0 && static_cast<std::size_t>(r.source) < members_.size()) {
+      r.source = members_[static_cast<std::size_t>(r.source)];
+    }
+    return r;
+  }
+  [[nodiscard]] std::optional<op_result> from_node(std::optional<op_result> r) const {
+    if (r) r = from_node(*r);
+    return r;
+  }
+
+  /// Both levels, the one looked at first alternating, so neither starves the other.
+  std::array<route, 2> levels_in_turn() {
+    turn_ = !turn_;
+    return turn_ ? std::array{route::node, route::net} : std::array{route::net, route::node};
+  }
+
+  static bool overlap(int a, int b, int wildcard) { return a == wildcard || b == wildcard || a == b; }
+
+  /// Whether a held receive waits that could take a message a receive (source, ctx, tag) could:
+  /// then that receive must wait behind it.
+  [[nodiscard]] bool held_could_take(int source, context_id ctx, int tag) const {
+    return std::any_of(held_.begin(), held_.end(), [&](const auto& h) {
+      return h->ctx == ctx && overlap(h->source, source, any_source) && overlap(h->tag, tag, any_tag);
+    });
+  }
+
+  static bool takes(const held_receive& h, context_id ctx, int source, int tag) {
+    return h.ctx == ctx && (h.source == any_source || h.source == source) &&
+           (h.tag == any_tag || h.tag == tag);
+  }
+
+  /// A message one level has for `h` (its source a world rank), or that level's error when
+  /// no level has one; nullopt when nothing is known yet.
+  struct finding {
+    route via;
+    op_result found;
+  };
+  std::optional<finding> look_for(const held_receive& h) {
+    if (h.source != any_source) {
+      if (on_node(h.source)) {
+        if (auto r = node_.iprobe(local_of(h.source), h.ctx, h.tag)) {
+          return finding{route::node, from_node(*r)};
+        }
+      } else if (auto r = net_.iprobe(h.source, h.ctx, h.tag)) {
+        return finding{route::net, *r};
+      }
+      return std::nullopt;
+    }
+    std::optional<finding> failure;
+    for (const route via : levels_in_turn()) {
+      std::optional<op_result> r = via == route::node
+                                       ? from_node(node_.iprobe(any_source, h.ctx, h.tag))
+                                       : net_.iprobe(any_source, h.ctx, h.tag);
+      if (r && !r->error) return finding{via, *r};
+      if (r && !failure) failure = finding{via, *r};
+    }
+    return failure;
+  }
+
+  /// Gives waiting messages to the held receives, in the order the receives were posted.
+  void match_held() {
+    std::size_t i = 0;
+    while (i < held_.size()) {
+      held_receive& h = *held_[i];
+      const std::optional<finding> f = look_for(h);
+      if (!f) {
+        ++i;
+        continue;
+      }
+      if (f->found.error) {
+        finish(h, {f->found.source, h.tag, 0, f->found.error});
+        held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+        continue;
+      }
+      // Looking made progress, so the message may have come after an earlier held receive
+      // looked: that one takes it (or an earlier message of its own) first.
+      const auto earlier = std::find_if(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(i),
+                                        [&](const auto& e) {
+                                          return takes(*e, h.ctx, f->found.source, f->found.tag);
+                                        });
+      if (earlier != held_.begin() + static_cast<std::ptrdiff_t>(i)) {
+        i = static_cast<std::size_t>(earlier - held_.begin());
+        continue;
+      }
+      h.via = f->via;
+      if (f->via == route::node) {
+        h.node = node_.irecv(local_of(f->found.source), h.ctx, f->found.tag, h.buffer);
+      } else {
+        h.net = net_.irecv(f->found.source, h.ctx, f->found.tag, h.buffer);
+      }
+      held_.erase(held_.begin() + static_cast<std::ptrdiff_t>(i));
+      ++events_;
+    }
+  }
+
+  bool test_held(held_receive& h) {
+    if (h.done) return true;
+    if (h.via == route::none) {
+      match_held();
+      if (h.done) return true;
+      if (h.via == route::none) {
+        awaited_ |= node_bit | net_bit;
+        return false;
+      }
+    }
+    const bool done = h.via == route::node ? node_.test(h.node) : net_.test(h.net);
+    if (!done) awaited_ |= h.via == route::node ? node_bit : net_bit;
+    return done;
+  }
+
+  void finish(held_receive& h, op_result outcome) {
+    h.outcome = outcome;
+    h.done = true;
+    ++events_;
+  }
+
+  Net net_;
+  Node node_;
+  std::vector<int> local_;    // world rank -> node-level rank, -1: another node
+  std::vector<int> members_;  // node-level rank -> world rank
+  std::vector<std::uint64_t> sent_;
+  int remote_peers_ = 0;
+  std::deque<std::shared_ptr<held_receive>> held_;  // unmatched, in the order posted
+  std::uint64_t events_ = 0;
+  unsigned awaited_ = 0;  // the levels of the requests tested since the last wait
+  bool turn_ = false;
+};
+
+}  // namespace commx::transport
