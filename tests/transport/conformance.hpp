@@ -180,6 +180,77 @@ void nonblocking_any_order(Comm& world) {
   commx::wait_all(sends);
 }
 
+/// Receives that several peers (on a layered stack, several levels) could satisfy, named and
+/// wildcard, posted before and after the messages come: receives are matched in the order they
+/// were posted, so each takes a message known in advance, and every message is received once.
+template <class Comm>
+void wildcards_from_every_peer(Comm& world) {
+  constexpr int per_peer = 16;  // message i goes with tag 1 + i % 2
+  constexpr int named = 4;      // the first messages of each peer go to named receives
+  using message = std::array<int, 2>;  // {sender, i}
+  if (world.rank() != 0) {
+    std::vector<message> out(per_peer);
+    std::vector<typename Comm::request> sends;
+    for (int i = 0; i < per_peer; ++i) {
+      out[static_cast<std::size_t>(i)] = {world.rank(), i};
+      sends.push_back(world.isend(0, 1 + i % 2, out[static_cast<std::size_t>(i)]));
+    }
+    const std::array<message, 2> late{{{world.rank(), 100}, {world.rank(), 101}}};
+    if (world.rank() == 1) {
+      for (const message& m : late) sends.push_back(world.isend(0, 3, m));
+    }
+    commx::wait_all(sends);
+    return;
+  }
+  const int peers = world.size() - 1;
+  const int each_tag = (per_peer - named) / 2;
+  std::vector<message> by_name(static_cast<std::size_t>(peers * named));
+  std::vector<message> tag_two(static_cast<std::size_t>(peers * each_tag));
+  std::vector<message> any(static_cast<std::size_t>(peers * each_tag));
+  std::vector<typename Comm::request> recvs;
+  // A wildcard posted before a named receive that could take the same message takes it first.
+  message first_late{};
+  message second_late{};
+  if (peers > 0) {
+    recvs.push_back(world.irecv(any_source, 3, first_late));
+    recvs.push_back(world.irecv(1, 3, second_late));
+  }
+  for (int p = 1; p <= peers; ++p) {
+    for (int j = 0; j < named; ++j) {
+      recvs.push_back(world.irecv(p, any_tag, by_name[static_cast<std::size_t>((p - 1) * named + j)]));
+    }
+  }
+  if (peers > 0) (void)world.probe(any_source, any_tag);  // some have come, others have not
+  // Posted before the (any, any) receives, these take every tag-2 message left.
+  for (auto& m : tag_two) recvs.push_back(world.irecv(any_source, 2, m));
+  for (auto& m : any) recvs.push_back(world.irecv(any_source, any_tag, m));
+  commx::wait_all(recvs);
+  if (peers > 0) {
+    COMMX_CHECK(first_late == (message{1, 100}));
+    COMMX_CHECK(second_late == (message{1, 101}));
+  }
+  for (int p = 1; p <= peers; ++p) {
+    for (int j = 0; j < named; ++j) {
+      COMMX_CHECK(by_name[static_cast<std::size_t>((p - 1) * named + j)] == (message{p, j}));
+    }
+  }
+  // Each class of receives got its messages, each sender's in the order sent.
+  const auto check_class = [&](const std::vector<message>& got, int first) {
+    std::vector<int> next(static_cast<std::size_t>(peers + 1), first);
+    for (const message& m : got) {
+      COMMX_CHECK(m[0] >= 1 && m[0] <= peers);
+      if (m[0] < 1 || m[0] > peers) continue;
+      COMMX_CHECK_EQ(m[1], next[static_cast<std::size_t>(m[0])]);
+      next[static_cast<std::size_t>(m[0])] += 2;
+    }
+    for (int p = 1; p <= peers; ++p) {
+      COMMX_CHECK_EQ(next[static_cast<std::size_t>(p)], first + 2 * each_tag);
+    }
+  };
+  check_class(tag_two, named + 1);
+  check_class(any, named);
+}
+
 /// probe and iprobe report a queued message without taking it.
 template <class Comm>
 void probe_leaves_message(Comm& world) {
@@ -332,6 +403,7 @@ std::vector<named_check<Comm>> job_checks() {
       {"zero_size", &zero_size<Comm>},
       {"unexpected_messages", &unexpected_messages<Comm>},
       {"nonblocking_any_order", &nonblocking_any_order<Comm>},
+      {"wildcards_from_every_peer", &wildcards_from_every_peer<Comm>},
       {"probe_leaves_message", &probe_leaves_message<Comm>},
       {"truncation_keeps_message", &truncation_keeps_message<Comm>},
       {"truncation_passes_message_on", &truncation_passes_message_on<Comm>},
