@@ -36,7 +36,7 @@ from pathlib import Path
 POLICIES = ["flat", "binomial", "ring", "hierarchical", "tuned", "native"]
 DEFAULT_POLICY = "tuned"
 VARIANT = re.compile(
-    r"^md_replicated_(?P<stack>[a-z0-9]+)_(?P<policy>" + "|".join(POLICIES) + r")$")
+    r"^md_replicated_(?P<stack>[a-z0-9_]+?)_(?P<policy>" + "|".join(POLICIES) + r")$")
 RANK_PREFIX = re.compile(r"^\[\d+\] ")  # commxrun's "[rank] " prefix
 
 
@@ -83,7 +83,13 @@ def launched(stack: str, ranks: int, program: list[str], timeout: float,
         # cores with each other (busy-polling ranks would starve one another).
         return ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
                 "--mca", "mpi_yield_when_idle", "1"] + program, env
-    return [str(commxrun), "-n", str(ranks), "--timeout", str(int(timeout))] + program, env
+    # The layered stacks on two simulated nodes of this machine (shm_tcp_wan: at two sites).
+    places = []
+    if ranks > 1 and stack == "shm_tcp":
+        places = ["--nodes", "2"]
+    elif ranks > 1 and stack == "shm_tcp_wan":
+        places = ["--nodes", "2", "--sites", "2"]
+    return [str(commxrun), "-n", str(ranks), *places, "--timeout", str(int(timeout))] + program, env
 
 
 def command_for(run: Run, args, commxrun: Path) -> tuple[list[str], dict]:
@@ -216,17 +222,17 @@ def table(runs: list[Run]) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = (f"{'stack':<8} {'policy':<13} {'ranks':>5} {'ms/step':>9} {'comm %':>7} "
+    head = (f"{'stack':<11} {'policy':<13} {'ranks':>5} {'ms/step':>9} {'comm %':>7} "
             f"{'send ms':>8} {'wait ms':>8} {'slowdown':>8}  thermo")
     print(head)
     print("-" * len(head))
     for row in rows:
         if row["status"] != "ok":
-            print(f"{row['stack']:<8} {row['policy']:<13} {row['ranks']:>5} {row['status']:>9}"
+            print(f"{row['stack']:<11} {row['policy']:<13} {row['ranks']:>5} {row['status']:>9}"
                   f"  {row['detail']}")
             continue
         cf = row["comm_fraction"]
-        print(f"{row['stack']:<8} {row['policy']:<13} {row['ranks']:>5} "
+        print(f"{row['stack']:<11} {row['policy']:<13} {row['ranks']:>5} "
               f"{fmt(row['time_per_step_ms'], '9.2f')} "
               f"{fmt(None if cf is None else 100 * cf, '7.1f')} "
               f"{fmt(row['send_ms_per_step'], '8.3f')} {fmt(row['wait_ms_per_step'], '8.3f')} "
@@ -290,7 +296,7 @@ def model_report(runs: list[Run], links: dict, args) -> list[str]:
         atoms = r.number("atoms")
         combine = (r.number("combine_ms") or 0.0) * 1e-3
         if link is None or t_step is None or measured is None or atoms is None:
-            lines.append(f"  {r.stack:<8} {r.policy:<13} no ping-pong figures for this stack "
+            lines.append(f"  {r.stack:<11} {r.policy:<13} no ping-pong figures for this stack "
                          f"(pass --link {r.stack}=LATENCY_US,BANDWIDTH_GBPS)")
             continue
         latency, bandwidth = link
@@ -299,7 +305,7 @@ def model_report(runs: list[Run], links: dict, args) -> list[str]:
                                           latency, bandwidth, combine)
         predicted = predicted_s * 1e3 / t_step
         ratio = measured / predicted if predicted > 0 else float("nan")
-        lines.append(f"  {r.stack:<8} {r.policy:<13} {100 * predicted:9.1f}% "
+        lines.append(f"  {r.stack:<11} {r.policy:<13} {100 * predicted:9.1f}% "
                      f"{100 * measured:9.1f}% {ratio:9.2f} {fmt(total and 100 * total, '9.1f')}%"
                      f"   {predicted_s * 1e3:.3f} ms of {t_step:.2f}")
     return lines
@@ -388,7 +394,7 @@ def main() -> int:
           "(load imbalance taken out); 'all comm' also counts waiting for the slower rank.")
     for stack, (lat, bw) in sorted(links.items()):
         print(f"  {stack}: latency {lat * 1e6:.2f} us, bandwidth {bw / 1e9:.2f} GB/s")
-    print(f"  {'stack':<8} {'policy':<13} {'predicted':>10} {'transfer':>10} {'ratio':>9} "
+    print(f"  {'stack':<11} {'policy':<13} {'predicted':>10} {'transfer':>10} {'ratio':>9} "
           f"{'all comm':>10}   predicted time per step")
     for line in model_report(runs, links, args) or ["  no 2-rank run to model"]:
         print(line)

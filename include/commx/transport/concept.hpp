@@ -58,6 +58,13 @@
 /// | `t.site_of(p)` | `int` | a site id: ranks with equal ids are at one site (joined by a site's network; sites are joined by a wide-area link). A node is inside one site. Without it, every rank is at site 0 |
 /// | `t.bytes_sent_to(p)` | `std::uint64_t` | payload bytes this endpoint has handed to sends to `p` so far, so a test can see which pairs, and so which levels, traffic crossed |
 ///
+/// Optional progress without waiting, which a transport composed of others
+/// (`node_and_network.hpp`) calls on the level it is not waiting in:
+///
+/// | expression | type | semantics |
+/// |---|---|---|
+/// | `t.progress()` | `void` | takes in what arrived and sends what can go, without blocking |
+///
 /// Optional fast paths for the blocking calls (`blocking_send`, `blocking_recv`): a transport
 /// whose library has blocking calls cheaper than a request (MPI) offers them, and the
 /// communicator's `send`, `recv` and `sendrecv` use them instead of a request. `until` is a

@@ -22,9 +22,10 @@
 ///
 /// Waiting. The levels wait differently (a futex in the segment, epoll on the sockets), and no
 /// one call waits on both. A wait blocks in the level that the requests just tested are on, in
-/// slices, and makes the other level progress between slices (without blocking); with requests
-/// on both levels (or a held receive) it alternates shorter slices. A message on a level no
-/// tested request waits for is taken in within one slice (1 ms).
+/// slices, and makes the other level progress (without blocking) between slices, and at most
+/// every 20 us in a run of short waits; with requests on both levels (or a held receive) it
+/// alternates shorter slices. A message on a level no tested request waits for is taken in
+/// within one slice (1 ms).
 ///
 /// Peer loss reaches every level's waiters: a lost peer fails the receives its level holds,
 /// and a held `any_source` receive fails once a level reports a failed peer and no level has a
@@ -60,6 +61,10 @@ enum class level : std::uint8_t {
 /// One endpoint over two transports: `Node` among this node's ranks (its ranks numbered 0..k-1
 /// in world-rank order), `Net` among all the job's ranks (see the file comment).
 template <transport Node, transport Net>
+  requires requires(Node& node, Net& net) {
+    node.progress();
+    net.progress();
+  }
 class node_and_network {
  public:
   /// A request on one level, or a receive held here until a level has its message.
@@ -281,13 +286,17 @@ class node_and_network {
     const unsigned awaited = awaited_ != 0 ? awaited_ : node_bit | net_bit;
     awaited_ = 0;
     const clock::time_point now = clock::now();
+    // The other level is looked at between slices, and at most every other_level_period
+    // within them: a short wait (a ping-pong's) then costs no system call for the network.
+    const bool look_at_other = now - other_looked_at_ >= other_level_period;
+    if (look_at_other) other_looked_at_ = now;
     if (awaited == node_bit) {
-      net_.progress();
+      if (look_at_other) net_.progress();
       if (event_count() == seen) {
         node_.wait_for_event(node_.event_count(), std::min(when, now + single_slice));
       }
     } else if (awaited == net_bit) {
-      node_.progress();
+      if (look_at_other) node_.progress();
       if (event_count() == seen) {
         net_.wait_for_event(net_.event_count(), std::min(when, now + single_slice));
       }
@@ -345,6 +354,7 @@ class node_and_network {
   static constexpr unsigned net_bit = 2;
   static constexpr auto single_slice = std::chrono::milliseconds(1);
   static constexpr auto shared_slice = std::chrono::microseconds(100);
+  static constexpr auto other_level_period = std::chrono::microseconds(20);
 
   [[nodiscard]] bool on_node(int peer) const { return local_[static_cast<std::size_t>(peer)] >= 0; }
   [[nodiscard]] int local_of(int peer) const { return local_[static_cast<std::size_t>(peer)]; }
@@ -483,6 +493,7 @@ class node_and_network {
   std::deque<std::shared_ptr<held_receive>> held_;  // unmatched, in the order posted
   std::uint64_t events_ = 0;
   unsigned awaited_ = 0;  // the levels of the requests tested since the last wait
+  clock::time_point other_looked_at_{};  // the level not waited in, last made to progress
   bool turn_ = false;
 };
 

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# MD (LAMMPS's in.lj, 32000 atoms) time per step on two simulated nodes of two ranks: the
+# layered stack shm+tcp (shm within a node, tcp between) against tcp alone, shm alone (one node
+# of four: the bound) and Open MPI (btl self,vader,tcp, which on one host uses vader for every
+# pair; and btl self,tcp). Interleaved rounds, the order rotating; prints each run's median
+# time per step over the rounds and its ratio to shm+tcp.
+#   bash bench/layered_md.sh [build dir] [rounds] [steps] [before build dir]
+# With a before build dir (a release build of an earlier tree), shm and tcp from that tree run
+# in the same rounds, so a change's cost to them shows side by side.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/release}
+rounds=${2:-5}
+steps=${3:-100}
+before=${4:-}
+md=$build/examples/md_replicated/md_replicated
+run=$build/tools/commxrun/commxrun
+args=(--atoms-cells 20 --steps "$steps")
+ompi=(mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+declare -A cmd
+cmd[shm+tcp]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_tcp_flat"
+cmd[shm+tcp/hier]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_tcp_hierarchical"
+cmd[tcp]="$run -n 4 --nodes 2 --timeout 300 ${md}_tcp_flat"
+cmd[shm]="$run -n 4 --timeout 300 ${md}_shm_flat"
+cmd[ompi-vader+tcp]="${ompi[*]} --mca btl self,vader,tcp ${md}_mpi_flat"
+cmd[ompi-tcp]="${ompi[*]} --mca btl self,tcp ${md}_mpi_flat"
+names=(shm+tcp shm+tcp/hier tcp shm ompi-vader+tcp ompi-tcp)
+if [[ -n $before ]]; then
+  cmd[shm-before]="$before/tools/commxrun/commxrun -n 4 --timeout 300 $before/examples/md_replicated/md_replicated_shm_flat"
+  cmd[tcp-before]="$before/tools/commxrun/commxrun -n 4 --nodes 2 --timeout 300 $before/examples/md_replicated/md_replicated_tcp_flat"
+  names+=(shm-before tcp-before)
+fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+declare -A times
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((r = 0; r < rounds; r++)); do
+  n=${#names[@]}
+  for ((k = 0; k < n; k++)); do
+    name=${names[$(((k + r) % n))]}
+    # shellcheck disable=SC2086
+    t=$(${cmd[$name]} "${args[@]}" 2>&1 | grep -o 'time_per_step_ms=[0-9.]*' | head -1 | cut -d= -f2)
+    times[$name]+="${t:-nan} "
+  done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
+ref=$(echo "${times[shm+tcp]}" | median)
+printf "%-16s %12s %10s   %s\n" run "ms/step" "/shm+tcp" "rounds"
+for name in "${names[@]}"; do
+  m=$(echo "${times[$name]}" | median)
+  printf "%-16s %12.3f %10.2f   %s\n" "$name" "$m" "$(echo "$m / $ref" | bc -l)" "${times[$name]}"
+done
