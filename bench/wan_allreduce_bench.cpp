@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // An allreduce across sites, for bench/wan/wan_allreduce.py: one job of ranks at two sites
-// (COMMX_SITE) joined by the emulated wide-area link, the same stack for every policy.
+// (COMMX_SITE) joined by the emulated wide-area link, the same stack for every policy: wan, or
+// the layered shm+tcp+wan (bench_wan_allreduce_shm_tcp_wan).
 //
 //   bench_wan_allreduce <hierarchical|binomial|ring> <MiB> <calls>
 //
@@ -23,13 +24,13 @@
 #include "commx/coll/hierarchical.hpp"
 #include "commx/coll/ring.hpp"
 #include "commx/communicator.hpp"
-#include "commx/transport/wan.hpp"
+#include COMMX_BENCH_TRANSPORT_HEADER
 
 namespace {
 
 template <class Policy>
 int run(std::size_t bytes, int calls) {
-  using comm = commx::communicator<commx::transport::wan, Policy>;
+  using comm = commx::communicator<commx::transport::COMMX_BENCH_TRANSPORT, Policy>;
   comm world = comm::from_env();
   const auto& endpoint = world.transport();
   const auto crossed = [&] {

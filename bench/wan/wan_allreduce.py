@@ -20,6 +20,7 @@ on tuned wide-area hosts: calls are separated by idle time, and the window shoul
 """
 
 import argparse
+import itertools
 import os
 import statistics
 import subprocess
@@ -53,7 +54,10 @@ def run_job(emu, bench, policy, mib, calls, env, nice, timeout):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wanemu", required=True)
-    parser.add_argument("--bench", required=True, help="path of bench_wan_allreduce")
+    parser.add_argument("--bench", required=True, action="append",
+                        help="path of bench_wan_allreduce (the wan stack) or of "
+                             "bench_wan_allreduce_shm_tcp_wan (the layered stack); may be "
+                             "given twice, to compare them in the same rounds")
     parser.add_argument("--sizes", default="8,64", help="MiB")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--calls", type=int, default=3)
@@ -75,40 +79,43 @@ def main():
         for ns in (emu.ns_a, emu.ns_b):
             subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
                             "net.ipv4.tcp_slow_start_after_idle=0"], check=True, timeout=10)
-        cells = [(mib, policy) for mib in sizes for policy in POLICIES]
+        cells = [(bench, mib, policy) for bench in args.bench for mib in sizes
+                 for policy in POLICIES]
         for r in range(args.rounds):
             shift = r % len(cells)
-            for mib, policy in cells[shift:] + cells[:shift]:
-                fields, err = run_job(emu, args.bench, policy, mib, args.calls, env, args.nice,
+            for bench, mib, policy in cells[shift:] + cells[:shift]:
+                stack = os.path.basename(bench).removeprefix("bench_wan_allreduce").lstrip("_")
+                stack = stack or "wan"
+                fields, err = run_job(emu, bench, policy, mib, args.calls, env, args.nice,
                                       timeout=600)
                 if fields is None:
-                    print(f"round {r + 1} {policy} {mib} MiB failed:\n{err}", file=sys.stderr)
+                    print(f"round {r + 1} {stack} {policy} {mib} MiB failed:\n{err}",
+                          file=sys.stderr)
                     continue
                 median, crossed = float(fields["median_s"]), float(fields["crossed_per_call"])
-                results.setdefault((mib, policy), []).append((median, crossed))
-                print(f"round {r + 1}: {policy} {mib} MiB {median:.3f} s, "
+                results.setdefault((stack, mib, policy), []).append((median, crossed))
+                print(f"round {r + 1}: {stack} {policy} {mib} MiB {median:.3f} s, "
                       f"{crossed / (mib << 20):.2f} messages across", flush=True)
     finally:
         emu.stop()
     rtt = 2 * args.delay_ms / 1000
     print(f"\n{args.rate_mbit:g} Mbit/s, {2 * args.delay_ms:g} ms RTT, {args.streams} streams, "
           f"{args.rounds} rounds of {args.calls} calls; load average {os.getloadavg()}")
-    print("| size | policy | call (median of rounds) | rounds' range | reference | ratio "
+    print("| stack | size | policy | call (median of rounds) | rounds' range | reference | ratio "
           "| bytes across per call |")
-    print("|---|---|---|---|---|---|---|")
-    for mib in sizes:
+    print("|---|---|---|---|---|---|---|---|")
+    stacks = sorted({stack for stack, _, _ in results})
+    for stack, mib, policy in itertools.product(stacks, sizes, POLICIES):
         reference = (mib << 20) * 8 / (args.rate_mbit * 1e6) + rtt
-        for policy in POLICIES:
-            got = results.get((mib, policy), [])
-            if not got:
-                print(f"| {mib} MiB | {policy} | failed | | | | |")
-                continue
-            times = [t for t, _ in got]
-            t = statistics.median(times)
-            crossed = statistics.median(c for _, c in got) / (mib << 20)
-            print(f"| {mib} MiB | {policy} | {t:.3f} s | {min(times):.3f}-{max(times):.3f} "
-                  f"| {reference:.3f} s | {t / reference:.2f}x | {crossed:.2f} x message |")
-
+        got = results.get((stack, mib, policy), [])
+        if not got:
+            print(f"| {stack} | {mib} MiB | {policy} | failed | | | | |")
+            continue
+        times = [t for t, _ in got]
+        t = statistics.median(times)
+        crossed = statistics.median(c for _, c in got) / (mib << 20)
+        print(f"| {stack} | {mib} MiB | {policy} | {t:.3f} s | {min(times):.3f}-{max(times):.3f} "
+              f"| {reference:.3f} s | {t / reference:.2f}x | {crossed:.2f} x message |")
 
 if __name__ == "__main__":
     main()
