@@ -73,3 +73,27 @@ TEST_CASE("malformed variables raise bootstrap_failed naming the variable", "[bo
   fails_with({{"COMMX_RANK", "0"}, {"COMMX_SIZE", "0"}}, "is not a rank of");
   fails_with({{"COMMX_ROOT", "localhost"}}, "host:port");
 }
+
+TEST_CASE("a launch of a job of several launches places its ranks at COMMX_RANK_BASE",
+          "[bootstrap]") {
+  using Catch::Matchers::Contains;
+  const auto env = commx::bootstrap::from_env(from({{"OMPI_COMM_WORLD_RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "2"},
+                                                    {"COMMX_RANK_BASE", "2"},
+                                                    {"COMMX_JOB_SIZE", "4"}}));
+  CHECK((env.rank == 3 && env.size == 4 && env.source == launcher::open_mpi));
+  const auto refused = [](std::map<std::string, std::string> vars) {
+    try {
+      (void)commx::bootstrap::from_env(from(std::move(vars)));
+    } catch (const commx::error& e) {
+      CHECK(e.code() == commx::errc::bootstrap_failed);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(refused({{"PMI_RANK", "0"}, {"PMI_SIZE", "3"}, {"COMMX_RANK_BASE", "2"},
+                      {"COMMX_JOB_SIZE", "4"}}),
+             Contains("does not fit in COMMX_JOB_SIZE=4"));
+  CHECK_THAT(refused({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"COMMX_RANK_BASE", "2"}}),
+             Contains("COMMX_RANK_BASE is set but COMMX_JOB_SIZE is not"));
+}

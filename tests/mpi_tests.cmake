@@ -50,3 +50,4 @@ foreach(suite conformance p2p coll.collectives)
   set_tests_properties(${suite}.mpi.matched.np3 PROPERTIES TIMEOUT 300
                        ENVIRONMENT "${commx_mpi_environment};COMMX_MPI_RECEIVES=matched")
 endforeach()
+

@@ -12,6 +12,10 @@
 /// | PMI (MPICH's Hydra, ...) | PMI_RANK | PMI_SIZE |
 /// | none | 0 | 1 |
 ///
+/// A job made of several launches (one mpirun or srun per site, joined by wan or shm+tcp+wan)
+/// says where each launch's ranks go: COMMX_RANK_BASE=b and COMMX_JOB_SIZE=n make the launcher's
+/// rank r the job's rank b + r, of n.
+///
 /// COMMX_ROOT (host:port of the rendezvous) and COMMX_TOKEN (the job's shared secret) come
 /// from the environment whatever the launcher; commxrun sets both, under srun or mpirun the
 /// user does.
@@ -116,6 +120,25 @@ inline environment from_env(const lookup& get = process_env) {
                   fmt::format("{}={} is not a rank of {}={}", p.rank, env.rank, p.size, env.size));
     }
     break;
+  }
+  const auto base = get("COMMX_RANK_BASE");
+  const auto job_size = get("COMMX_JOB_SIZE");
+  if (base || job_size) {
+    if (!base || !job_size) {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("{} is set but {} is not", base ? "COMMX_RANK_BASE" : "COMMX_JOB_SIZE",
+                              base ? "COMMX_JOB_SIZE" : "COMMX_RANK_BASE"));
+    }
+    const int first = detail::parse_count(*base, "COMMX_RANK_BASE");
+    const int all = detail::parse_count(*job_size, "COMMX_JOB_SIZE");
+    if (first + env.size > all) {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("COMMX_RANK_BASE={} with a launch of {} ranks does not fit in "
+                              "COMMX_JOB_SIZE={}",
+                              first, env.size, all));
+    }
+    env.rank += first;
+    env.size = all;
   }
   env.root = get("COMMX_ROOT");
   env.token = get("COMMX_TOKEN");

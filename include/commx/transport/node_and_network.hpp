@@ -143,7 +143,7 @@ class node_and_network {
 
   /// The level that carries messages between this rank and `peer`.
   [[nodiscard]] level level_of(int peer) const {
-    if (on_node(peer)) return level::node;
+    if (node_of(peer) == node_of(rank())) return level::node;
     return site_of(peer) == site_of(rank()) ? level::site : level::wide;
   }
   /// Payload bytes this endpoint has handed to sends to `peer` so far.
