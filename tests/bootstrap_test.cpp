@@ -91,7 +91,9 @@ TEST_CASE("a launch of a job of several launches places its ranks at COMMX_RANK_
     }
     return std::string("no error");
   };
-  CHECK_THAT(refused({{"PMI_RANK", "0"}, {"PMI_SIZE", "3"}, {"COMMX_RANK_BASE", "2"},
+  CHECK_THAT(refused({{"PMI_RANK", "0"},
+                      {"PMI_SIZE", "3"},
+                      {"COMMX_RANK_BASE", "2"},
                       {"COMMX_JOB_SIZE", "4"}}),
              Contains("does not fit in COMMX_JOB_SIZE=4"));
   CHECK_THAT(refused({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"COMMX_RANK_BASE", "2"}}),

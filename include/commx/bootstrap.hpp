@@ -125,9 +125,9 @@ inline environment from_env(const lookup& get = process_env) {
   const auto job_size = get("COMMX_JOB_SIZE");
   if (base || job_size) {
     if (!base || !job_size) {
-      throw error(errc::bootstrap_failed,
-                  fmt::format("{} is set but {} is not", base ? "COMMX_RANK_BASE" : "COMMX_JOB_SIZE",
-                              base ? "COMMX_JOB_SIZE" : "COMMX_RANK_BASE"));
+      throw error(errc::bootstrap_failed, fmt::format("{} is set but {} is not",
+                                                      base ? "COMMX_RANK_BASE" : "COMMX_JOB_SIZE",
+                                                      base ? "COMMX_JOB_SIZE" : "COMMX_RANK_BASE"));
     }
     const int first = detail::parse_count(*base, "COMMX_RANK_BASE");
     const int all = detail::parse_count(*job_size, "COMMX_JOB_SIZE");

@@ -16,9 +16,12 @@
 #include <string>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,5 +77,20 @@ class netns_scope {
  private:
   int home_ = -1;
 };
+
+/// errno of a TCP connect from namespace `ns` to `address`:7 (0 if it connected): whether the
+/// namespace has a route there (ENETUNREACH when it has none).
+inline int connect_errno(const std::string& ns, const std::string& address) {
+  netns_scope inside(ns);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(7);
+  ::inet_pton(AF_INET, address.c_str(), &to.sin_addr);
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+  const int error = rc == 0 ? 0 : errno;
+  ::close(fd);
+  return error;
+}
 
 }  // namespace commx::test

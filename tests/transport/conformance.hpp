@@ -185,8 +185,8 @@ void nonblocking_any_order(Comm& world) {
 /// were posted, so each takes a message known in advance, and every message is received once.
 template <class Comm>
 void wildcards_from_every_peer(Comm& world) {
-  constexpr int per_peer = 16;  // message i goes with tag 1 + i % 2
-  constexpr int named = 4;      // the first messages of each peer go to named receives
+  constexpr int per_peer = 16;         // message i goes with tag 1 + i % 2
+  constexpr int named = 4;             // the first messages of each peer go to named receives
   using message = std::array<int, 2>;  // {sender, i}
   if (world.rank() != 0) {
     std::vector<message> out(per_peer);
@@ -217,7 +217,8 @@ void wildcards_from_every_peer(Comm& world) {
   }
   for (int p = 1; p <= peers; ++p) {
     for (int j = 0; j < named; ++j) {
-      recvs.push_back(world.irecv(p, any_tag, by_name[static_cast<std::size_t>((p - 1) * named + j)]));
+      recvs.push_back(
+          world.irecv(p, any_tag, by_name[static_cast<std::size_t>((p - 1) * named + j)]));
     }
   }
   if (peers > 0) (void)world.probe(any_source, any_tag);  // some have come, others have not

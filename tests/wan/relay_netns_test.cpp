@@ -29,6 +29,7 @@
 namespace {
 
 using commx::test::child;
+using commx::test::connect_errno;
 using commx::test::netns_scope;
 using commx::test::run_quietly;
 using clock_type = child::clock;
@@ -86,20 +87,6 @@ class two_sites {
  private:
   std::vector<std::string> names_;
 };
-
-/// errno of a TCP connect from namespace `ns` to `address`:7 (0 if it connected).
-int connect_errno(const std::string& ns, const char* address) {
-  netns_scope inside(ns);
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(7);
-  ::inet_pton(AF_INET, address, &to.sin_addr);
-  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to);
-  const int error = rc == 0 ? 0 : errno;
-  ::close(fd);
-  return error;
-}
 
 std::unique_ptr<child> in_ns(const std::string& ns, std::vector<std::string> argv,
                              std::vector<std::string> env) {

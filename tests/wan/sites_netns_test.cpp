@@ -36,6 +36,7 @@
 namespace {
 
 using commx::test::child;
+using commx::test::connect_errno;
 using commx::test::netns_scope;
 using commx::test::run_quietly;
 using commx::test::wan::emulator;
@@ -59,10 +60,13 @@ class two_sites {
       const std::string outside = fmt::format("cxs{}v{}g", tag, s);
       ok = ok && run_quietly({"ip", "netns", "add", ns}) == 0 &&
            run_quietly({"ip", "-n", ns, "link", "set", "lo", "up"}) == 0 &&
-           run_quietly({"ip", "link", "add", inside, "type", "veth", "peer", "name", outside}) == 0 &&
+           run_quietly({"ip", "link", "add", inside, "type", "veth", "peer", "name", outside}) ==
+               0 &&
            run_quietly({"ip", "link", "set", inside, "netns", ns}) == 0 &&
-           run_quietly({"ip", "link", "set", outside, "netns", *gateways[static_cast<std::size_t>(s)]}) == 0 &&
-           run_quietly({"ip", "-n", ns, "addr", "add", compute_address(s) + "/24", "dev", inside}) == 0 &&
+           run_quietly({"ip", "link", "set", outside, "netns",
+                        *gateways[static_cast<std::size_t>(s)]}) == 0 &&
+           run_quietly(
+               {"ip", "-n", ns, "addr", "add", compute_address(s) + "/24", "dev", inside}) == 0 &&
            run_quietly({"ip", "-n", *gateways[static_cast<std::size_t>(s)], "addr", "add",
                         gateway_address(s) + "/24", "dev", outside}) == 0 &&
            run_quietly({"ip", "-n", ns, "link", "set", inside, "up"}) == 0 &&
@@ -99,20 +103,6 @@ class two_sites {
   std::array<std::string, 2> compute_;
 };
 
-/// errno of a TCP connect from namespace `ns` to `address`:7 (0 if it connected).
-int connect_errno(const std::string& ns, const std::string& address) {
-  netns_scope inside(ns);
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(7);
-  ::inet_pton(AF_INET, address.c_str(), &to.sin_addr);
-  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to);
-  const int error = rc == 0 ? 0 : errno;
-  ::close(fd);
-  return error;
-}
-
 std::unique_ptr<child> in_ns(const std::string& ns, std::vector<std::string> argv,
                              std::vector<std::string> env) {
   argv.insert(argv.begin(), {"ip", "netns", "exec", ns});
@@ -128,12 +118,13 @@ struct job_result {
 job_result run_job(const two_sites& net, const std::vector<std::string>& program) {
   std::vector<std::unique_ptr<child>> relays;
   for (int s = 0; s < 2; ++s) {
-    const std::string other = s == 0 ? std::string(emulator::addr_b) : std::string(emulator::addr_a);
-    relays.push_back(in_ns(net.gateway(s),
-                           {COMMX_RELAY_PATH, "--site", s == 0 ? "A" : "B", "--listen",
-                            "0.0.0.0:7100", "--route",
-                            fmt::format("{}={}:7100", s == 0 ? "B" : "A", other)},
-                           {"COMMX_TOKEN=" + token}));
+    const std::string other =
+        s == 0 ? std::string(emulator::addr_b) : std::string(emulator::addr_a);
+    relays.push_back(
+        in_ns(net.gateway(s),
+              {COMMX_RELAY_PATH, "--site", s == 0 ? "A" : "B", "--listen", "0.0.0.0:7100",
+               "--route", fmt::format("{}={}:7100", s == 0 ? "B" : "A", other)},
+              {"COMMX_TOKEN=" + token}));
     REQUIRE(relays.back()->expect("listening on", clock_type::now() + 30s));
   }
   std::vector<std::unique_ptr<child>> job;
@@ -146,8 +137,8 @@ job_result run_job(const two_sites& net, const std::vector<std::string>& program
         net.compute(site), argv,
         {fmt::format("COMMX_RANK={}", r), fmt::format("COMMX_SIZE={}", ranks),
          "COMMX_ROOT=" + two_sites::compute_address(0) + ":17100", "COMMX_ROOT_SITE=A",
-         fmt::format("COMMX_SITE={}", site == 0 ? "A" : "B"),
-         fmt::format("COMMX_NODE=n{}", r / 2), "COMMX_ADDR=" + two_sites::compute_address(site),
+         fmt::format("COMMX_SITE={}", site == 0 ? "A" : "B"), fmt::format("COMMX_NODE=n{}", r / 2),
+         "COMMX_ADDR=" + two_sites::compute_address(site),
          fmt::format("COMMX_RELAY={}:7100", two_sites::gateway_address(site)),
          "COMMX_TOKEN=" + token, "COMMX_TIMEOUT=60", "COMMX_WAN_STREAMS=4",
          "COMMX_WAN_CHUNK=64K"}));
@@ -158,10 +149,12 @@ job_result run_job(const two_sites& net, const std::vector<std::string>& program
   for (auto& relay : relays) relay->signal(SIGTERM);
   for (auto& relay : relays) CHECK(relay->finish(until).value_or(-1) == 0);
   for (int r = 0; r < ranks; ++r) {
-    out.transcript += fmt::format("--- rank {} ---\n{}", r, job[static_cast<std::size_t>(r)]->transcript());
+    out.transcript +=
+        fmt::format("--- rank {} ---\n{}", r, job[static_cast<std::size_t>(r)]->transcript());
   }
   for (int s = 0; s < 2; ++s) {
-    out.transcript += fmt::format("--- relay {} ---\n{}", s, relays[static_cast<std::size_t>(s)]->transcript());
+    out.transcript +=
+        fmt::format("--- relay {} ---\n{}", s, relays[static_cast<std::size_t>(s)]->transcript());
   }
   return out;
 }
@@ -194,7 +187,8 @@ TEST_CASE("shm+tcp+wan: two sites of two nodes of two ranks, behind relays", "[n
           std::string::npos);
   }
   SECTION("the conformance suite") {
-    all_pass(net, {CONFORMANCE_SHM_TCP_WAN_PATH, suite_filter[0], suite_filter[1], suite_filter[2]});
+    all_pass(net,
+             {CONFORMANCE_SHM_TCP_WAN_PATH, suite_filter[0], suite_filter[1], suite_filter[2]});
   }
   SECTION("the point-to-point suite") {
     all_pass(net, {P2P_SHM_TCP_WAN_PATH, suite_filter[0], suite_filter[1], suite_filter[2]});
@@ -211,7 +205,9 @@ TEST_CASE("shm+tcp+wan: two sites of two nodes of two ranks, behind relays", "[n
     for (std::size_t at = result.transcript.find("peer_lost after"); at != std::string::npos;
          at = result.transcript.find("peer_lost after", at + 1)) {
       const std::size_t begin = result.transcript.rfind('\n', at) + 1;
-      std::printf("%s\n", result.transcript.substr(begin, result.transcript.find('\n', at) - begin).c_str());
+      std::printf(
+          "%s\n",
+          result.transcript.substr(begin, result.transcript.find('\n', at) - begin).c_str());
     }
     for (int r = 0; r + 1 < ranks; ++r) {
       CHECK(result.status[static_cast<std::size_t>(r)] == 0);

@@ -61,10 +61,10 @@ enum class level : std::uint8_t {
 /// One endpoint over two transports: `Node` among this node's ranks (its ranks numbered 0..k-1
 /// in world-rank order), `Net` among all the job's ranks (see the file comment).
 template <transport Node, transport Net>
-  requires requires(Node& node, Net& net) {
-    node.progress();
-    net.progress();
-  }
+requires requires(Node& node, Net& net) {
+  node.progress();
+  net.progress();
+}
 class node_and_network {
  public:
   /// A request on one level, or a receive held here until a level has its message.
@@ -74,8 +74,11 @@ class node_and_network {
   /// `node_members` (world ranks, ascending, this rank among them), which are the ranks
   /// `net.node_of` puts on this rank's node.
   node_and_network(Net net, Node node, std::vector<int> node_members)
-      : net_(std::move(net)), node_(std::move(node)), local_(static_cast<std::size_t>(net_.size()), -1),
-        members_(std::move(node_members)), sent_(static_cast<std::size_t>(net_.size()), 0) {
+      : net_(std::move(net)),
+        node_(std::move(node)),
+        local_(static_cast<std::size_t>(net_.size()), -1),
+        members_(std::move(node_members)),
+        sent_(static_cast<std::size_t>(net_.size()), 0) {
     if (members_.size() > 1) {
       for (std::size_t i = 0; i < members_.size(); ++i) {
         local_.at(static_cast<std::size_t>(members_[i])) = static_cast<int>(i);
@@ -106,16 +109,16 @@ class node_and_network {
       while (!net.test(r)) {
         if (clock::now() >= until) {
           net.cancel(r);
-          throw error(errc::timeout, fmt::format("rank {}: rank {} did not join the job within "
-                                                 "{} s",
-                                                 net.rank(), peer,
-                                                 std::chrono::duration<double>(limit).count()));
+          throw error(errc::timeout,
+                      fmt::format("rank {}: rank {} did not join the job within "
+                                  "{} s",
+                                  net.rank(), peer, std::chrono::duration<double>(limit).count()));
         }
         net.wait_for_event(net.event_count(), until);
       }
       if (const op_result& r2 = net.result(r); r2.error) {
-        throw error(r2.error, fmt::format("rank {}: joining the job: rank {}: {}", net.rank(),
-                                          peer, r2.error.message()));
+        throw error(r2.error, fmt::format("rank {}: joining the job: rank {}: {}", net.rank(), peer,
+                                          r2.error.message()));
       }
     };
     const std::span<const std::byte> nothing;
@@ -183,8 +186,8 @@ class node_and_network {
     if (one_level && !held_could_take(source, ctx, tag)) {
       if (source == any_source ? members_.size() > 1 : on_node(source)) {
         r.via_ = route::node;
-        r.node_ = node_.irecv(source == any_source ? any_source : local_of(source), ctx, tag,
-                              buffer);
+        r.node_ =
+            node_.irecv(source == any_source ? any_source : local_of(source), ctx, tag, buffer);
       } else {
         r.via_ = route::net;
         r.net_ = net_.irecv(source, ctx, tag, buffer);
@@ -384,13 +387,16 @@ class node_and_network {
     return turn_ ? std::array{route::node, route::net} : std::array{route::net, route::node};
   }
 
-  static bool overlap(int a, int b, int wildcard) { return a == wildcard || b == wildcard || a == b; }
+  static bool overlap(int a, int b, int wildcard) {
+    return a == wildcard || b == wildcard || a == b;
+  }
 
   /// Whether a held receive waits that could take a message a receive (source, ctx, tag) could:
   /// then that receive must wait behind it.
   [[nodiscard]] bool held_could_take(int source, context_id ctx, int tag) const {
     return std::any_of(held_.begin(), held_.end(), [&](const auto& h) {
-      return h->ctx == ctx && overlap(h->source, source, any_source) && overlap(h->tag, tag, any_tag);
+      return h->ctx == ctx && overlap(h->source, source, any_source) &&
+             overlap(h->tag, tag, any_tag);
     });
   }
 
@@ -444,10 +450,9 @@ class node_and_network {
       }
       // Looking made progress, so the message may have come after an earlier held receive
       // looked: that one takes it (or an earlier message of its own) first.
-      const auto earlier = std::find_if(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(i),
-                                        [&](const auto& e) {
-                                          return takes(*e, h.ctx, f->found.source, f->found.tag);
-                                        });
+      const auto earlier = std::find_if(
+          held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(i),
+          [&](const auto& e) { return takes(*e, h.ctx, f->found.source, f->found.tag); });
       if (earlier != held_.begin() + static_cast<std::ptrdiff_t>(i)) {
         i = static_cast<std::size_t>(earlier - held_.begin());
         continue;
@@ -492,7 +497,7 @@ class node_and_network {
   int remote_peers_ = 0;
   std::deque<std::shared_ptr<held_receive>> held_;  // unmatched, in the order posted
   std::uint64_t events_ = 0;
-  unsigned awaited_ = 0;  // the levels of the requests tested since the last wait
+  unsigned awaited_ = 0;                 // the levels of the requests tested since the last wait
   clock::time_point other_looked_at_{};  // the level not waited in, last made to progress
   bool turn_ = false;
 };
