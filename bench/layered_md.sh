@@ -3,8 +3,10 @@
 # MD (LAMMPS's in.lj, 32000 atoms) time per step on two simulated nodes of two ranks: the
 # layered stack shm+tcp (shm within a node, tcp between) against tcp alone, shm alone (one node
 # of four: the bound) and Open MPI (btl self,vader,tcp, which on one host uses vader for every
-# pair; and btl self,tcp). Interleaved rounds, the order rotating; prints each run's median
-# time per step over the rounds and its ratio to shm+tcp.
+# pair; and btl self,tcp), each with commx's flat policy; and shm+tcp and shm with
+# coll::hierarchical, Open MPI with its own collectives (coll::native). Interleaved rounds,
+# the order rotating; prints each run's median time per step over the rounds and its ratio to
+# shm+tcp.
 #   bash bench/layered_md.sh [build dir] [rounds] [steps] [before build dir]
 # With a before build dir (a release build of an earlier tree), shm and tcp from that tree run
 # in the same rounds, so a change's cost to them shows side by side.
@@ -23,9 +25,11 @@ cmd[shm+tcp]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_tcp_flat"
 cmd[shm+tcp/hier]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_tcp_hierarchical"
 cmd[tcp]="$run -n 4 --nodes 2 --timeout 300 ${md}_tcp_flat"
 cmd[shm]="$run -n 4 --timeout 300 ${md}_shm_flat"
+cmd[shm/hier]="$run -n 4 --timeout 300 ${md}_shm_hierarchical"
 cmd[ompi-vader+tcp]="${ompi[*]} --mca btl self,vader,tcp ${md}_mpi_flat"
 cmd[ompi-tcp]="${ompi[*]} --mca btl self,tcp ${md}_mpi_flat"
-names=(shm+tcp shm+tcp/hier tcp shm ompi-vader+tcp ompi-tcp)
+cmd[ompi-native]="${ompi[*]} --mca btl self,vader,tcp ${md}_mpi_native"
+names=(shm+tcp shm+tcp/hier tcp shm shm/hier ompi-vader+tcp ompi-tcp ompi-native)
 if [[ -n $before ]]; then
   cmd[shm-before]="$before/tools/commxrun/commxrun -n 4 --timeout 300 $before/examples/md_replicated/md_replicated_shm_flat"
   cmd[tcp-before]="$before/tools/commxrun/commxrun -n 4 --nodes 2 --timeout 300 $before/examples/md_replicated/md_replicated_tcp_flat"
