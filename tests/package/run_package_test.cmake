@@ -71,7 +71,18 @@ else()
       SOURCE_DIR=${COMMX_SOURCE_DIR}/tests/package "STACKS=${stacks}")
 endif()
 
-# Each job: inproc on 4 threads, the others as 2 processes under their launcher.
+# The consumer built the layered stacks with their network stack (consumer/CMakeLists.txt).
+if(MODE STREQUAL "find_package")
+  if("tcp" IN_LIST components)
+    list(APPEND components shm_tcp)
+  endif()
+  if("wan" IN_LIST components)
+    list(APPEND components shm_tcp_wan)
+  endif()
+endif()
+
+# Each job: inproc on 4 threads, the layered stacks as 4 processes on 2 simulated nodes, the
+# others as 2 processes under their launcher.
 foreach(stack IN LISTS components)
   set(program ${build}/hello_${stack})
   if(stack STREQUAL "inproc")
@@ -84,6 +95,9 @@ foreach(stack IN LISTS components)
     list(TRANSFORM mpi_launch REPLACE "@N@" "2" OUTPUT_VARIABLE launch)
     run(${launch} ${program})
     set(expected "sum of ranks 0..1 = 1")
+  elseif(stack MATCHES "^shm_tcp")
+    run(${commxrun} -n 4 --nodes 2 --timeout 120 ${program})
+    set(expected "sum of ranks 0..3 = 6")
   else()
     run(${commxrun} -n 2 --timeout 120 ${program})
     set(expected "sum of ranks 0..1 = 1")

@@ -67,7 +67,6 @@ requires requires(Node& node, Net& net) {
 }
 class node_and_network {
  public:
-  /// A request on one level, or a receive held here until a level has its message.
   class request;
 
   /// Joins: `net` is this rank's endpoint in the whole job; `node` its endpoint among
@@ -133,9 +132,13 @@ class node_and_network {
     }
   }
 
+  /// This endpoint's world rank, in [0, size()).
   [[nodiscard]] int rank() const { return net_.rank(); }
+  /// The number of world ranks (>= 1).
   [[nodiscard]] int size() const { return net_.size(); }
+  /// The node `peer` is on, as the network transport says (COMMX_NODE, or the host address).
   [[nodiscard]] int node_of(int peer) const { return net_.node_of(peer); }
+  /// The site `peer` is at (COMMX_SITE); 0 for all over a network transport without sites.
   [[nodiscard]] int site_of(int peer) const {
     if constexpr (requires { net_.site_of(peer); }) {
       return net_.site_of(peer);
@@ -161,10 +164,13 @@ class node_and_network {
     }
     return total;
   }
-  /// The levels' own endpoints (tests ask them what they carried).
+  /// The node level's own endpoint (tests ask it what it carried).
   [[nodiscard]] const Node& node_transport() const { return node_; }
+  /// The network level's own endpoint (tests ask it what it carried).
   [[nodiscard]] const Net& network_transport() const { return net_; }
 
+  /// Starts sending `data` to `dest` on (`ctx`, `tag`), through the level the two ranks share;
+  /// `data` must stay valid and unchanged until the request completes (transport concept).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
     check_peer(dest, "send to");
     sent_[static_cast<std::size_t>(dest)] += data.size();
@@ -179,6 +185,8 @@ class node_and_network {
     return r;
   }
 
+  /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
+  /// into `buffer`: on the source's level, or held here while several levels could satisfy it.
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
     if (source != any_source) check_peer(source, "receive from");
     request r;
@@ -201,6 +209,7 @@ class node_and_network {
     return r;
   }
 
+  /// Makes progress; true once `r` has completed, successfully or not.
   bool test(request& r) {
     bool done = true;
     switch (r.via_) {
@@ -221,6 +230,8 @@ class node_and_network {
     return done;
   }
 
+  /// How a completed request ended: the matched source (a world rank), tag and byte count, or
+  /// the error.
   const op_result& result(const request& r) const {
     switch (r.via_) {
       case route::node:
@@ -240,6 +251,7 @@ class node_and_network {
     return r.outcome_;
   }
 
+  /// Withdraws `r` if it has not matched yet (true); false if it has completed.
   bool cancel(request& r) {
     switch (r.via_) {
       case route::node:
@@ -261,6 +273,9 @@ class node_and_network {
     return false;
   }
 
+  /// The first queued message a receive with these arguments would match, on any level it
+  /// could come by, without receiving it; an error result when `source` is gone (or, for
+  /// any_source, a peer failed) and nothing is queued.
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     if (!held_.empty()) match_held();  // what a held receive takes is not there to probe
     if (source != any_source) {
@@ -279,10 +294,13 @@ class node_and_network {
     return failure;
   }
 
+  /// A counter that changes whenever something happens on either level.
   [[nodiscard]] std::uint64_t event_count() const {
     return node_.event_count() + net_.event_count() + events_;
   }
 
+  /// Blocks, without burning a core, until event_count() != `seen` or `when` passes (in
+  /// slices, see the file comment).
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     if (!held_.empty()) match_held();
     if (event_count() != seen) return;
@@ -339,8 +357,10 @@ class node_and_network {
   };
 
  public:
+  /// A request on one level, or a receive held here until a level has its message.
   class request {
    public:
+    /// A request that refers to nothing (as a completed one).
     request() = default;
 
    private:
