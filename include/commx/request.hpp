@@ -74,12 +74,14 @@ class stopwatch {
   [[no_unique_address]] std::conditional_t<S::enabled, clock::time_point, nothing> start_{};
 };
 
-/// Throws the error an operation ended with (`result.error`), naming the operation (`where`)
-/// and, for a receive, the message's sender in `members`' ranks.
-[[noreturn]] inline void throw_failed(const transport::op_result& result,
-                                      const error_context& where, const group& members) {
+/// Throws the error an operation on `endpoint` ended with (`result.error`), naming the
+/// operation (`where`) and, for a receive, the message's sender in `members`' ranks. A timeout
+/// (the transport's own deadline, mpi's) is logged first, as every timeout is.
+template <class Endpoint>
+[[noreturn]] void throw_failed(const Endpoint& endpoint, const transport::op_result& result,
+                               const error_context& where, const group& members) {
   if (result.error == errc::timeout) {
-    throw_error(result.error, where, "the deadline passed before the operation completed");
+    throw_timeout(endpoint, where, "the deadline passed before the operation completed");
   }
   if (result.error == errc::truncated) {
     throw_error(result.error, where,
@@ -229,11 +231,7 @@ class request {
   }
 
   [[noreturn]] void fail(const transport::op_result& result) {
-    if (result.error == errc::timeout) {  // the transport's own deadline (mpi's)
-      detail::throw_timeout(state_->endpoint, where_,
-                            "the deadline passed before the operation completed");
-    }
-    detail::throw_failed(result, where_, *group_);
+    detail::throw_failed(state_->endpoint, result, where_, *group_);
   }
 
   // A request that dies pending must not leave the transport writing into freed memory.

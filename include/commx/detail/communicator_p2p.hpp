@@ -211,16 +211,11 @@ inline status communicator<T, C, S>::recv_now(int source, int tag, M& message,
   return status{group_->local_of(got->source), got->tag, got->bytes};
 }
 
-// A blocking fast path's failure, raised as a request's wait raises it: a timeout (the
-// transport's own deadline) is logged first, as every timeout is.
+// A blocking fast path's failure, raised as a request's wait raises it.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline void communicator<T, C, S>::fail(const transport::op_result& result,
                                         const error_context& context) const {
-  if (result.error == errc::timeout) {
-    detail::throw_timeout(state_->endpoint, context,
-                          "the deadline passed before the operation completed");
-  }
-  detail::throw_failed(result, context, *group_);
+  detail::throw_failed(state_->endpoint, result, context, *group_);
 }
 
 }  // namespace commx

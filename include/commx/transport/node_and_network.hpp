@@ -24,8 +24,8 @@
 /// one call waits on both. A wait blocks in the level that the requests just tested are on, in
 /// slices, and makes the other level progress (without blocking) between slices, and at most
 /// every 20 us in a run of short waits; with requests on both levels (or a held receive) it
-/// alternates shorter slices. A message on a level no tested request waits for is taken in
-/// within one slice (1 ms).
+/// alternates slices of 100 us, doubling up to 2 ms while nothing comes. A message on a level
+/// no tested request waits for is taken in within one slice (1 ms; 2 ms on both).
 ///
 /// Peer loss reaches every level's waiters: a lost peer fails the receives its level holds,
 /// and a held `any_source` receive fails once a level reports a failed peer and no level has a
@@ -322,10 +322,14 @@ class node_and_network {
         net_.wait_for_event(net_.event_count(), std::min(when, now + single_slice));
       }
     } else {
-      node_.wait_for_event(node_.event_count(), std::min(when, now + shared_slice));
+      node_.wait_for_event(node_.event_count(), std::min(when, now + shared_slice_));
       if (event_count() == seen) {
-        net_.wait_for_event(net_.event_count(), std::min(when, clock::now() + shared_slice));
+        net_.wait_for_event(net_.event_count(), std::min(when, clock::now() + shared_slice_));
       }
+      // A long wait on both levels (a wildcard receive nobody sends to yet) lets each level
+      // sleep longer turn by turn, rather than spin and yield its way through short slices.
+      shared_slice_ = event_count() == seen ? std::min(2 * shared_slice_, longest_shared_slice)
+                                            : shortest_shared_slice;
     }
     if (!held_.empty()) match_held();
   }
@@ -376,7 +380,8 @@ class node_and_network {
   static constexpr unsigned node_bit = 1;
   static constexpr unsigned net_bit = 2;
   static constexpr auto single_slice = std::chrono::milliseconds(1);
-  static constexpr auto shared_slice = std::chrono::microseconds(100);
+  static constexpr clock::duration shortest_shared_slice = std::chrono::microseconds(100);
+  static constexpr clock::duration longest_shared_slice = std::chrono::milliseconds(2);
   static constexpr auto other_level_period = std::chrono::microseconds(20);
 
   [[nodiscard]] bool on_node(int peer) const { return local_[static_cast<std::size_t>(peer)] >= 0; }
@@ -519,6 +524,7 @@ class node_and_network {
   std::uint64_t events_ = 0;
   unsigned awaited_ = 0;                 // the levels of the requests tested since the last wait
   clock::time_point other_looked_at_{};  // the level not waited in, last made to progress
+  clock::duration shared_slice_ = shortest_shared_slice;  // each level's turn, waiting on both
   bool turn_ = false;
 };
 
