@@ -100,9 +100,12 @@ class node_and_network {
   /// Waits until every rank of `net` has joined it, before the node level is made: a rank
   /// that waits for its node's peers in the node level's start-up does not serve the network,
   /// and a rank that had already finished would wait for it to answer its goodbye.
-  /// @throws commx::error errc::timeout naming a missing rank after `limit`; errc::peer_lost.
-  static void meet(Net& net, clock::duration limit = std::chrono::minutes(2)) {
+  /// @throws commx::error errc::timeout naming a missing rank after the network transport's
+  ///   timeout (COMMX_TIMEOUT; 2 minutes for one that has none); errc::peer_lost.
+  static void meet(Net& net) {
     constexpr context_id startup = ~context_id{0};  // communicators count up from 0
+    clock::duration limit = std::chrono::minutes(2);
+    if constexpr (requires { net.timeout(); }) limit = net.timeout();
     const clock::time_point until = clock::now() + limit;
     const auto finish = [&](typename Net::request r, int peer) {
       while (!net.test(r)) {

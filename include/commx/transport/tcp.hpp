@@ -102,6 +102,10 @@ class tcp {
     return engine_->iprobe(source, ctx, tag);
   }
 
+  /// How long a blocking step of the transport's own (joining, leaving) may take:
+  /// COMMX_TIMEOUT.
+  [[nodiscard]] clock::duration timeout() const { return engine_->timeout(); }
+
   /// Makes progress without waiting: takes in what arrived, sends what can go (a transport
   /// composed with others, node_and_network.hpp, calls it on the one it is not waiting in).
   void progress() { engine_->progress(); }

@@ -85,6 +85,8 @@ class engine {
     return peers_.at(index(peer)).bytes_sent;
   }
   [[nodiscard]] std::uint64_t event_count() const { return events_; }
+  /// COMMX_TIMEOUT: how long joining and leaving may take.
+  [[nodiscard]] clock::duration timeout() const { return cfg_.timeout; }
 
   /// This rank's listen endpoint (after the rendezvous), for tests.
   [[nodiscard]] std::optional<asio::ip::tcp::endpoint> listen_endpoint() const {
