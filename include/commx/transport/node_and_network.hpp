@@ -175,7 +175,6 @@ class node_and_network {
   /// Starts sending `data` to `dest` on (`ctx`, `tag`), through the level the two ranks share;
   /// `data` must stay valid and unchanged until the request completes (transport concept).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
-    check_peer(dest, "send to");
     sent_[static_cast<std::size_t>(dest)] += data.size();
     request r;
     if (const int local = local_[static_cast<std::size_t>(dest)]; local >= 0) {
@@ -191,7 +190,6 @@ class node_and_network {
   /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
   /// into `buffer`: on the source's level, or held here while several levels could satisfy it.
   request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
-    if (source != any_source) check_peer(source, "receive from");
     request r;
     const bool one_level = source != any_source || remote_peers_ == 0 || members_.size() <= 1;
     if (one_level && !held_could_take(source, ctx, tag)) {
@@ -282,7 +280,6 @@ class node_and_network {
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     if (!held_.empty()) match_held();  // what a held receive takes is not there to probe
     if (source != any_source) {
-      check_peer(source, "probe");
       if (on_node(source)) return from_node(node_.iprobe(local_of(source), ctx, tag));
       return net_.iprobe(source, ctx, tag);
     }
@@ -389,13 +386,6 @@ class node_and_network {
 
   [[nodiscard]] bool on_node(int peer) const { return local_[static_cast<std::size_t>(peer)] >= 0; }
   [[nodiscard]] int local_of(int peer) const { return local_[static_cast<std::size_t>(peer)]; }
-
-  void check_peer(int peer, const char* what) const {
-    if (peer < 0 || peer >= size()) {
-      throw error(errc::invalid_argument,
-                  fmt::format("rank {}: {} rank {}: not a rank of {}", rank(), what, peer, size()));
-    }
-  }
 
   /// A node-level result with its source made a world rank.
   [[nodiscard]] op_result from_node(op_result r) const {

@@ -9,7 +9,6 @@
 
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include "commx/transport/concept.hpp"
 #include "commx/transport/detail/layered/shm_on_node.hpp"
@@ -28,12 +27,7 @@ class shm_tcp : public node_and_network<shm, tcp> {
   /// Joins over `net` (this rank's tcp endpoint in the whole job): the node's ranks meet in a
   /// shm segment named after the job and the node.
   /// @throws commx::error as shm's constructor does.
-  static shm_tcp over(tcp net) {
-    meet(net);
-    std::vector<int> members = node_members(net);
-    shm node = detail::layered::shm_on_node(net, members);
-    return shm_tcp(std::move(net), std::move(node), std::move(members));
-  }
+  static shm_tcp over(tcp net) { return detail::layered::join_over<shm_tcp>(std::move(net)); }
 
   /// Joins the job the environment describes (as tcp::from_env, then shm per node).
   static shm_tcp from_env() { return over(tcp::from_env()); }

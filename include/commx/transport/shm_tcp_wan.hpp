@@ -12,7 +12,6 @@
 
 #include <string_view>
 #include <utility>
-#include <vector>
 
 #include "commx/transport/concept.hpp"
 #include "commx/transport/detail/layered/shm_on_node.hpp"
@@ -33,10 +32,7 @@ class shm_tcp_wan : public node_and_network<shm, wan> {
   /// shm segment named after the job and the node.
   /// @throws commx::error as shm's constructor does.
   static shm_tcp_wan over(wan net) {
-    meet(net);
-    std::vector<int> members = node_members(net);
-    shm node = detail::layered::shm_on_node(net, members);
-    return shm_tcp_wan(std::move(net), std::move(node), std::move(members));
+    return detail::layered::join_over<shm_tcp_wan>(std::move(net));
   }
 
   /// Joins the job the environment describes (as wan::from_env, with data streams between

@@ -5,6 +5,7 @@
 /// that the network transport puts on this rank's node, in a segment of their own.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -37,6 +38,17 @@ transport::shm shm_on_node(const Net& net, const std::vector<int>& members,
       shm::segment_name(fmt::format("{}:node:{}", *job, net.node_of(net.rank())));
   return transport::shm(name, local, static_cast<int>(members.size()),
                         transport::shm::options::from_env());
+}
+
+/// A layered stack `Stack` (a node_and_network<shm, Net>) over `net`: every rank meets over the
+/// network first, then the node's ranks open their segment.
+/// @throws commx::error as node_and_network::meet and shm_on_node do.
+template <class Stack, class Net>
+Stack join_over(Net net) {
+  Stack::meet(net);
+  std::vector<int> members = Stack::node_members(net);
+  transport::shm node = shm_on_node(net, members);
+  return Stack(std::move(net), std::move(node), std::move(members));
 }
 
 }  // namespace commx::detail::layered
