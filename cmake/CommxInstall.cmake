@@ -6,6 +6,7 @@
 #     commx-<stack>-targets.cmake            commx::tcp (and shm_tcp), commx::wan (and
 #                                            shm_tcp_wan), commx::mpi, one file each,
 #                                            read only when that component is asked for
+#     commx-mpi_wan-targets.cmake            commx::mpi_wan, read when mpi and wan are
 #     CommxVariants.cmake                    commx_add_variants()
 #   lib/pkgconfig/commx.pc, commx-<stack>.pc for builds without CMake
 #   bin/commxrun, bin/commx-relay            (tools/*/CMakeLists.txt)
@@ -30,6 +31,13 @@ foreach(stack IN ITEMS tcp wan mpi)
     list(APPEND COMMX_CONFIG_STACKS ${stack})
   endif()
 endforeach()
+# mpi+wan needs both: its own file, read when both components are loaded.
+set(COMMX_CONFIG_MPI_WAN OFF)
+if(TARGET commx_mpi_wan)
+  install(TARGETS commx_mpi_wan EXPORT commx-mpi_wan-targets)
+  install(EXPORT commx-mpi_wan-targets NAMESPACE commx:: DESTINATION ${COMMX_CMAKE_DIR})
+  set(COMMX_CONFIG_MPI_WAN ON)
+endif()
 list(JOIN COMMX_CONFIG_STACKS " " COMMX_CONFIG_STACKS)
 
 # Which MPI commx::mpi was built with: its pkg-config module, and the config's messages.

@@ -8,6 +8,7 @@ Variants are discovered from the build tree (md_replicated_<stack>_<policy>), so
 lands later joins the table with no edit here. How a stack is launched:
   inproc           COMMX_INPROC_RANKS=N ./md_replicated_inproc_<policy>
   mpi              mpirun -np N --oversubscribe ./md_replicated_mpi_<policy>
+  mpi_wan          two mpiruns of N/2 ranks, one per site (tests/transport/sites_by_launch.sh)
   anything else    commxrun -n N --timeout T ./md_replicated_<stack>_<policy>
 
 Every run has a timeout; a run that fails, times out or prints no RESULT line shows up in the
@@ -83,6 +84,12 @@ def launched(stack: str, ranks: int, program: list[str], timeout: float,
         # cores with each other (busy-polling ranks would starve one another).
         return ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
                 "--mca", "mpi_yield_when_idle", "1"] + program, env
+    if stack == "mpi_wan" and ranks > 1:
+        # Two sites, each its own mpirun, joined over wan (as the tests launch it).
+        script = Path(__file__).resolve().parent.parent / "tests" / "transport" / "sites_by_launch.sh"
+        return ["bash", str(script), "mpirun", str(ranks)] + program, env
+    if stack == "mpi_wan":
+        return launched("mpi", ranks, program, timeout, commxrun)
     # The layered stacks on two simulated nodes of this machine (shm_tcp_wan: at two sites).
     places = []
     if ranks > 1 and stack == "shm_tcp":

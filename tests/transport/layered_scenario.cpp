@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
-// One rank of a job on a layered stack (transport::shm_tcp or shm_tcp_wan; COMMX_TEST_TRANSPORT
-// names it), for what only real processes on real nodes and sites show. Started by commxrun
-// (--nodes, --sites) or in network namespaces by tests/wan/sites_netns_test.cpp. The first
-// argument names the scenario; exit status 0 means every check held on this rank.
+// One rank of a job on a layered stack (transport::shm_tcp, shm_tcp_wan or mpi_wan;
+// COMMX_TEST_TRANSPORT names it), for what only real processes on real nodes and sites show.
+// Started by commxrun (--nodes, --sites), by tests/transport/sites_by_launch.sh (an mpirun per
+// site) or in network namespaces by tests/wan/sites_netns_test.cpp. The first argument names
+// the scenario; exit status 0 means every check held on this rank.
 //
 // - levels: every rank sends every other rank a message of a size that names the pair; each
-//   rank then checks that each level carried exactly the bytes of the peers it joins (the node
-//   level's shm, the network transport's own per-peer counts: nothing for a peer on the node,
+//   rank then checks that each level carried exactly the bytes of the peers it joins (the
+//   network transport's own per-peer counts: nothing for a peer the inner level serves,
 //   everything for the others), and prints its bytes per level
 // - kill: after a barrier, the last rank kills itself (SIGKILL); every other rank waits for it
 //   on whatever level joins them (rank 0 with an any_source receive) and must get
@@ -78,9 +79,11 @@ void levels(comm& world) {
     if (p == me) continue;
     const level l = t.level_of(p);
     expected[static_cast<int>(l)] += bytes_between(me, p);
-    // The network transport carried nothing to a peer on this node, all to the others.
+    // The network transport carried nothing to a peer the inner level serves (on this node;
+    // at this site, for mpi+wan), all to the others.
     const std::uint64_t by_network = t.network_transport().bytes_sent_to(p);
-    check(l == level::node ? by_network == 0 : by_network == bytes_between(me, p),
+    const bool inner = l <= transport_type::inner_level;
+    check(inner ? by_network == 0 : by_network == bytes_between(me, p),
           fmt::format("network bytes to rank {} ({} level): {}", p, name_of(l), by_network));
     check((l == level::node) == (t.node_of(p) == t.node_of(me)), "node level iff same node");
     check((l == level::wide) == (t.site_of(p) != t.site_of(me)), "wide level iff other site");

@@ -83,11 +83,24 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "commx/deadline.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::transport {
+
+/// A new communicator made by a transport itself (`split`, `split_by_node`, as mpi's): its
+/// context id, its members as world ranks in rank order, and this rank in it. No members: this
+/// rank is in none.
+struct context_split {
+  /// The new context id.
+  context_id context = 0;
+  /// Its members' world ranks in rank order; empty when this rank is in none.
+  std::vector<int> members;
+  /// This rank in it, or -1.
+  int rank = -1;
+};
 
 /// A type that carries one rank's tagged byte messages; see the requirements table above.
 template <class T>

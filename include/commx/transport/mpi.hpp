@@ -91,18 +91,6 @@
 
 namespace commx::transport {
 
-/// A new communicator made by the transport itself (`mpi::split`, `mpi::split_by_node`): its
-/// context id, its members as world ranks in rank order, and this rank in it. No members: this
-/// rank is in none.
-struct context_split {
-  /// The new context id.
-  context_id context = 0;
-  /// Its members' world ranks in rank order; empty when this rank is in none.
-  std::vector<int> members;
-  /// This rank in it, or -1.
-  int rank = -1;
-};
-
 /// One rank's endpoint over MPI: each commx context on MPI communicators of its own, messages by
 /// MPI_Isend and MPI_Improbe (see the file comment).
 class mpi {
@@ -292,6 +280,21 @@ class mpi {
     ++state_->polls;
   }
 
+  /// Makes progress without waiting (a layered stack calls it for the level it does not wait
+  /// in): every receive this endpoint holds gets its message if MPI has it; else one probe
+  /// drives MPI's own progress (sends in flight, incoming data).
+  void progress() {
+    state_->retry_orphans();
+    if (state_->progress_posted(request::no_slot)) {
+      ++state_->polls;
+      return;
+    }
+    int found = 0;
+    detail::mpi::check(
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, state_->world, &found, MPI_STATUS_IGNORE),
+        "MPI_Iprobe");
+  }
+
   // --- customisation points the communicator uses when a transport has them ----------------
 
   /// A blocking send without a request (transport::blocking_send): MPI_Isend, and MPI_Test at
@@ -301,27 +304,7 @@ class mpi {
   /// (nullopt), which buffers small ones.
   std::optional<op_result> send_blocking(int dest, context_id ctx, int tag,
                                          std::span<const std::byte> data, const deadline& until,
-                                         clock::duration timeout) {
-    state& s = *state_;
-    if (dest == s.rank) [[unlikely]]
-      return std::nullopt;
-    const context& c = context_of(ctx, "send", dest, tag, data.size());
-    MPI_Request handle = MPI_REQUEST_NULL;
-    const bool announced = start_send(c, dest, tag, data, handle, "send");
-    int done = 0;
-    const int code = MPI_Test(&handle, &done, MPI_STATUS_IGNORE);
-    if (code != MPI_SUCCESS) [[unlikely]]
-      detail::mpi::fail(code, "MPI_Test", where("send", dest, tag, data.size()));
-    if (done == 0) [[unlikely]] {
-      request req;
-      req.send_ = handle;
-      req.announced_ = announced;
-      req.outcome_ = {s.rank, tag, data.size(), {}};
-      return wait_out(req, until, timeout);
-    }
-    s.waiting.progressed();
-    return op_result{s.rank, tag, data.size(), {}};
-  }
+                                         clock::duration timeout);
 
   /// A blocking receive without a request (transport::blocking_recv), as `irecv` receives but
   /// cheaper: posted (the default), MPI_Start on a persistent receive (detail/mpi/
@@ -334,24 +317,7 @@ class mpi {
   /// (nullopt).
   std::optional<op_result> recv_blocking(int source, context_id ctx, int tag,
                                          const recv_buffer& buffer, const deadline& until,
-                                         clock::duration timeout) {
-    state& s = *state_;
-    if (!s.posted.empty() || !s.held.empty()) [[unlikely]]
-      return std::nullopt;
-    const context& c = context_of(ctx, "recv", source, tag, buffer.capacity());
-    if (s.receives == receive_path::posted && postable(buffer, source, tag)) [[likely]] {
-      return receive_posted(c, ctx, source, tag, buffer, until, timeout);
-    }
-    for (int poll = 0; poll < quick_polls; ++poll) {
-      if (std::optional<state::message_in_hand> m = s.probe_mpi(c, source, tag)) {
-        m->ctx = ctx;
-        return take(*m, buffer, until, timeout);
-      }
-    }
-    request req;
-    req.slot_ = s.post(source, ctx, tag, buffer);
-    return wait_out(req, until, timeout);
-  }
+                                         clock::duration timeout);
 
   /// Collective over `parent`'s ranks: MPI_Comm_split(color, key) of the parent's MPI
   /// communicator (a negative color: MPI_UNDEFINED). The new communicator's context is the
@@ -432,27 +398,7 @@ class mpi {
   // A blocking receive takes message `m` (found for it, its ctx set), or refuses it: then the
   // endpoint holds it for the next receive, as `deliver` does.
   op_result take(state::message_in_hand& m, const recv_buffer& buffer, const deadline& until,
-                 clock::duration timeout) {
-    state& s = *state_;
-    s.waiting.progressed();
-    op_result out{m.source, m.tag, m.bytes, {}};
-    std::byte* into = buffer.prepare(m.bytes, out.error);
-    if (out.error) {
-      s.hold(std::move(m));
-      return out;
-    }
-    if (m.how == state::carrier::matched) [[likely]] {
-      const detail::mpi::byte_layout layout(m.bytes);
-      const int code =
-          MPI_Mrecv(into, layout.count(), layout.type(), &m.message, MPI_STATUS_IGNORE);
-      if (code != MPI_SUCCESS) [[unlikely]]
-        detail::mpi::fail(code, "MPI_Mrecv", where("recv", m.source, m.tag, m.bytes));
-      return out;
-    }
-    request req;
-    req.slot_ = s.receive_taken(m, into, out);
-    return wait_out(req, until, timeout);
-  }
+                 clock::duration timeout);
 
   // Starts the MPI send of one message: the message itself on the context's communicator or,
   // past inline_limit, its announcement there (completed in the background) and its bytes on
@@ -489,64 +435,10 @@ class mpi {
   // polled; the first polls read no clock.
   op_result receive_posted(const context& c, context_id ctx, int source, int tag,
                            const recv_buffer& buffer, const deadline& until,
-                           clock::duration timeout) {
-    state& s = *state_;
-    const bool direct = buffer.capacity() >= detail::mpi::announcement_bytes;
-    std::byte* into = s.scratch.data();
-    int count = static_cast<int>(s.scratch.size());
-    if (direct) {
-      std::error_code ec;
-      into = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
-      count = static_cast<int>(buffer.capacity());
-    }
-    const int bank = tag == any_tag ? 0 : s.tags.bank_of(tag);
-    int code = MPI_SUCCESS;
-    MPI_Request handle = s.repeated.find(into, count, mpi_source(c, source), mpi_tag(tag),
-                                         c.banks[static_cast<std::size_t>(bank)], code);
-    if (handle == MPI_REQUEST_NULL) [[unlikely]]
-      detail::mpi::fail(code, "MPI_Recv_init", where("recv", source, tag, buffer.capacity()));
-    const MPI_Request kept = handle;  // MPI may set `handle` to MPI_REQUEST_NULL on an error
-    code = MPI_Start(&handle);
-    if (code != MPI_SUCCESS) [[unlikely]] {
-      s.repeated.discard(kept, handle != MPI_REQUEST_NULL);
-      detail::mpi::fail(code, "MPI_Start", where("recv", source, tag, buffer.capacity()));
-    }
-    const arrival here{c, ctx, tag, buffer, into, direct};
-    MPI_Status status;
-    for (int poll = 0; poll < quick_polls; ++poll) {
-      if (test_started(handle, kept, status, tag)) [[likely]]
-        return posted_arrived(here, status, until, timeout);
-    }
-    const clock::time_point when = until.resolve(timeout);
-    for (;;) {
-      const std::uint64_t seen = event_count();
-      if (test_started(handle, kept, status, tag))
-        return posted_arrived(here, status, until, timeout);
-      if (clock::now() >= when) break;
-      wait_for_event(seen, when);
-    }
-    // The deadline: withdrawn, unless its message came meanwhile.
-    const error_context at = where("recv", source, tag, buffer.capacity());
-    detail::mpi::check(MPI_Cancel(&handle), "MPI_Cancel", at);
-    code = MPI_Wait(&handle, &status);
-    s.repeated.discard(kept, handle != MPI_REQUEST_NULL);
-    detail::mpi::check(code, "MPI_Wait", at);
-    int cancelled = 0;
-    detail::mpi::check(MPI_Test_cancelled(&status, &cancelled), "MPI_Test_cancelled", at);
-    if (cancelled == 0) return posted_arrived(here, status, until, timeout);
-    return {source, tag, 0, make_error_code(errc::timeout)};
-  }
+                           clock::duration timeout);
 
   // True once the started persistent receive `handle` (`kept`) has completed, in `status`.
-  bool test_started(MPI_Request& handle, MPI_Request kept, MPI_Status& status, int tag) {
-    int done = 0;
-    const int code = MPI_Test(&handle, &done, &status);
-    if (code != MPI_SUCCESS) [[unlikely]] {
-      state_->repeated.discard(kept, handle != MPI_REQUEST_NULL);
-      detail::mpi::fail(code, "MPI_Test", where("recv", unknown, tag, 0));
-    }
-    return done != 0;
-  }
+  bool test_started(MPI_Request& handle, MPI_Request kept, MPI_Status& status, int tag);
 
   // Where a blocking receive posted to MPI put what arrived.
   struct arrival {
@@ -562,25 +454,7 @@ class mpi {
   // scratch, or held if the buffer refuses it), or an announcement (then its bytes are taken as
   // a matched message's are).
   op_result posted_arrived(const arrival& a, const MPI_Status& status, const deadline& until,
-                           clock::duration timeout) {
-    state& s = *state_;
-    s.waiting.progressed();
-    const int bank = a.requested_tag == any_tag ? 0 : s.tags.bank_of(a.requested_tag);
-    op_result out{a.c.world_of(status.MPI_SOURCE),
-                  s.tags.commx_tag(bank, status.MPI_TAG),
-                  detail::mpi::bytes_of(status),
-                  {}};
-    if (out.bytes <= detail::mpi::inline_limit) [[likely]] {
-      s.take_inline(a.buffer, a.into, a.direct, out, a.ctx);
-      return out;
-    }
-    state::message_in_hand m;
-    m.source = out.source;
-    m.ctx = a.ctx;
-    m.tag = out.tag;
-    s.announced(m, std::span<const std::byte>(a.into, out.bytes));
-    return take(m, a.buffer, until, timeout);
-  }
+                           clock::duration timeout);
 
   [[nodiscard]] error_context where(const char* operation, int peer, int tag,
                                     std::size_t bytes) const {
@@ -702,3 +576,6 @@ static_assert(transport<mpi>);
 static_assert(blocking_send<mpi> && blocking_recv<mpi>);
 
 }  // namespace commx::transport
+
+// The blocking calls' definitions.
+#include "commx/transport/detail/mpi/blocking_calls.hpp"  // IWYU pragma: export

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// `transport::node_and_network<Node, Net>`: one job whose ranks on one node talk through
+/// `transport::node_and_network<Node, Net, Inner>`: one job whose ranks on one node talk through
 /// `Node` (shared memory) and whose ranks on different nodes talk through `Net` (tcp; wan, which
-/// is tcp within a site and parallel streams between sites). Each message takes the innermost
-/// level its two ranks share, and the job sees one transport with one transport's semantics.
+/// is tcp within a site and parallel streams between sites); with `Inner` = level::site, the
+/// ranks of one site talk through `Node` (MPI: mpi_wan.hpp) and only other sites through `Net`.
+/// Each message takes the innermost level its two ranks share, and the job sees one transport
+/// with one transport's semantics.
 ///
 /// Matching. Every peer is reached through exactly one level, so each level's own matching
 /// engine sees all of that peer's messages and nothing else: per-pair order, tags, truncation
@@ -48,6 +50,7 @@
 
 #include "commx/error.hpp"
 #include "commx/transport/concept.hpp"
+#include "commx/transport/detail/layered/on_network.hpp"
 
 namespace commx::transport {
 
@@ -58,9 +61,10 @@ enum class level : std::uint8_t {
   wide   ///< different sites: the wide-area link
 };
 
-/// One endpoint over two transports: `Node` among this node's ranks (its ranks numbered 0..k-1
-/// in world-rank order), `Net` among all the job's ranks (see the file comment).
-template <transport Node, transport Net>
+/// One endpoint over two transports: `Node` among the ranks that share this rank's `Inner` level
+/// (its node, for shared memory; its site, for MPI inside a site), numbered 0..k-1 in world-rank
+/// order, and `Net` among all the job's ranks (see the file comment).
+template <transport Node, transport Net, level Inner = level::node>
 requires requires(Node& node, Net& net) {
   node.progress();
   net.progress();
@@ -69,9 +73,13 @@ class node_and_network {
  public:
   class request;
 
+  /// The outermost level the inner transport `Node` serves: peers that share it with this rank
+  /// are reached through `Node`, all others through `Net`.
+  static constexpr level inner_level = Inner;
+
   /// Joins: `net` is this rank's endpoint in the whole job; `node` its endpoint among
   /// `node_members` (world ranks, ascending, this rank among them), which are the ranks
-  /// `net.node_of` puts on this rank's node.
+  /// that share this rank's inner level (`inner_members`).
   node_and_network(Net net, Node node, std::vector<int> node_members)
       : net_(std::move(net)),
         node_(std::move(node)),
@@ -88,50 +96,43 @@ class node_and_network {
     }
   }
 
-  /// The world ranks `net` puts on this rank's node, ascending.
-  static std::vector<int> node_members(const Net& net) {
+  /// The world ranks `net` puts on this rank's node (or site, for an inner level of sites),
+  /// ascending.
+  static std::vector<int> inner_members(const Net& net) {
+    const auto group = [&net](int p) {
+      if constexpr (Inner == level::node) {
+        return net.node_of(p);
+      } else {
+        return net.site_of(p);
+      }
+    };
     std::vector<int> members;
     for (int p = 0; p < net.size(); ++p) {
-      if (net.node_of(p) == net.node_of(net.rank())) members.push_back(p);
+      if (group(p) == group(net.rank())) members.push_back(p);
     }
     return members;
   }
 
-  /// Waits until every rank of `net` has joined it, before the node level is made: a rank
-  /// that waits for its node's peers in the node level's start-up does not serve the network,
-  /// and a rank that had already finished would wait for it to answer its goodbye.
+  /// Waits until every rank of `net` has joined it, before the inner level is made: a rank
+  /// that waits for its peers in the inner level's start-up does not serve the network, and a
+  /// rank that had already finished would wait for it to answer its goodbye.
   /// @throws commx::error errc::timeout naming a missing rank after the network transport's
   ///   timeout (COMMX_TIMEOUT; 2 minutes for one that has none); errc::peer_lost.
   static void meet(Net& net) {
-    constexpr context_id startup = ~context_id{0};  // communicators count up from 0
-    clock::duration limit = std::chrono::minutes(2);
-    if constexpr (requires { net.timeout(); }) limit = net.timeout();
+    using detail::layered::meeting_context;
+    const clock::duration limit = detail::layered::network_timeout(net);
     const clock::time_point until = clock::now() + limit;
     const auto finish = [&](typename Net::request r, int peer) {
-      while (!net.test(r)) {
-        if (clock::now() >= until) {
-          net.cancel(r);
-          throw error(errc::timeout,
-                      fmt::format("rank {}: rank {} did not join the job within "
-                                  "{} s",
-                                  net.rank(), peer, std::chrono::duration<double>(limit).count()));
-        }
-        net.wait_for_event(net.event_count(), until);
-      }
-      if (const op_result& r2 = net.result(r); r2.error) {
-        throw error(r2.error, fmt::format("rank {}: joining the job: rank {}: {}", net.rank(), peer,
-                                          r2.error.message()));
-      }
+      detail::layered::finish_on(net, std::move(r), peer, until, limit, "joining the job");
     };
     const std::span<const std::byte> nothing;
+    const recv_buffer no_room{std::span<std::byte>{}};
     if (net.rank() == 0) {
-      for (int p = 1; p < net.size(); ++p) {
-        finish(net.irecv(p, startup, 0, recv_buffer(std::span<std::byte>{})), p);
-      }
-      for (int p = 1; p < net.size(); ++p) finish(net.isend(p, startup, 0, nothing), p);
+      for (int p = 1; p < net.size(); ++p) finish(net.irecv(p, meeting_context, 0, no_room), p);
+      for (int p = 1; p < net.size(); ++p) finish(net.isend(p, meeting_context, 0, nothing), p);
     } else if (net.size() > 1) {
-      finish(net.isend(0, startup, 0, nothing), 0);
-      finish(net.irecv(0, startup, 0, recv_buffer(std::span<std::byte>{})), 0);
+      finish(net.isend(0, meeting_context, 0, nothing), 0);
+      finish(net.irecv(0, meeting_context, 0, no_room), 0);
     }
   }
 
@@ -340,6 +341,12 @@ class node_and_network {
     net_.progress();
     if (!held_.empty()) match_held();
   }
+
+ protected:
+  /// The inner level's endpoint, for a stack that makes communicators through it (mpi_wan).
+  Node& inner() { return node_; }
+  /// The network level's endpoint, for a stack that makes communicators through it.
+  Net& network() { return net_; }
 
  private:
   enum class route : std::uint8_t { none, node, net, held };

@@ -46,7 +46,7 @@ transport::shm shm_on_node(const Net& net, const std::vector<int>& members,
 template <class Stack, class Net>
 Stack join_over(Net net) {
   Stack::meet(net);
-  std::vector<int> members = Stack::node_members(net);
+  std::vector<int> members = Stack::inner_members(net);
   transport::shm node = shm_on_node(net, members);
   return Stack(std::move(net), std::move(node), std::move(members));
 }
