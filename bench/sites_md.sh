@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# MD (LAMMPS's in.lj, 32000 atoms) time per step on two sites of two ranks on this machine (no
+# link emulation: what the layering costs, not the wide area): mpi+wan (each site its own
+# mpirun, MPI inside it, wan between) against shm+tcp+wan (commxrun --nodes 2 --sites 2) and
+# against one Open MPI job of four ranks (commx over transport::mpi), with commx's flat and
+# hierarchical policies. Interleaved rounds, the order rotating; medians and ratios to mpi+wan.
+#   bash bench/sites_md.sh [build dir] [rounds] [steps]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=$(realpath "${1:-build/release}")
+rounds=${2:-5}
+steps=${3:-100}
+md=$build/examples/md_replicated/md_replicated
+run=$build/tools/commxrun/commxrun
+sites=$PWD/tests/transport/sites_by_launch.sh
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+ompi=(mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1
+      --mca btl self,vader --mca btl_vader_single_copy_mechanism none)
+declare -A cmd
+for policy in flat hierarchical; do
+  cmd[mpi+wan/$policy]="bash $sites mpirun 4 ${md}_mpi_wan_${policy}"
+  cmd[shm+tcp+wan/$policy]="$run -n 4 --nodes 2 --sites 2 --timeout 300 ${md}_shm_tcp_wan_${policy}"
+  cmd[mpi/$policy]="${ompi[*]} ${md}_mpi_${policy}"
+done
+names=(mpi+wan/flat shm+tcp+wan/flat mpi/flat mpi+wan/hierarchical shm+tcp+wan/hierarchical
+       mpi/hierarchical)
+args=(--atoms-cells 20 --steps "$steps")
+declare -A times
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((r = 0; r < rounds; r++)); do
+  n=${#names[@]}
+  for ((k = 0; k < n; k++)); do
+    name=${names[$(((k + r) % n))]}
+    # shellcheck disable=SC2086
+    t=$(${cmd[$name]} "${args[@]}" 2>&1 | grep -o 'time_per_step_ms=[0-9.]*' | head -1 | cut -d= -f2 || true)
+    times[$name]+="${t:-nan} "
+  done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
+printf "%-26s %10s %10s   %s\n" run "ms/step" "/mpi+wan" "rounds"
+for name in "${names[@]}"; do
+  ref=$(echo "${times[mpi+wan/${name#*/}]}" | median)
+  m=$(echo "${times[$name]}" | median)
+  printf "%-26s %10.3f %10.2f   %s\n" "$name" "$m" "$(echo "$m / $ref" | bc -l)" "${times[$name]}"
+done

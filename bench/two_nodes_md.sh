@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# MD (LAMMPS's in.lj, 32000 atoms) time per step on two nodes of two ranks, where each node is a
+# network namespace with a host name of its own and the two are joined by a veth bridge, so
+# that Open MPI too sees two nodes: vader between the ranks of a node, tcp between the nodes
+# (`--mca btl self,vader,tcp`), the layout the layered stack shm+tcp is built for. One machine
+# cannot hold two real nodes; this is the nearest it comes: the nodes share the cores and the
+# memory bus, but nothing at the MPI or commx level is shared between them.
+#
+# Every run starts under mpirun (Open MPI's rsh launcher, its "ssh" replaced by `ip netns exec`
+# into the node's namespace), commx's stacks with mpirun as their launcher only:
+#   shm+tcp, shm+tcp/hier   transport::shm_tcp, coll::flat and coll::hierarchical
+#   tcp                     transport::tcp alone (loopback within a node, the bridge between)
+#   ompi, ompi/native       Open MPI over vader+tcp, coll::flat and Open MPI's own collectives
+#   shm (bound), ompi-1node all four ranks on one node: no network at all
+# Interleaved rounds, the order rotating; prints each run's median time per step and its ratio
+# to shm+tcp, and the load average before and after.
+#   sudo bash bench/two_nodes_md.sh [build dir] [rounds] [steps]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=$(realpath "${1:-build/release}")
+rounds=${2:-5}
+steps=${3:-100}
+md=$build/examples/md_replicated/md_replicated
+for program in "${md}_shm_tcp_flat" "${md}_mpi_flat"; do
+  [[ -x $program ]] || { echo "two_nodes_md: build the release preset first ($program)" >&2; exit 2; }
+done
+[[ $(id -u) == 0 ]] || { echo "two_nodes_md: needs root (network namespaces)" >&2; exit 2; }
+
+tag=cmx$$
+work=$(mktemp -d)
+nodes=("${tag}n0" "${tag}n1")
+cleanup() {
+  for node in "${nodes[@]}"; do ip netns del "$node" 2>/dev/null || true; done
+  ip link del "${tag}br" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ip link add "${tag}br" type bridge
+ip addr add 10.78.0.1/24 dev "${tag}br"
+ip link set "${tag}br" up
+for i in 0 1; do
+  node=${nodes[$i]}
+  ip netns add "$node"
+  ip link add "${node}o" type veth peer name "${node}i"
+  ip link set "${node}i" netns "$node"
+  ip link set "${node}o" master "${tag}br" up
+  ip netns exec "$node" ip addr add "10.78.0.$((i + 2))/24" dev "${node}i"
+  ip netns exec "$node" ip link set "${node}i" up
+  ip netns exec "$node" ip link set lo up
+done
+
+# Open MPI's remote shell: "<agent> <host> <command...>" runs the command on that host.
+cat > "$work/node_shell" <<'EOF'
+#!/usr/bin/env bash
+host=$1
+shift
+exec ip netns exec "$host" unshare --uts bash -c "hostname $host; $*"
+EOF
+chmod +x "$work/node_shell"
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
+launch=(mpirun -np 4 --oversubscribe --bind-to none --mca plm_rsh_agent "$work/node_shell"
+        --mca oob_tcp_if_include 10.78.0.0/24 --mca btl_tcp_if_include 10.78.0.0/24
+        --mca mpi_yield_when_idle 1)
+two=(--host "${nodes[0]}:2,${nodes[1]}:2")
+one=(--host "${nodes[0]}:4")
+commx_env() {  # the rendezvous at rank 0, on the first node
+  echo -x "COMMX_ROOT=10.78.0.2:$((20000 + RANDOM % 20000))" -x "COMMX_TOKEN=$token" -x COMMX_TIMEOUT=120
+}
+# COMMX_* variables set for this script reach commx's ranks too (COMMX_TCP_POLL=...).
+for var in $(compgen -e | grep '^COMMX_' || true); do launch+=(-x "$var"); done
+declare -A cmd
+cmd[shm+tcp]="${two[*]} \$(commx_env) ${md}_shm_tcp_flat"
+cmd[shm+tcp/hier]="${two[*]} \$(commx_env) ${md}_shm_tcp_hierarchical"
+cmd[tcp]="${two[*]} \$(commx_env) ${md}_tcp_flat"
+cmd[ompi]="${two[*]} --mca btl self,vader,tcp ${md}_mpi_flat"
+cmd[ompi/native]="${two[*]} --mca btl self,vader,tcp ${md}_mpi_native"
+cmd[shm-1node]="${one[*]} \$(commx_env) ${md}_shm_flat"
+cmd[ompi-1node]="${one[*]} --mca btl self,vader ${md}_mpi_flat"
+names=(${TWO_NODES_RUNS:-shm+tcp shm+tcp/hier tcp ompi ompi/native shm-1node ompi-1node})
+args=(--atoms-cells 20 --steps "$steps")
+
+declare -A times
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for ((r = 0; r < rounds; r++)); do
+  n=${#names[@]}
+  for ((k = 0; k < n; k++)); do
+    name=${names[$(((k + r) % n))]}
+    line=$(eval "timeout 600 ${launch[*]} ${cmd[$name]} ${args[*]}" 2>&1 |
+           grep -o 'time_per_step_ms=[0-9.]*' | head -1 | cut -d= -f2 || true)
+    times[$name]+="${line:-nan} "
+  done
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
+ref=$(echo "${times[shm+tcp]}" | median)
+printf "%-14s %10s %10s   %s\n" run "ms/step" "/shm+tcp" "rounds"
+for name in "${names[@]}"; do
+  m=$(echo "${times[$name]}" | median)
+  printf "%-14s %10.3f %10.2f   %s\n" "$name" "$m" "$(echo "$m / $ref" | bc -l)" "${times[$name]}"
+done
