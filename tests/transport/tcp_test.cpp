@@ -745,3 +745,50 @@ TEST_CASE("sites and relays in the environment are checked at start-up", "[tcp][
   COMMX_EXPECT_ERROR(commx::errc::bootstrap_failed,
                      (void)config_with({{"COMMX_SITE", "B"}, {"COMMX_RELAY", "nowhere"}}));
 }
+
+TEST_CASE("waits poll before sleeping only where each rank has a core", "[tcp][polling]") {
+  using tcp::polling;
+  // Automatic: a host with no more ranks than cores polls (for a bounded time), an
+  // oversubscribed one sleeps at once.
+  CHECK(polling::for_host(2, 2).polls());
+  CHECK(polling::for_host(1, 8).polls());
+  CHECK_FALSE(polling::for_host(3, 2).polls());
+  CHECK(polling::for_host(3, 2).describe().find("oversubscribed") != std::string::npos);
+  CHECK_FALSE(polling().polls());
+  CHECK_FALSE(polling::fixed(0).polls());
+
+  // COMMX_TCP_POLL=n polls exactly n times while nothing happens, and stops at the first
+  // change or at the deadline.
+  const auto far = commx::clock::now() + std::chrono::hours(1);
+  int polls = 0;
+  CHECK_FALSE(polling::fixed(5).poll_first([&] { ++polls; }, [] { return false; }, far));
+  CHECK(polls == 5);
+  polls = 0;
+  CHECK(polling::fixed(5).poll_first([&] { ++polls; }, [&] { return polls == 2; }, far));
+  CHECK(polls == 2);
+  polls = 0;
+  CHECK_FALSE(polling::for_host(1, 1).poll_first([&] { ++polls; }, [] { return false; },
+                                                 commx::clock::now()));
+  CHECK(polls == 1);
+  // An automatic wait ends by its budget even when nothing changes (the test would hang else).
+  polls = 0;
+  CHECK_FALSE(polling::for_host(1, 1).poll_first([&] { ++polls; }, [] { return false; }, far));
+  CHECK(polls >= 1);
+
+  const auto config_with = [](std::optional<std::string> poll) {
+    return tcp::config_from_env([poll](const char* name) -> std::optional<std::string> {
+      const std::string n = name;
+      if (n == "COMMX_RANK") return "1";
+      if (n == "COMMX_SIZE") return "2";
+      if (n == "COMMX_ROOT") return "127.0.0.1:5000";
+      if (n == "COMMX_TOKEN") return "secret";
+      if (n == "COMMX_TCP_POLL") return poll;
+      return std::nullopt;
+    });
+  };
+  CHECK_FALSE(config_with(std::nullopt).poll_turns.has_value());  // auto
+  CHECK_FALSE(config_with("auto").poll_turns.has_value());
+  CHECK(config_with("0").poll_turns == std::optional<std::size_t>{0});
+  CHECK(config_with("16").poll_turns == std::optional<std::size_t>{16});
+  COMMX_EXPECT_ERROR(commx::errc::bootstrap_failed, (void)config_with("often"));
+}

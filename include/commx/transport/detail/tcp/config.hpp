@@ -18,7 +18,7 @@
 /// | COMMX_TIMEOUT | seconds the rendezvous may take, as for every blocking call (60) |
 /// | COMMX_TCP_EAGER | largest message sent without a rendezvous, bytes (64 KiB, <= 1 MiB) |
 /// | COMMX_TCP_WINDOW | eager bytes a sender may have unconsumed at each receiver (4 MiB) |
-/// | COMMX_TCP_POLL | times a wait polls the sockets, yielding in between, before it blocks in epoll (0) |
+/// | COMMX_TCP_POLL | `auto`: a wait polls the sockets (yielding in between) for up to 1 ms before it blocks in epoll, unless the host runs more ranks than it has cores; `n`: n polls, whatever the host (polling.hpp) (auto) |
 
 #include <chrono>
 #include <cstdint>
@@ -54,10 +54,9 @@ struct config {
   clock::duration timeout = std::chrono::seconds(60);
   std::size_t eager_threshold = std::size_t{64} << 10;
   std::size_t window = std::size_t{4} << 20;
-  /// 0: block in epoll at once. Measured on a loaded 2-core machine, yielding cost more than it
-  /// saved (a yield can hand the core to a compiler for a whole time slice, while a task woken
-  /// from epoll runs soon): 8-byte ping-pong 7-10 us blocking at once, 14-155 us after 16 yields.
-  std::size_t poll_turns = 0;
+  /// COMMX_TCP_POLL=n: n polls before blocking in epoll; unset (auto): decided once the
+  /// rendezvous says how many ranks share this host (polling.hpp).
+  std::optional<std::size_t> poll_turns;
   /// Sites joined through commx-relay: ranks at different sites connect through this site's
   /// relay when one is given (COMMX_SITE, COMMX_RELAY, COMMX_ROOT_SITE).
   std::string site;
@@ -137,7 +136,9 @@ inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_
   c.eager_threshold =
       size_from_env(get, "COMMX_TCP_EAGER", c.eager_threshold, 0, max_eager_payload);
   c.window = size_from_env(get, "COMMX_TCP_WINDOW", c.window, std::size_t{64} << 10, max_window);
-  c.poll_turns = size_from_env(get, "COMMX_TCP_POLL", c.poll_turns, 0, 1 << 20);
+  if (const auto poll = get("COMMX_TCP_POLL"); poll && *poll != "auto") {
+    c.poll_turns = size_from_env(get, "COMMX_TCP_POLL", 0, 0, 1 << 20);
+  }
   if (c.size == 1) return c;  // a job of one needs no network
   if (!env.root) {
     throw error(errc::bootstrap_failed,

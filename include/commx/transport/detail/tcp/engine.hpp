@@ -53,6 +53,7 @@
 #include "commx/transport/detail/tcp/connection.hpp"
 #include "commx/transport/detail/tcp/dial.hpp"
 #include "commx/transport/detail/tcp/operation.hpp"
+#include "commx/transport/detail/tcp/polling.hpp"
 #include "commx/transport/detail/tcp/session.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
 #include "commx/transport/message.hpp"
@@ -284,15 +285,12 @@ class engine {
   }
 
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
-    // Optionally (COMMX_TCP_POLL) poll a few turns, yielding, before sleeping in epoll: on an
-    // idle machine that can save a wake-up; on a loaded one it costs (config.hpp).
-    for (std::size_t turn = 0; turn < cfg_.poll_turns; ++turn) {
-      poll();
-      if (events_ != seen || clock::now() >= when) return;
-      std::this_thread::yield();
-    }
+    // Polls first where the host has a core for each rank (polling.hpp), then sleeps in epoll.
+    if (polling_.poll_first([this] { poll(); }, [&] { return events_ != seen; }, when)) return;
     while (events_ == seen && clock::now() < when) io_.run_one_until(when);
   }
+  /// How this rank's waits poll before they sleep (polling.hpp), chosen at the rendezvous.
+  [[nodiscard]] const polling& wait_polling() const { return polling_; }
 
   // --- the rendezvous -------------------------------------------------------------------
 
@@ -305,6 +303,8 @@ class engine {
 
  private:
   enum class presence : std::uint8_t { absent, present, finished, failed };
+
+  void choose_polling();  // once the table is in (engine_rendezvous.hpp)
 
   struct awaited_data {
     std::shared_ptr<operation> op;  ///< null: the receive was cancelled, drop the data
@@ -591,6 +591,7 @@ class engine {
   std::string abort_text_;
   extension ext_;
   log::context log_;
+  polling polling_;
   bool leaving_ = false;  ///< our bye is out: a peer that closes without one is no news
 };
 

@@ -38,6 +38,7 @@ inline void engine::join() {
   }
   joined_ = true;
   COMMX_LOG(debug, log_, "rendezvous at {} done: {} ranks", root_text(), size());
+  choose_polling();
 }
 
 inline endpoint_record engine::record_of(const asio::ip::tcp::endpoint& ep) const {
@@ -258,6 +259,22 @@ inline void engine::connect(int peer, asio::ip::tcp::socket socket, handshake::p
         throw error(errc::bootstrap_failed, text);
       });
   session->start();
+}
+
+// Ranks that listen on this rank's address share its host (whatever COMMX_NODE says).
+inline void engine::choose_polling() {
+  if (cfg_.poll_turns) {
+    polling_ = polling::fixed(*cfg_.poll_turns);
+  } else {
+    const endpoint_record& mine = table_[index(rank())];
+    int on_host = 0;
+    for (int r = 0; r < size(); ++r) {
+      const endpoint_record& e = table_[index(r)];
+      if (e.v6 == mine.v6 && e.address == mine.address) ++on_host;
+    }
+    polling_ = polling::for_host(on_host, polling::online_cores());
+  }
+  COMMX_LOG(info, log_, "waiting {}", polling_.describe());
 }
 
 }  // namespace commx::detail::tcp
