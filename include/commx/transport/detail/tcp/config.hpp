@@ -18,7 +18,7 @@
 /// | COMMX_TIMEOUT | seconds the rendezvous may take, as for every blocking call (60) |
 /// | COMMX_TCP_EAGER | largest message sent without a rendezvous, bytes (64 KiB, <= 1 MiB) |
 /// | COMMX_TCP_WINDOW | eager bytes a sender may have unconsumed at each receiver (4 MiB) |
-/// | COMMX_TCP_POLL | `auto`: a wait polls the sockets (yielding in between) for up to 1 ms before it blocks in epoll, unless the host runs more ranks than it has cores; `n`: n polls, whatever the host (polling.hpp) (auto) |
+/// | COMMX_TCP_POLL | `auto`: a wait polls the sockets (yielding in between) for up to 100 us before it blocks in epoll, unless the host runs more ranks than it has cores; `n`: n polls, whatever the host (polling.hpp) (auto) |
 
 #include <chrono>
 #include <cstdint>
