@@ -36,22 +36,12 @@ if [[ -n $before ]]; then
   names+=(shm-before tcp-before)
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-declare -A times
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for ((r = 0; r < rounds; r++)); do
-  n=${#names[@]}
-  for ((k = 0; k < n; k++)); do
-    name=${names[$(((k + r) % n))]}
-    # shellcheck disable=SC2086
-    t=$(${cmd[$name]} "${args[@]}" 2>&1 | grep -o 'time_per_step_ms=[0-9.]*' | head -1 | cut -d= -f2)
-    times[$name]+="${t:-nan} "
-  done
-done
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
-ref=$(echo "${times[shm+tcp]}" | median)
-printf "%-16s %12s %10s   %s\n" run "ms/step" "/shm+tcp" "rounds"
-for name in "${names[@]}"; do
-  m=$(echo "${times[$name]}" | median)
-  printf "%-16s %12.3f %10.2f   %s\n" "$name" "$m" "$(echo "$m / $ref" | bc -l)" "${times[$name]}"
-done
+run_one() {
+  # shellcheck disable=SC2086
+  ${cmd[$1]} "${args[@]}"
+}
+against_shm_tcp() { echo shm+tcp; }
+# shellcheck source=bench/md_rounds.sh
+source bench/md_rounds.sh
+md_rounds "$rounds"
+md_table against_shm_tcp

@@ -16,7 +16,7 @@ run=$build/tools/commxrun/commxrun
 sites=$PWD/tests/transport/sites_by_launch.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ompi=(mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1
-      --mca btl self,vader --mca btl_vader_single_copy_mechanism none)
+      --mca btl "self,vader" --mca btl_vader_single_copy_mechanism none)
 declare -A cmd
 for policy in flat hierarchical; do
   cmd[mpi+wan/$policy]="bash $sites mpirun 4 ${md}_mpi_wan_${policy}"
@@ -26,22 +26,12 @@ done
 names=(mpi+wan/flat shm+tcp+wan/flat mpi/flat mpi+wan/hierarchical shm+tcp+wan/hierarchical
        mpi/hierarchical)
 args=(--atoms-cells 20 --steps "$steps")
-declare -A times
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for ((r = 0; r < rounds; r++)); do
-  n=${#names[@]}
-  for ((k = 0; k < n; k++)); do
-    name=${names[$(((k + r) % n))]}
-    # shellcheck disable=SC2086
-    t=$(${cmd[$name]} "${args[@]}" 2>&1 | grep -o 'time_per_step_ms=[0-9.]*' | head -1 | cut -d= -f2 || true)
-    times[$name]+="${t:-nan} "
-  done
-done
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
-printf "%-26s %10s %10s   %s\n" run "ms/step" "/mpi+wan" "rounds"
-for name in "${names[@]}"; do
-  ref=$(echo "${times[mpi+wan/${name#*/}]}" | median)
-  m=$(echo "${times[$name]}" | median)
-  printf "%-26s %10.3f %10.2f   %s\n" "$name" "$m" "$(echo "$m / $ref" | bc -l)" "${times[$name]}"
-done
+run_one() {
+  # shellcheck disable=SC2086
+  ${cmd[$1]} "${args[@]}"
+}
+against_mpi_wan() { echo "mpi+wan/${1#*/}"; }  # the same policy on mpi+wan
+# shellcheck source=bench/md_rounds.sh
+source bench/md_rounds.sh
+md_rounds "$rounds"
+md_table against_mpi_wan

@@ -79,25 +79,13 @@ cmd[ompi]="${two[*]} --mca btl self,vader,tcp ${md}_mpi_flat"
 cmd[ompi/native]="${two[*]} --mca btl self,vader,tcp ${md}_mpi_native"
 cmd[shm-1node]="${one[*]} \$(commx_env) ${md}_shm_flat"
 cmd[ompi-1node]="${one[*]} --mca btl self,vader ${md}_mpi_flat"
-names=(${TWO_NODES_RUNS:-shm+tcp shm+tcp/hier tcp ompi ompi/native shm-1node ompi-1node})
+# TWO_NODES_RUNS="shm+tcp ompi": only these runs.
+read -r -a names <<< "${TWO_NODES_RUNS:-shm+tcp shm+tcp/hier tcp ompi ompi/native shm-1node ompi-1node}"
 args=(--atoms-cells 20 --steps "$steps")
 
-declare -A times
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for ((r = 0; r < rounds; r++)); do
-  n=${#names[@]}
-  for ((k = 0; k < n; k++)); do
-    name=${names[$(((k + r) % n))]}
-    line=$(eval "timeout 600 ${launch[*]} ${cmd[$name]} ${args[*]}" 2>&1 |
-           grep -o 'time_per_step_ms=[0-9.]*' | head -1 | cut -d= -f2 || true)
-    times[$name]+="${line:-nan} "
-  done
-done
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2}'; }
-ref=$(echo "${times[shm+tcp]}" | median)
-printf "%-14s %10s %10s   %s\n" run "ms/step" "/shm+tcp" "rounds"
-for name in "${names[@]}"; do
-  m=$(echo "${times[$name]}" | median)
-  printf "%-14s %10.3f %10.2f   %s\n" "$name" "$m" "$(echo "$m / $ref" | bc -l)" "${times[$name]}"
-done
+run_one() { eval "timeout 600 ${launch[*]} ${cmd[$1]} ${args[*]}"; }
+against_shm_tcp() { echo shm+tcp; }
+# shellcheck source=bench/md_rounds.sh
+source bench/md_rounds.sh
+md_rounds "$rounds"
+md_table against_shm_tcp

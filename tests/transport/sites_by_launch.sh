@@ -24,8 +24,14 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # containers may refuse), ranks that yield while MPI waits (the two sites share the cores).
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 export OMPI_MCA_mpi_yield_when_idle=1
+# A session directory per launch: two mpiruns starting at once race to create Open MPI's
+# shared one (/tmp/ompi.<host>.<uid>), and the loser fails in orte_init ("File exists").
+sessions=$(mktemp -d)
+trap 'rm -rf "$sessions"' EXIT
 launch() {  # site, first rank
+  mkdir -p "$sessions/$2"
   timeout -s KILL 200 "$mpirun" -np "$per_site" --oversubscribe --bind-to none \
+    --mca orte_tmpdir_base "$sessions/$2" \
     -x "COMMX_ROOT=127.0.0.1:$port" -x "COMMX_TOKEN=$token" -x "COMMX_JOB_SIZE=$ranks" \
     -x COMMX_TIMEOUT=60 -x "COMMX_SITE=$1" -x "COMMX_RANK_BASE=$2" "${@:3}"
 }
