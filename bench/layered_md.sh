@@ -12,11 +12,10 @@
 # in the same rounds, so a change's cost to them shows side by side.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build/release}
-rounds=${2:-5}
-steps=${3:-100}
+# shellcheck source=bench/md_rounds.sh
+source bench/md_rounds.sh
+md_arguments "$@"
 before=${4:-}
-md=$build/examples/md_replicated/md_replicated
 run=$build/tools/commxrun/commxrun
 args=(--atoms-cells 20 --steps "$steps")
 ompi=(mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
@@ -41,7 +40,5 @@ run_one() {
   ${cmd[$1]} "${args[@]}"
 }
 against_shm_tcp() { echo shm+tcp; }
-# shellcheck source=bench/md_rounds.sh
-source bench/md_rounds.sh
 md_rounds "$rounds"
 md_table against_shm_tcp

@@ -3,13 +3,24 @@
 # Sourced by the MD bench scripts (layered_md.sh, two_nodes_md.sh, sites_md.sh): interleaved
 # rounds of whole runs, each run's time per step (md_replicated's time_per_step_ms), medians.
 #
-# The caller fills `names` (the runs, in order) and defines `run_one <name>`, which runs that
-# one and prints its output; then:
+# The caller sources it from the source tree's top, calls `md_arguments "$@"`, fills `names`
+# (the runs, in order) and defines `run_one <name>`, which runs that one and prints its output;
+# then:
 #   md_rounds <rounds>        every run once a round, the order rotating; times in `times`
 #   md_table <reference-fn>   a line per run: median ms/step, its ratio to the median of the
 #                             run `<reference-fn> <name>` names, and every round's figure
 
 declare -A times
+
+# The scripts' common arguments, [build dir] [rounds] [steps]: sets build (absolute), rounds,
+# steps and md (the md_replicated programs' common prefix).
+# shellcheck disable=SC2034  # the caller's variables
+md_arguments() {
+  build=$(realpath "${1:-build/release}")
+  rounds=${2:-5}
+  steps=${3:-100}
+  md=$build/examples/md_replicated/md_replicated
+}
 # shellcheck disable=SC2154  # `names` and `run_one` are the caller's
 
 md_rounds() {

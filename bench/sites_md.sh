@@ -8,10 +8,9 @@
 #   bash bench/sites_md.sh [build dir] [rounds] [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=$(realpath "${1:-build/release}")
-rounds=${2:-5}
-steps=${3:-100}
-md=$build/examples/md_replicated/md_replicated
+# shellcheck source=bench/md_rounds.sh
+source bench/md_rounds.sh
+md_arguments "$@"
 run=$build/tools/commxrun/commxrun
 sites=$PWD/tests/transport/sites_by_launch.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -31,7 +30,5 @@ run_one() {
   ${cmd[$1]} "${args[@]}"
 }
 against_mpi_wan() { echo "mpi+wan/${1#*/}"; }  # the same policy on mpi+wan
-# shellcheck source=bench/md_rounds.sh
-source bench/md_rounds.sh
 md_rounds "$rounds"
 md_table against_mpi_wan

@@ -18,10 +18,9 @@
 #   sudo bash bench/two_nodes_md.sh [build dir] [rounds] [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=$(realpath "${1:-build/release}")
-rounds=${2:-5}
-steps=${3:-100}
-md=$build/examples/md_replicated/md_replicated
+# shellcheck source=bench/md_rounds.sh
+source bench/md_rounds.sh
+md_arguments "$@"
 for program in "${md}_shm_tcp_flat" "${md}_mpi_flat"; do
   [[ -x $program ]] || { echo "two_nodes_md: build the release preset first ($program)" >&2; exit 2; }
 done
@@ -85,7 +84,5 @@ args=(--atoms-cells 20 --steps "$steps")
 
 run_one() { eval "timeout 600 ${launch[*]} ${cmd[$1]} ${args[*]}"; }
 against_shm_tcp() { echo shm+tcp; }
-# shellcheck source=bench/md_rounds.sh
-source bench/md_rounds.sh
 md_rounds "$rounds"
 md_table against_shm_tcp
