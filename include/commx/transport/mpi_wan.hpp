@@ -32,6 +32,7 @@
 
 #include "commx/error.hpp"
 #include "commx/transport/concept.hpp"
+#include "commx/transport/detail/layered/on_network.hpp"
 #include "commx/transport/detail/layered/split_through_levels.hpp"
 #include "commx/transport/mpi.hpp"
 #include "commx/transport/node_and_network.hpp"
@@ -51,27 +52,10 @@ class mpi_wan : public node_and_network<mpi, wan, level::site> {
   /// @throws commx::error errc::bootstrap_failed when this site's ranks are not all in `world`;
   ///   as node_and_network::meet and transport::mpi do.
   static mpi_wan over(wan net, MPI_Comm world, std::shared_ptr<init> guard = nullptr) {
-    meet(net);
-    std::vector<int> members = inner_members(net);
-    MPI_Comm site = MPI_COMM_NULL;
-    detail::mpi::check(MPI_Comm_split(world, net.site_of(net.rank()), net.rank(), &site),
-                       "MPI_Comm_split");
-    int count = 0;
-    detail::mpi::check(MPI_Comm_size(site, &count), "MPI_Comm_size");
-    std::vector<int> in_mpi(static_cast<std::size_t>(count));
-    const int me = net.rank();
-    detail::mpi::check(MPI_Allgather(&me, 1, MPI_INT, in_mpi.data(), 1, MPI_INT, site),
-                       "MPI_Allgather");
-    if (in_mpi != members) {
-      (void)MPI_Comm_free(&site);
-      throw error(errc::bootstrap_failed,
-                  fmt::format("rank {}: COMMX_SITE puts ranks {} at this site, but the MPI job "
-                              "holds ranks {} of it: start each site's ranks under one mpirun",
-                              me, members, in_mpi));
-    }
-    mpi inner(site, mpi::receive_path_from_env(), std::move(guard));
-    detail::mpi::check(MPI_Comm_free(&site), "MPI_Comm_free");  // `inner` works on duplicates
-    return {std::move(net), std::move(inner), std::move(members)};
+    return detail::layered::join_with<mpi_wan>(
+        std::move(net), [&](const wan& joined, const std::vector<int>& members) {
+          return site_endpoint(joined, members, world, std::move(guard));
+        });
   }
 
   /// Joins the job the environment describes: MPI_COMM_WORLD (MPI initialised if nobody has,
@@ -98,6 +82,33 @@ class mpi_wan : public node_and_network<mpi, wan, level::site> {
   }
 
  private:
+  template <class Stack, class Net, class MakeInner>
+  friend Stack detail::layered::join_with(Net net, MakeInner&& make_inner);
+
+  // This site's MPI endpoint: `world` split by site, checked to hold exactly `members`.
+  static mpi site_endpoint(const wan& net, const std::vector<int>& members, MPI_Comm world,
+                           std::shared_ptr<init> guard) {
+    MPI_Comm site = MPI_COMM_NULL;
+    detail::mpi::check(MPI_Comm_split(world, net.site_of(net.rank()), net.rank(), &site),
+                       "MPI_Comm_split");
+    int count = 0;
+    detail::mpi::check(MPI_Comm_size(site, &count), "MPI_Comm_size");
+    std::vector<int> in_mpi(static_cast<std::size_t>(count));
+    const int me = net.rank();
+    detail::mpi::check(MPI_Allgather(&me, 1, MPI_INT, in_mpi.data(), 1, MPI_INT, site),
+                       "MPI_Allgather");
+    if (in_mpi != members) {
+      (void)MPI_Comm_free(&site);
+      throw error(errc::bootstrap_failed,
+                  fmt::format("rank {}: COMMX_SITE puts ranks {} at this site, but the MPI job "
+                              "holds ranks {} of it: start each site's ranks under one mpirun",
+                              me, members, in_mpi));
+    }
+    mpi inner(site, mpi::receive_path_from_env(), std::move(guard));
+    detail::mpi::check(MPI_Comm_free(&site), "MPI_Comm_free");  // `inner` works on duplicates
+    return inner;
+  }
+
   mpi_wan(wan net, mpi site, std::vector<int> members)
       : node_and_network(std::move(net), std::move(site), std::move(members)), made_(size()) {}
 

@@ -2,11 +2,13 @@
 #pragma once
 /// @file
 /// The layered stacks' own traffic on their network level (the start-up meeting, agreeing on a
-/// split): small messages on context ids no communicator uses, each bounded by the network
+/// split) and their joining (`join_with`): small messages on context ids no communicator uses, each bounded by the network
 /// transport's timeout, so that a rank that never comes is named rather than waited for.
 
 #include <chrono>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -54,6 +56,18 @@ transport::op_result finish_on(Net& net, typename Net::request r, int peer, cloc
                                         done.error.message()));
   }
   return done;
+}
+
+/// A layered stack `Stack` over `net`: every rank meets over the network first, then the ranks
+/// that share this rank's inner level (`Stack::inner_members`) make that level's endpoint,
+/// `make_inner(net, members)`.
+/// @throws commx::error as Stack::meet and `make_inner` do.
+template <class Stack, class Net, class MakeInner>
+Stack join_with(Net net, MakeInner&& make_inner) {
+  Stack::meet(net);
+  std::vector<int> members = Stack::inner_members(net);
+  auto inner = make_inner(std::as_const(net), std::as_const(members));
+  return Stack(std::move(net), std::move(inner), std::move(members));
 }
 
 }  // namespace commx::detail::layered

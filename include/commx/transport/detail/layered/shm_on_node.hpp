@@ -12,6 +12,7 @@
 
 #include "commx/bootstrap.hpp"
 #include "commx/error.hpp"
+#include "commx/transport/detail/layered/on_network.hpp"
 #include "commx/transport/detail/shm/segment_name.hpp"
 #include "commx/transport/node_and_network.hpp"
 #include "commx/transport/shm.hpp"
@@ -40,15 +41,14 @@ transport::shm shm_on_node(const Net& net, const std::vector<int>& members,
                         transport::shm::options::from_env());
 }
 
-/// A layered stack `Stack` (a node_and_network<shm, Net>) over `net`: every rank meets over the
-/// network first, then the node's ranks open their segment.
+/// A layered stack `Stack` (a node_and_network<shm, Net>) over `net`: every rank meets over
+/// the network first, then the node's ranks open their segment.
 /// @throws commx::error as node_and_network::meet and shm_on_node do.
 template <class Stack, class Net>
 Stack join_over(Net net) {
-  Stack::meet(net);
-  std::vector<int> members = Stack::inner_members(net);
-  transport::shm node = shm_on_node(net, members);
-  return Stack(std::move(net), std::move(node), std::move(members));
+  return join_with<Stack>(std::move(net), [](const Net& n, const std::vector<int>& members) {
+    return shm_on_node(n, members);
+  });
 }
 
 }  // namespace commx::detail::layered

@@ -47,7 +47,7 @@ class communicators_through_levels {
   template <class Net, class Inner>
   transport::context_split split(Net& net, Inner& inner, context_id parent, int color, int key,
                                  context_id next_free) {
-    const std::vector<int> group = members_of(parent, net.rank());
+    const std::vector<int>& group = members_of(parent, net.rank());  // map entries stay put
     std::vector<entry> all = gather(net, group, parent, entry{color, key, next_free});
     context_id fresh = 0;
     for (const entry& e : all) fresh = std::max(fresh, e.next_context);

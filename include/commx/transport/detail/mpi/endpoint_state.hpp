@@ -419,30 +419,10 @@ struct endpoint_state {
   }
 
   // `m`, matched, is longer than any inline message: its announcement, received now.
-  void receive_announcement(message_in_hand& m) {
-    const error_context here{rank, m.source, m.tag, m.bytes, "recv"};
-    std::vector<std::byte> frame(m.bytes);
-    const detail::mpi::byte_layout layout(m.bytes);
-    detail::mpi::check(
-        MPI_Mrecv(frame.data(), layout.count(), layout.type(), &m.message, MPI_STATUS_IGNORE),
-        "MPI_Mrecv", here);
-    announced(m, frame);
-  }
+  void receive_announcement(message_in_hand& m);
 
   // `m` becomes the message `frame` announces; a frame that announces nothing is refused.
-  void announced(message_in_hand& m, std::span<const std::byte> frame) const {
-    const std::optional<detail::mpi::announcement> a = detail::mpi::read(frame);
-    if (!a) {
-      throw_error(errc::protocol_violation, {rank, m.source, m.tag, frame.size(), "recv"},
-                  fmt::format("a message of {} bytes, longer than {} and no announcement, on "
-                              "a communicator only commx sends on",
-                              frame.size(), detail::mpi::inline_limit));
-    }
-    m.how = carrier::announced;
-    m.bytes = a->bytes;
-    m.bulk_tag = bulk_tag(a->sequence);
-    m.message = MPI_MESSAGE_NULL;
-  }
+  void announced(message_in_hand& m, std::span<const std::byte> frame) const;
 
   [[nodiscard]] int bulk_tag(std::uint32_t sequence) const {
     return static_cast<int>(sequence % (static_cast<std::uint32_t>(tags.upper) + 1));
@@ -451,22 +431,7 @@ struct endpoint_state {
   // Sends the announcement of a message of `bytes` to `dest` (the communicator's rank) with
   // `mpi_tag` on `comm`, from a copy completed in the background; the bulk tag its bytes go
   // with.
-  int announce(MPI_Comm comm, int dest, int mpi_tag, std::size_t bytes, const error_context& here) {
-    retry_orphans();  // announcements complete as soon as they are sent: keep the list short
-    const std::uint32_t sequence = next_sequence++;
-    auto frame = kept_copies.emplace(kept_copies.end(), detail::mpi::announcement_bytes);
-    detail::mpi::write({bytes, sequence}, std::span<std::byte, detail::mpi::announcement_bytes>(
-                                              frame->data(), frame->size()));
-    MPI_Request sent = MPI_REQUEST_NULL;
-    const int code = MPI_Isend(frame->data(), static_cast<int>(frame->size()), MPI_BYTE, dest,
-                               mpi_tag, comm, &sent);
-    if (code != MPI_SUCCESS) [[unlikely]] {
-      kept_copies.erase(frame);
-      detail::mpi::fail(code, "MPI_Isend", here);
-    }
-    orphans.push_back({sent, frame});
-    return bulk_tag(sequence);
-  }
+  int announce(MPI_Comm comm, int dest, int mpi_tag, std::size_t bytes, const error_context& here);
 
   // Offers queued messages to posted receives in posting order, up to receive `until` (all
   // of them for no_slot). A message found for one receive goes to the earliest posted
@@ -613,3 +578,6 @@ struct endpoint_state {
 };
 
 }  // namespace commx::detail::mpi
+
+// The announced messages' part, out of line.
+#include "commx/transport/detail/mpi/endpoint_announcements.hpp"  // IWYU pragma: export
