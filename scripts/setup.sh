@@ -13,6 +13,8 @@ packages=(
   libopenmpi-dev openmpi-bin libmpich-dev mpich python3
   # The main job's chart (scripts/md_compare.py).
   python3-matplotlib
+  # The N-body example's particle-mesh solve (examples/nbody_wide).
+  libfftw3-dev
   # tcp: OpenSSL's libcrypto (HMAC), ip for the network-namespace tests, clang with libFuzzer for
   # the frame and handshake fuzz target, iperf3 for the loopback bandwidth reference (and, with
   # ip, for the wide-area link emulator tools/wanemu and its iperf3 ceiling in bench/wan/).

@@ -60,6 +60,13 @@ class wan {
   /// Joins the job this process belongs to, as the environment describes it.
   static wan from_env() { return wan(detail::wan::config_from_env()); }
 
+  /// Joins the job that `get` describes: the variables of from_env(), looked up through `get`,
+  /// so that one process can join a second job (examples/nbody_wide's leaders read theirs
+  /// under other names).
+  static wan from_env(const bootstrap::lookup& get) {
+    return wan(detail::wan::config_from_env(get));
+  }
+
   /// This endpoint's world rank, in [0, size()).
   [[nodiscard]] int rank() const { return engine_->rank(); }
   /// The number of world ranks (>= 1).

@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+// The two levels a rank talks over, as CosmoGrid ran GreeM (seed 004, Fig. 5): a communicator
+// of the ranks at its site, and, on each site's first rank (its leader), a wide communicator of
+// the leaders. Whatever crosses between sites is gathered on the leader, sent over the wide
+// link as one message per site pair, and handed out at the other side; nothing else crosses.
+//
+// The wide communicator is the wan stack of a job of leaders (each site its own job), or the
+// leaders' part of one communicator with sites (shm+tcp+wan, mpi+wan). With one site there is
+// none, and every operation stays in the site.
+//
+// Ranks are numbered site by site (global rank = the site's first rank + rank in the site).
+// A lost wide link is reported by the leader to its whole site before anyone waits on it, so
+// that every rank stops naming the site that was lost, not the leader that stopped.
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/error.hpp"
+#include "commx/request.hpp"
+#include "particle.hpp"
+#include "step_clock.hpp"
+
+namespace nbody {
+
+/// A particle on its way to another site, with the global rank it is for.
+struct routed_particle {
+  std::int64_t dest;
+  particle p;
+};
+
+template <class SiteComm, class WideComm>
+class site_links {
+ public:
+  /// Collective over the site. `wide` is the leaders' communicator, on the leader of each site
+  /// when there are several sites, else null.
+  site_links(SiteComm& site, WideComm* wide, step_clock& clock)
+      : site_(site), wide_(wide), clock_(clock) {
+    std::array<std::int64_t, 2> shape{0, 1};  // this site's index, the number of sites
+    if (leader() && wide_ != nullptr) shape = {wide_->rank(), wide_->size()};
+    site_.bcast(shape, 0);
+    site_index_ = static_cast<int>(shape[0]);
+    site_count_ = static_cast<int>(shape[1]);
+    site_sizes_.assign(static_cast<std::size_t>(site_count_), site_.size());
+    if (site_count_ > 1) {
+      if (leader()) {
+        std::int64_t mine = site_.size();
+        wide_->allgather(mine, site_sizes_);
+      }
+      site_.bcast(site_sizes_, 0);
+    }
+    first_rank_.assign(site_sizes_.size() + 1, 0);
+    for (std::size_t s = 0; s < site_sizes_.size(); ++s) {
+      first_rank_[s + 1] = first_rank_[s] + static_cast<int>(site_sizes_[s]);
+    }
+  }
+
+  [[nodiscard]] int rank() const { return first_rank_[as_index(site_index_)] + site_.rank(); }
+  [[nodiscard]] int size() const { return first_rank_.back(); }
+  [[nodiscard]] int sites() const { return site_count_; }
+  [[nodiscard]] int site() const { return site_index_; }
+  [[nodiscard]] bool leader() const { return site_.rank() == 0; }
+  [[nodiscard]] int site_of(int global) const {
+    const auto after = std::upper_bound(first_rank_.begin(), first_rank_.end(), global);
+    return static_cast<int>(after - first_rank_.begin()) - 1;
+  }
+  [[nodiscard]] SiteComm& site_comm() { return site_; }
+
+  // --- particles: each rank sends each other rank a list; it gets back its own lists ---------
+
+  /// Starts the exchange: what goes to other sites is gathered on the leader and sent; what
+  /// stays in the site is exchanged at once. Returns the particles from this site's ranks
+  /// (this rank's own list included). `outgoing` has one list per global rank.
+  std::vector<particle> begin_exchange(const std::vector<std::vector<particle>>& outgoing) {
+    std::vector<routed_particle> remote;
+    {
+      auto timed = clock_.time(part::compute);
+      for (int g = 0; g < size(); ++g) {
+        if (site_of(g) == site_index_) continue;
+        for (const particle& p : outgoing[as_index(g)]) remote.push_back({g, p});
+      }
+    }
+    if (site_count_ > 1) send_remote_particles(remote);
+
+    auto timed = clock_.time(part::local);
+    const std::size_t n = as_index(site_.size());
+    std::vector<std::size_t> send_counts(n), recv_counts(n);
+    std::vector<particle> sending;
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto& list = outgoing[as_index(first_rank_[as_index(site_index_)]) + r];
+      send_counts[r] = list.size();
+      sending.insert(sending.end(), list.begin(), list.end());
+    }
+    site_.alltoall(send_counts, recv_counts);
+    std::vector<particle> received(total(recv_counts));
+    site_.alltoallv(sending, send_counts, received, recv_counts);
+    return received;
+  }
+
+  /// Finishes the exchange: the particles other sites sent this rank.
+  std::vector<particle> finish_exchange() {
+    if (site_count_ == 1) return {};
+    auto timed = clock_.time(part::wide);
+    std::vector<routed_particle> arrived;
+    std::vector<std::size_t> counts(as_index(site_.size()));
+    if (leader()) {
+      report([&] {
+        commx::wait_all(particle_requests_, long_wait());
+        for (auto& from_site : particles_in_) {
+          arrived.insert(arrived.end(), from_site.begin(), from_site.end());
+        }
+      });
+      // Stable: each destination gets its particles in site order, then in sending order.
+      std::stable_sort(arrived.begin(), arrived.end(),
+                       [](const routed_particle& a, const routed_particle& b) {
+                         return a.dest < b.dest;
+                       });
+      for (const routed_particle& r : arrived) {
+        const std::size_t to = local_rank_of(r.dest);
+        if (to >= counts.size()) {
+          fail(fmt::format("another site routed a particle to rank {}, not at site {}", r.dest,
+                           site_index_));
+          break;
+        }
+        ++counts[to];
+      }
+      particle_requests_.clear();
+      send_report();
+    } else {
+      receive_report();
+    }
+    std::size_t mine = 0;
+    site_.scatter(counts, mine, 0, long_wait());
+    std::vector<routed_particle> got(mine);
+    site_.scatterv(arrived, counts, got, 0, long_wait());
+    std::vector<particle> result;
+    result.reserve(got.size());
+    for (const routed_particle& r : got) result.push_back(r.p);
+    return result;
+  }
+
+  // --- the mesh, summed over every rank, with each rank's figures of the last step ---------
+
+  /// Starts the sum: the site's meshes are summed on the leader (integers: the order does not
+  /// change the bits), which sends the planes its site touched to the other leaders, with the
+  /// site's figures (`figures`, the same length on every rank).
+  void begin_mesh_sum(std::span<std::int64_t> mesh, std::span<const double> figures) {
+    {
+      auto timed = clock_.time(part::local);
+      site_.reduce(mesh, std::plus<>{}, 0);
+      site_figures_.resize(leader() ? figures.size() * as_index(site_.size()) : 0);
+      site_.gather(figures, site_figures_, 0);
+    }
+    if (site_count_ == 1 || !leader()) return;
+    auto timed = clock_.time(part::wide);
+    mesh_out_ = touched_planes(mesh);
+    mesh_in_.assign(as_index(site_count_), {});
+    figures_in_.assign(as_index(site_count_), {});
+    report([&] {
+      for (int s = 0; s < site_count_; ++s) {
+        if (s == site_index_) continue;
+        mesh_requests_.push_back(wide_->isend(s, tag_mesh, mesh_out_));
+        mesh_requests_.push_back(wide_->isend(s, tag_figures, site_figures_));
+        mesh_requests_.push_back(wide_->irecv(s, tag_mesh, mesh_in_[as_index(s)]));
+        mesh_requests_.push_back(wide_->irecv(s, tag_figures, figures_in_[as_index(s)]));
+      }
+    });
+  }
+
+  /// Lets the wide link move while the caller computes (the wide transports progress only
+  /// inside calls): the leader tests its outstanding requests. Cheap on other ranks.
+  void progress() {
+    if (!leader() || mesh_requests_.empty() || failure_) return;
+    auto timed = clock_.time(part::wide);
+    report([&] {
+      for (auto& request : mesh_requests_) {
+        if (request.active()) (void)request.test();
+      }
+    });
+  }
+
+  /// Finishes the sum: `mesh` becomes the sum over every rank; returns every rank's figures,
+  /// in global rank order.
+  std::vector<double> finish_mesh_sum(std::span<std::int64_t> mesh, std::size_t figures_each) {
+    auto timed = clock_.time(site_count_ > 1 ? part::wide : part::local);
+    std::vector<double> all(figures_each * as_index(size()));
+    if (leader()) {
+      if (site_count_ > 1) {
+        report([&] {
+          commx::wait_all(mesh_requests_, long_wait());
+          mesh_requests_.clear();
+          for (int s = 0; s < site_count_; ++s) {
+            if (s != site_index_) add_planes(mesh, mesh_in_[as_index(s)], s);
+          }
+        });
+      }
+      for (int s = 0; s < site_count_; ++s) {
+        const auto& from = s == site_index_ ? site_figures_ : figures_in_[as_index(s)];
+        const std::size_t offset = figures_each * as_index(first_rank_[as_index(s)]);
+        if (from.size() != figures_each * as_index(site_sizes_[as_index(s)]) ||
+            offset + from.size() > all.size()) {
+          fail(fmt::format("site {} sent {} figures where {} were expected", s, from.size(),
+                           figures_each * as_index(site_sizes_[as_index(s)])));
+        }
+        if (!failure_) std::copy(from.begin(), from.end(), all.begin() + as_signed(offset));
+      }
+    } else if (site_count_ > 1) {
+      receive_report();
+    }
+    if (site_count_ > 1 && leader()) send_report();
+    site_.bcast(mesh, 0, long_wait());
+    site_.bcast(all, 0, long_wait());
+    return all;
+  }
+
+  // --- the end of the run -----------------------------------------------------------------
+
+  /// Every rank's particles on global rank 0 (empty elsewhere).
+  std::vector<particle> gather_all(std::span<const particle> own) {
+    auto timed = clock_.time(site_count_ > 1 ? part::wide : part::local);
+    std::size_t mine = own.size();
+    std::vector<std::size_t> counts(leader() ? as_index(site_.size()) : 0);
+    site_.gather(mine, counts, 0);
+    std::vector<particle> site_particles(leader() ? total(counts) : 0);
+    site_.gatherv(own, site_particles, counts, 0);
+    if (site_count_ == 1 || !leader()) return site_particles;
+    std::vector<particle> all;
+    report([&] {
+      if (site_index_ != 0) {
+        wide_->send(0, tag_final, site_particles, long_wait());
+        return;
+      }
+      all = std::move(site_particles);
+      for (int s = 1; s < site_count_; ++s) {
+        std::vector<particle> from;
+        wide_->recv(s, tag_final, from, long_wait());
+        all.insert(all.end(), from.begin(), from.end());
+      }
+    });
+    if (failure_) throw std::runtime_error(*failure_);
+    return all;
+  }
+
+ private:
+  static constexpr int tag_particles = 101;
+  static constexpr int tag_mesh = 102;
+  static constexpr int tag_figures = 103;
+  static constexpr int tag_final = 104;
+  static constexpr std::size_t report_bytes = 512;
+
+  static std::size_t as_index(int i) { return static_cast<std::size_t>(i); }
+  static std::size_t as_index(std::int64_t i) { return static_cast<std::size_t>(i); }
+  static std::ptrdiff_t as_signed(std::size_t i) { return static_cast<std::ptrdiff_t>(i); }
+  static std::size_t total(std::span<const std::size_t> counts) {
+    std::size_t sum = 0;
+    for (std::size_t c : counts) sum += c;
+    return sum;
+  }
+  [[nodiscard]] std::size_t local_rank_of(std::int64_t global) const {
+    return as_index(global - first_rank_[as_index(site_index_)]);
+  }
+
+  // Ranks waiting on what the leader brings over the wide link wait longer than the leader
+  // itself, so that the leader's report of a lost link reaches them before their own timeout.
+  [[nodiscard]] auto long_wait() const { return site_.timeout() * 2 + std::chrono::seconds(5); }
+
+  void send_remote_particles(const std::vector<routed_particle>& remote) {
+    std::vector<routed_particle> gathered;
+    {
+      auto timed = clock_.time(part::local);
+      std::size_t mine = remote.size();
+      std::vector<std::size_t> counts(leader() ? as_index(site_.size()) : 0);
+      site_.gather(mine, counts, 0);
+      gathered.resize(leader() ? total(counts) : 0);
+      site_.gatherv(remote, gathered, counts, 0);
+    }
+    if (!leader()) return;
+    auto timed = clock_.time(part::wide);
+    particles_out_.assign(as_index(site_count_), {});
+    particles_in_.assign(as_index(site_count_), {});
+    for (const routed_particle& r : gathered) {
+      const int s = site_of(static_cast<int>(r.dest));
+      if (s < 0 || s >= site_count_ || s == site_index_) {
+        fail(fmt::format("a particle was routed to rank {}, not at another site", r.dest));
+        continue;
+      }
+      particles_out_[as_index(s)].push_back(r);
+    }
+    report([&] {
+      for (int s = 0; s < site_count_; ++s) {
+        if (s == site_index_) continue;
+        particle_requests_.push_back(wide_->isend(s, tag_particles, particles_out_[as_index(s)]));
+        particle_requests_.push_back(wide_->irecv(s, tag_particles, particles_in_[as_index(s)]));
+      }
+    });
+  }
+
+  // The x-planes of the mesh that hold anything, as flags then planes: a site's particles
+  // touch only its slab, so about half the mesh crosses between two sites.
+  static std::vector<std::int64_t> touched_planes(std::span<const std::int64_t> mesh) {
+    const auto side = static_cast<std::size_t>(std::llround(std::cbrt(mesh.size())));
+    const std::size_t plane = side * side;
+    std::vector<std::int64_t> packed(side, 0);
+    for (std::size_t x = 0; x < side; ++x) {
+      const auto cells = mesh.subspan(x * plane, plane);
+      if (std::any_of(cells.begin(), cells.end(), [](std::int64_t v) { return v != 0; })) {
+        packed[x] = 1;
+        packed.insert(packed.end(), cells.begin(), cells.end());
+      }
+    }
+    return packed;
+  }
+
+  void add_planes(std::span<std::int64_t> mesh, std::span<const std::int64_t> packed, int from) {
+    const auto side = static_cast<std::size_t>(std::llround(std::cbrt(mesh.size())));
+    const std::size_t plane = side * side;
+    std::size_t flagged = 0;
+    if (packed.size() >= side) {
+      for (std::size_t x = 0; x < side; ++x) flagged += packed[x] != 0 ? 1 : 0;
+    }
+    if (packed.size() < side || packed.size() != side + flagged * plane) {
+      throw std::runtime_error(fmt::format(
+          "site {} sent a mesh of {} values, which is not {} plane flags and their planes", from,
+          packed.size(), side));
+    }
+    std::size_t next = side;
+    for (std::size_t x = 0; x < side; ++x) {
+      if (packed[x] == 0) continue;
+      for (std::size_t i = 0; i < plane; ++i) mesh[x * plane + i] += packed[next + i];
+      next += plane;
+    }
+  }
+
+  // Runs a leader's wide-link work; a failure there is kept, to be reported to the site.
+  template <class Work>
+  void report(Work&& work) {
+    if (failure_) return;
+    try {
+      work();
+    } catch (const commx::error& e) {
+      fail(fmt::format("rank {} (leader of site {}) lost the wide-area link to the other "
+                       "site{}: {}",
+                       rank(), site_index_, site_count_ > 2 ? "s" : "", e.what()));
+    } catch (const std::exception& e) {
+      fail(fmt::format("rank {} (leader of site {}): the wide-area exchange failed: {}", rank(),
+                       site_index_, e.what()));
+    }
+  }
+  void fail(std::string why) {
+    if (!failure_) failure_ = std::move(why);
+  }
+
+  // The leader tells its site whether the wide link delivered, before the site waits for data.
+  void send_report() {
+    std::array<char, report_bytes> text{};
+    if (failure_) std::strncpy(text.data(), failure_->c_str(), report_bytes - 1);
+    site_.bcast(text, 0, long_wait());
+    if (failure_) throw std::runtime_error(*failure_);
+  }
+  void receive_report() {
+    std::array<char, report_bytes> text{};
+    site_.bcast(text, 0, long_wait());
+    if (text[0] != '\0') throw std::runtime_error(std::string(text.data()));
+  }
+
+  SiteComm& site_;
+  WideComm* wide_;
+  step_clock& clock_;
+  int site_index_ = 0;
+  int site_count_ = 1;
+  std::vector<std::int64_t> site_sizes_;
+  std::vector<int> first_rank_;
+  std::optional<std::string> failure_;
+
+  std::vector<std::vector<routed_particle>> particles_out_, particles_in_;
+  std::vector<typename WideComm::request> particle_requests_;
+  std::vector<std::int64_t> mesh_out_;
+  std::vector<double> site_figures_;
+  std::vector<std::vector<std::int64_t>> mesh_in_;
+  std::vector<std::vector<double>> figures_in_;
+  std::vector<typename WideComm::request> mesh_requests_;
+};
+
+}  // namespace nbody
