@@ -1,0 +1,293 @@
+// SPDX-License-Identifier: MIT
+// The short-range force: a Barnes-Hut monopole tree per chain cell, summed over a target's cell
+// and its 26 neighbours, with GADGET-2's erfc-truncated, Plummer-softened kernel.
+//
+// The result for a target is bitwise the same whatever other particles the caller holds and in
+// whatever order: each chain cell's tree depends only on that cell's particles (sorted by id),
+// and the sum visits cells, nodes and particles in a fixed order. The caller must hold the
+// target's chain cell and its 26 neighbours whole.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "chain_grid.hpp"
+#include "force_params.hpp"
+#include "particle.hpp"
+
+namespace nbody {
+
+// The pair kernel. With u = r / (2 r_s) and s = sqrt(r^2 + eps^2) the potential is
+//   phi(r) = -m erfc(u) / s,
+// and the acceleration is exactly its negative gradient (so the energy is conserved):
+//   a = -m (r_target - r_source) [erfc(u) / s^3 + exp(-u^2) / (sqrt(pi) r_s s r)],
+// GADGET-2's m / r^2 [erfc(u) + r / (r_s sqrt(pi)) exp(-u^2)] when eps = 0.
+struct short_range_kernel {
+  explicit short_range_kernel(const force_params& params)
+      : half_inverse_split(0.5 / params.split_radius()),
+        gaussian_factor(1.0 / (std::sqrt(std::numbers::pi) * params.split_radius())),
+        softening2(params.softening * params.softening),
+        cutoff2(params.cutoff() * params.cutoff()) {}
+
+  // Adds the pull of mass m at separation d = target - source; nothing beyond r_cut.
+  void add(double m, double dx, double dy, double dz, double r2, double& ax, double& ay, double& az,
+           double& phi) const {
+    if (r2 >= cutoff2) return;
+    const double s2 = r2 + softening2;
+    if (s2 == 0) return;  // coincident and unsoftened: no finite answer, contribute nothing
+    const double r = std::sqrt(r2);
+    const double s = std::sqrt(s2);
+    const double u = r * half_inverse_split;
+    const double tail = std::erfc(u);
+    phi -= m * tail / s;
+    if (r2 == 0) return;  // softened and coincident: a potential but no direction
+    const double f = m * (tail / (s2 * s) + std::exp(-u * u) * gaussian_factor / (s * r));
+    ax -= f * dx;
+    ay -= f * dy;
+    az -= f * dz;
+  }
+
+  double half_inverse_split;
+  double gaussian_factor;
+  double softening2;
+  double cutoff2;
+};
+
+class short_range_tree {
+ public:
+  short_range_tree(const force_params& params, std::span<const particle> sources)
+      : grid_(params),
+        kernel_(params),
+        theta2_(params.theta * params.theta),
+        leaf_size_(static_cast<std::size_t>(params.leaf_size)) {
+    const int cells = grid_.cells();
+    // Bucket the sources by chain cell (counting sort), then sort each cell by id: the order the
+    // caller passed them in must not matter.
+    std::vector<int> cell_of_source(sources.size());
+    std::vector<std::size_t> first(static_cast<std::size_t>(cells) + 1, 0);
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      cell_of_source[i] = grid_.index(grid_.cell_of(sources[i].pos));
+      ++first[cell_of_source[i] + 1];
+    }
+    for (int c = 0; c < cells; ++c) first[c + 1] += first[c];
+    std::vector<body> bodies(sources.size());
+    {
+      std::vector<std::size_t> fill(first.begin(), first.end() - 1);
+      for (std::size_t i = 0; i < sources.size(); ++i) {
+        const particle& p = sources[i];
+        bodies[fill[cell_of_source[i]]++] = body{p.pos, p.mass, p.id};
+      }
+    }
+    scratch_.resize(bodies.size());
+    cell_nodes_.assign(static_cast<std::size_t>(cells) + 1, 0);
+    nodes_.reserve(2 * bodies.size() / std::max<std::size_t>(leaf_size_, 1) + cells + 8);
+    for (int c = 0; c < cells; ++c) {
+      cell_nodes_[c] = static_cast<std::uint32_t>(nodes_.size());
+      const auto begin = bodies.begin() + static_cast<std::ptrdiff_t>(first[c]);
+      const auto end = bodies.begin() + static_cast<std::ptrdiff_t>(first[c + 1]);
+      if (begin == end) continue;
+      std::sort(begin, end, [](const body& a, const body& b) { return a.id < b.id; });
+      const int cz = c % grid_.per_side(), cy = (c / grid_.per_side()) % grid_.per_side(),
+                cx = c / (grid_.per_side() * grid_.per_side());
+      const double side = grid_.cell_side();
+      const vec3 centre{(cx + 0.5) * side, (cy + 0.5) * side, (cz + 0.5) * side};
+      build(bodies, first[c], first[c + 1], centre, 0.5 * side, 0);
+    }
+    cell_nodes_[cells] = static_cast<std::uint32_t>(nodes_.size());
+    scratch_.clear();
+    scratch_.shrink_to_fit();
+    x_.resize(bodies.size());
+    y_.resize(bodies.size());
+    z_.resize(bodies.size());
+    m_.resize(bodies.size());
+    id_.resize(bodies.size());
+    for (std::size_t i = 0; i < bodies.size(); ++i) {
+      x_[i] = bodies[i].pos[0];
+      y_[i] = bodies[i].pos[1];
+      z_[i] = bodies[i].pos[2];
+      m_[i] = bodies[i].mass;
+      id_[i] = bodies[i].id;
+    }
+  }
+
+  // ADDS the short-range acceleration and potential of every target.
+  void accelerate(std::span<const particle> targets, std::span<vec3> acc,
+                  std::span<double> pot) const {
+    if (acc.size() != targets.size() || pot.size() != targets.size())
+      throw std::invalid_argument("nbody::short_range_tree::accelerate: spans of different sizes");
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+      const particle& target = targets[t];
+      const std::array<int, 3> home = grid_.cell_of(target.pos);
+      double ax = 0, ay = 0, az = 0, phi = 0;
+      for (int dx = -1; dx <= 1; ++dx) {
+        for (int dy = -1; dy <= 1; ++dy) {
+          for (int dz = -1; dz <= 1; ++dz) {
+            const std::array<int, 3> cell{home[0] + dx, home[1] + dy, home[2] + dz};
+            // The target seen from the neighbour's frame, so the sources keep their own bits.
+            const vec3 seen{target.pos[0] - grid_.image_shift(cell[0]),
+                            target.pos[1] - grid_.image_shift(cell[1]),
+                            target.pos[2] - grid_.image_shift(cell[2])};
+            const int c = grid_.index(cell);
+            walk(cell_nodes_[c], cell_nodes_[c + 1], seen, target.id, ax, ay, az, phi);
+          }
+        }
+      }
+      acc[t][0] += ax;
+      acc[t][1] += ay;
+      acc[t][2] += az;
+      pot[t] += phi;
+    }
+  }
+
+  std::size_t node_count() const { return nodes_.size(); }
+
+ private:
+  struct body {
+    vec3 pos;
+    double mass;
+    std::uint64_t id;
+  };
+
+  // Nodes are stored depth first, children in octant order; `skip` is the node after the
+  // subtree, so the walk needs no stack.
+  struct node {
+    vec3 com;
+    double mass;
+    vec3 lo, hi;   // bounding box of the node's particles (tighter than its octant)
+    double size2;  // squared largest side of that box, for the opening criterion
+    std::uint32_t first, count, skip;
+    bool leaf;
+  };
+
+  struct moments {
+    double mass = 0;
+    vec3 weighted{0, 0, 0};  // sum of m x, summed children in octant order
+    vec3 lo{0, 0, 0}, hi{0, 0, 0};
+  };
+
+  static constexpr int max_depth = 48;  // coincident particles end in a leaf, however many
+
+  moments build(std::vector<body>& bodies, std::size_t begin, std::size_t end, const vec3& centre,
+                double half, int depth) {
+    const std::size_t at = nodes_.size();
+    nodes_.push_back(node{});
+    moments sum;
+    sum.lo = sum.hi = bodies[begin].pos;
+    const bool leaf = end - begin <= leaf_size_ || depth >= max_depth;
+    if (leaf) {
+      for (std::size_t i = begin; i < end; ++i) {
+        const body& b = bodies[i];
+        sum.mass += b.mass;
+        for (int d = 0; d < 3; ++d) {
+          sum.weighted[d] += b.mass * b.pos[d];
+          sum.lo[d] = std::min(sum.lo[d], b.pos[d]);
+          sum.hi[d] = std::max(sum.hi[d], b.pos[d]);
+        }
+      }
+    } else {
+      // Stable partition into octants: the id order within each child is kept.
+      std::array<std::size_t, 9> start{};
+      auto octant = [&](const body& b) {
+        return (b.pos[0] >= centre[0] ? 4 : 0) | (b.pos[1] >= centre[1] ? 2 : 0) |
+               (b.pos[2] >= centre[2] ? 1 : 0);
+      };
+      for (std::size_t i = begin; i < end; ++i) ++start[octant(bodies[i]) + 1];
+      for (int o = 0; o < 8; ++o) start[o + 1] += start[o];
+      std::array<std::size_t, 8> fill{};
+      for (int o = 0; o < 8; ++o) fill[o] = begin + start[o];
+      for (std::size_t i = begin; i < end; ++i) scratch_[fill[octant(bodies[i])]++] = bodies[i];
+      std::copy(scratch_.begin() + static_cast<std::ptrdiff_t>(begin),
+                scratch_.begin() + static_cast<std::ptrdiff_t>(end),
+                bodies.begin() + static_cast<std::ptrdiff_t>(begin));
+      const double quarter = 0.5 * half;
+      for (int o = 0; o < 8; ++o) {
+        if (start[o] == start[o + 1]) continue;
+        const vec3 child_centre{centre[0] + ((o & 4) ? quarter : -quarter),
+                                centre[1] + ((o & 2) ? quarter : -quarter),
+                                centre[2] + ((o & 1) ? quarter : -quarter)};
+        const moments child =
+            build(bodies, begin + start[o], begin + start[o + 1], child_centre, quarter, depth + 1);
+        sum.mass += child.mass;
+        for (int d = 0; d < 3; ++d) {
+          sum.weighted[d] += child.weighted[d];
+          sum.lo[d] = std::min(sum.lo[d], child.lo[d]);
+          sum.hi[d] = std::max(sum.hi[d], child.hi[d]);
+        }
+      }
+    }
+    node& n = nodes_[at];
+    for (int d = 0; d < 3; ++d) {
+      n.com[d] = sum.mass > 0 ? sum.weighted[d] / sum.mass : 0.5 * (sum.lo[d] + sum.hi[d]);
+    }
+    n.mass = sum.mass;
+    n.lo = sum.lo;
+    n.hi = sum.hi;
+    const double size =
+        std::max({sum.hi[0] - sum.lo[0], sum.hi[1] - sum.lo[1], sum.hi[2] - sum.lo[2]});
+    n.size2 = size * size;
+    n.first = static_cast<std::uint32_t>(begin);
+    n.count = static_cast<std::uint32_t>(end - begin);
+    n.skip = static_cast<std::uint32_t>(nodes_.size());
+    n.leaf = leaf;
+    return sum;
+  }
+
+  void walk(std::uint32_t begin, std::uint32_t end, const vec3& q, std::uint64_t self, double& ax,
+            double& ay, double& az, double& phi) const {
+    const double cutoff2 = kernel_.cutoff2;
+    std::uint32_t i = begin;
+    while (i < end) {
+      const node& n = nodes_[i];
+      // Nearest point of the node's box: if it is beyond r_cut, nothing inside can pull.
+      double near2 = 0;
+      bool inside = true;
+      for (int d = 0; d < 3; ++d) {
+        const double below = n.lo[d] - q[d], above = q[d] - n.hi[d];
+        const double gap = below > 0 ? below : (above > 0 ? above : 0.0);
+        if (gap > 0) inside = false;
+        near2 += gap * gap;
+      }
+      if (near2 >= cutoff2) {
+        i = n.skip;
+        continue;
+      }
+      if (n.leaf) {
+        for (std::uint32_t k = n.first; k < n.first + n.count; ++k) {
+          if (id_[k] == self) continue;
+          const double dx = q[0] - x_[k], dy = q[1] - y_[k], dz = q[2] - z_[k];
+          kernel_.add(m_[k], dx, dy, dz, dx * dx + dy * dy + dz * dz, ax, ay, az, phi);
+        }
+        i = n.skip;
+        continue;
+      }
+      const double dx = q[0] - n.com[0], dy = q[1] - n.com[1], dz = q[2] - n.com[2];
+      const double r2 = dx * dx + dy * dy + dz * dz;
+      // Barnes-Hut: size / distance < theta, and never a node the target sits in.
+      if (!inside && n.size2 < theta2_ * r2) {
+        kernel_.add(n.mass, dx, dy, dz, r2, ax, ay, az, phi);
+        i = n.skip;
+      } else {
+        i = i + 1;  // first child
+      }
+    }
+  }
+
+  chain_grid grid_;
+  short_range_kernel kernel_;
+  double theta2_;
+  std::size_t leaf_size_;
+  std::vector<std::uint32_t> cell_nodes_;  // nodes of chain cell c: [cell_nodes_[c], [c + 1])
+  std::vector<node> nodes_;
+  std::vector<body> scratch_;
+  std::vector<double> x_, y_, z_, m_;  // the sources in tree order
+  std::vector<std::uint64_t> id_;
+};
+
+}  // namespace nbody
