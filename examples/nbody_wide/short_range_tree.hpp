@@ -26,15 +26,29 @@ namespace nbody {
 
 // The pair kernel. With u = r / (2 r_s) and s = sqrt(r^2 + eps^2) the potential is
 //   phi(r) = -m erfc(u) / s,
-// and the acceleration is exactly its negative gradient (so the energy is conserved):
+// and the acceleration is its negative gradient (so the energy is conserved):
 //   a = -m (r_target - r_source) [erfc(u) / s^3 + exp(-u^2) / (sqrt(pi) r_s s r)],
 // GADGET-2's m / r^2 [erfc(u) + r / (r_s sqrt(pi)) exp(-u^2)] when eps = 0.
+// erfc(u) and exp(-u^2) come from tables in r, linearly interpolated: std::erfc and std::exp
+// were two thirds of the walk's time. 4096 intervals up to r_cut keep the interpolation error
+// below 1e-7 of the unscreened pull (the Gaussian and erfc vary on the scale r_s = r_cut / 5).
 struct short_range_kernel {
+  static constexpr int intervals = 4096;
+
   explicit short_range_kernel(const force_params& params)
-      : half_inverse_split(0.5 / params.split_radius()),
-        gaussian_factor(1.0 / (std::sqrt(std::numbers::pi) * params.split_radius())),
+      : gaussian_factor(1.0 / (std::sqrt(std::numbers::pi) * params.split_radius())),
         softening2(params.softening * params.softening),
-        cutoff2(params.cutoff() * params.cutoff()) {}
+        cutoff2(params.cutoff() * params.cutoff()),
+        per_interval(intervals / params.cutoff()) {
+    const double half_inverse_split = 0.5 / params.split_radius();
+    tail.resize(intervals + 2);
+    gaussian.resize(intervals + 2);
+    for (int i = 0; i < intervals + 2; ++i) {
+      const double u = (i / per_interval) * half_inverse_split;
+      tail[i] = std::erfc(u);
+      gaussian[i] = std::exp(-u * u);
+    }
+  }
 
   // Adds the pull of mass m at separation d = target - source; nothing beyond r_cut.
   void add(double m, double dx, double dy, double dz, double r2, double& ax, double& ay, double& az,
@@ -44,20 +58,25 @@ struct short_range_kernel {
     if (s2 == 0) return;  // coincident and unsoftened: no finite answer, contribute nothing
     const double r = std::sqrt(r2);
     const double s = std::sqrt(s2);
-    const double u = r * half_inverse_split;
-    const double tail = std::erfc(u);
-    phi -= m * tail / s;
+    const double x = r * per_interval;
+    const int i = static_cast<int>(x);
+    const double f = x - i;
+    const double erfc_u = tail[i] + f * (tail[i + 1] - tail[i]);
+    phi -= m * erfc_u / s;
     if (r2 == 0) return;  // softened and coincident: a potential but no direction
-    const double f = m * (tail / (s2 * s) + std::exp(-u * u) * gaussian_factor / (s * r));
-    ax -= f * dx;
-    ay -= f * dy;
-    az -= f * dz;
+    const double gauss = gaussian[i] + f * (gaussian[i + 1] - gaussian[i]);
+    const double pull = m * (erfc_u / (s2 * s) + gauss * gaussian_factor / (s * r));
+    ax -= pull * dx;
+    ay -= pull * dy;
+    az -= pull * dz;
   }
 
-  double half_inverse_split;
   double gaussian_factor;
   double softening2;
   double cutoff2;
+  double per_interval;
+  std::vector<double> tail;      // erfc(r / 2 r_s) at r = i / per_interval
+  std::vector<double> gaussian;  // exp(-r^2 / 4 r_s^2) there
 };
 
 class short_range_tree {
