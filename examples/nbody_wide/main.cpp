@@ -163,6 +163,8 @@ int main(int argc, char** argv) {
   try {
     run(options, initial);
     return 0;
+  } catch (const nbody::stopped&) {
+    return 1;  // already said why
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: {}\n", program, e.what());
     return 1;

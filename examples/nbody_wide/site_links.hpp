@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -36,6 +37,12 @@
 
 namespace nbody {
 
+/// Thrown on every rank of a site when its leader lost the wide link; each rank has already
+/// printed why on stderr.
+struct stopped : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 /// A particle on its way to another site, with the global rank it is for.
 struct routed_particle {
   std::int64_t dest;
@@ -51,7 +58,7 @@ class site_links {
       : site_(site), wide_(wide), clock_(clock) {
     std::array<std::int64_t, 2> shape{0, 1};  // this site's index, the number of sites
     if (leader() && wide_ != nullptr) shape = {wide_->rank(), wide_->size()};
-    site_.bcast(shape, 0);
+    site_.bcast(shape, 0, long_wait());
     site_index_ = static_cast<int>(shape[0]);
     site_count_ = static_cast<int>(shape[1]);
     site_sizes_.assign(static_cast<std::size_t>(site_count_), site_.size());
@@ -60,7 +67,7 @@ class site_links {
         std::int64_t mine = site_.size();
         wide_->allgather(mine, site_sizes_);
       }
-      site_.bcast(site_sizes_, 0);
+      site_.bcast(site_sizes_, 0, long_wait());
     }
     first_rank_.assign(site_sizes_.size() + 1, 0);
     for (std::size_t s = 0; s < site_sizes_.size(); ++s) {
@@ -352,7 +359,7 @@ class site_links {
       work();
     } catch (const commx::error& e) {
       fail(fmt::format("rank {} (leader of site {}) lost the wide-area link to the other "
-                       "site{}: {}",
+                       "site{} (a leader there, or a relay on the way, is gone): {}",
                        rank(), site_index_, site_count_ > 2 ? "s" : "", e.what()));
     } catch (const std::exception& e) {
       fail(fmt::format("rank {} (leader of site {}): the wide-area exchange failed: {}", rank(),
@@ -368,12 +375,23 @@ class site_links {
     std::array<char, report_bytes> text{};
     if (failure_) std::strncpy(text.data(), failure_->c_str(), report_bytes - 1);
     site_.bcast(text, 0, long_wait());
-    if (failure_) throw std::runtime_error(*failure_);
+    if (failure_) stop_with(*failure_);
   }
   void receive_report() {
     std::array<char, report_bytes> text{};
     site_.bcast(text, 0, long_wait());
-    if (text[0] != '\0') throw std::runtime_error(std::string(text.data()));
+    if (text[0] != '\0') stop_with(std::string(text.data()));
+  }
+  // Every rank of the site says why it stops, and has said it before any of them exits: a
+  // launcher stops the whole job when its first rank exits.
+  [[noreturn]] void stop_with(const std::string& why) {
+    fmt::print(stderr, "rank {}: {}\n", rank(), why);
+    std::fflush(stderr);
+    try {
+      site_.barrier(std::chrono::seconds(5));
+    } catch (const std::exception&) {  // a rank gone as well: the report stands
+    }
+    throw stopped(why);
   }
 
   SiteComm& site_;

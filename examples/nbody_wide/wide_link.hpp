@@ -3,8 +3,9 @@
 // CosmoGrid's arrangement with each site its own job (seed 004, Fig. 5): the sites' leaders
 // join a second job of their own over the wan stack, described by the COMMX_WIDE_ variables,
 // the same ones a wan job reads under COMMX_ (COMMX_WIDE_RANK is the site's index,
-// COMMX_WIDE_SIZE the number of sites, COMMX_WIDE_ROOT, COMMX_WIDE_SITE, COMMX_WIDE_RELAY, ...).
-// The token and the wan tunings are shared with the site's job.
+// COMMX_WIDE_SIZE the number of sites, COMMX_WIDE_ROOT, COMMX_WIDE_TOKEN, COMMX_WIDE_SITE,
+// COMMX_WIDE_RELAY, ...). Its token is its own (each site's launcher makes the site's), the wan
+// tunings (COMMX_WAN_*) and COMMX_TIMEOUT are shared with the site's job.
 
 #include <array>
 #include <cstdlib>
@@ -30,10 +31,10 @@ inline bool sites_are_jobs() {
 /// The wan job's variables: the job's own ones come from COMMX_WIDE_*; a launcher's (Slurm,
 /// Open MPI, PMI) describe the site's job and are hidden.
 inline std::optional<std::string> wide_variable(const char* name) {
-  static constexpr std::array<std::string_view, 12> per_job{
-      "COMMX_RANK", "COMMX_SIZE",      "COMMX_ROOT",      "COMMX_SITE",
-      "COMMX_RELAY", "COMMX_ROOT_SITE", "COMMX_NODE",      "COMMX_RANK_BASE",
-      "COMMX_JOB_SIZE", "COMMX_ADDR",  "COMMX_IFACE",     "COMMX_PORT_RANGE"};
+  static constexpr std::array<std::string_view, 13> per_job{
+      "COMMX_RANK",  "COMMX_SIZE",      "COMMX_ROOT",      "COMMX_TOKEN",     "COMMX_SITE",
+      "COMMX_RELAY", "COMMX_ROOT_SITE", "COMMX_NODE",      "COMMX_RANK_BASE", "COMMX_JOB_SIZE",
+      "COMMX_ADDR",  "COMMX_IFACE",     "COMMX_PORT_RANGE"};
   const std::string_view n(name);
   for (std::string_view own : per_job) {
     if (n == own) return commx::bootstrap::process_env(("COMMX_WIDE_" + std::string(n.substr(6))).c_str());
