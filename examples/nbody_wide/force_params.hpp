@@ -10,19 +10,24 @@ namespace nbody {
 
 struct force_params {
   double box = 1.0;
-  int mesh = 32;  // particle-mesh cells per side
-  // The defaults buy accuracy (rms 8e-4 against Ewald for a 1000-particle Plummer clump, the
-  // test) at the price of a large cutoff; GADGET-2's 1.25 / 4.5 / 0.5 gives about 6e-3.
-  // r_s = split_cells * box / mesh (Gaussian force split, as GADGET-2). The mesh's CIC error
-  // per pair is ~1% at 1.25 cells and ~0.3% at 2 cells, which the 1e-3 target needs.
-  double split_cells = 2.0;
+  // The defaults, measured on the test (rms relative force error against Ewald for a
+  // 1000-particle Plummer clump of scale 0.02): 7.0e-4 at theta 0.5, 4.2e-3 at 0.8, 4.1e-4 at
+  // 0.3 (the mesh's and the cutoff's share, theta -> 0, is 3.4e-4). r_cut = 0.117 box gives 8
+  // chain cells per side, so a rank's ghosts are a few cell layers, not the whole box. Release,
+  // one core, tree build and walk: 250k particles/s on a 32^3 perturbed lattice and 39k/s on a
+  // 30k Plummer clump of scale 0.05 (the previous monopole defaults, theta 0.2, mesh 32 and r_cut
+  // 0.31 box, 3 cells per side: 15k/s and 7k/s).
+  int mesh = 64;  // particle-mesh cells per side
+  // r_s = split_cells * box / mesh (Gaussian force split, as GADGET-2). With TSC assignment the
+  // mesh's share of the error is 3.4e-4 at 1.5 cells, 1.7e-4 at 2 (CIC's was 2.5e-3 and 1.1e-3);
+  // 1.5 keeps r_cut small at no cost in the total error, which the tree then dominates.
+  double split_cells = 1.5;
   // r_cut = cutoff_splits * r_s. At 5 the short-range force dropped at r_cut is 0.6% of a pair's
-  // force (erfc(2.5) + 5 exp(-6.25) / sqrt(pi)); 5 is also the most that keeps 3 chain cells per
-  // side at mesh 32 with split_cells 2 (r_cut = 0.3125 box), so the 27 cells are the whole box.
+  // force (erfc(2.5) + 5 exp(-6.25) / sqrt(pi)); at 4.5 it is 1.8%.
   double cutoff_splits = 5.0;
-  // Barnes-Hut opening angle. Monopoles only: the tree's rms error is ~4e-3 at 0.5, ~1e-3 at
-  // 0.3 and ~4e-4 at 0.2 on the test clump, so 0.2.
-  double theta = 0.2;
+  // Barnes-Hut opening angle, with monopoles and quadrupoles (monopoles alone needed 0.2 for the
+  // 1e-3 target: 2.9e-3 at 0.5); 0.4 gives 4.7e-4 for ~1.5x the walk time of 0.5.
+  double theta = 0.5;
   double softening = 0.0;  // Plummer softening of the short-range force
   int leaf_size = 8;       // most particles in a tree leaf
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The short-range force: a Barnes-Hut monopole tree per chain cell, summed over a target's cell
-// and its 26 neighbours, with GADGET-2's erfc-truncated, Plummer-softened kernel.
+// The short-range force: a Barnes-Hut tree of monopoles and quadrupoles per chain cell, summed
+// over a target's cell and its 26 neighbours, with GADGET-2's erfc-truncated, Plummer-softened
+// kernel.
 //
 // The result for a target is bitwise the same whatever other particles the caller holds and in
 // whatever order: each chain cell's tree depends only on that cell's particles (sorted by id),
@@ -32,11 +33,31 @@ namespace nbody {
 // erfc(u) and exp(-u^2) come from tables in r, linearly interpolated: std::erfc and std::exp
 // were two thirds of the walk's time. 4096 intervals up to r_cut keep the interpolation error
 // below 1e-7 of the unscreened pull (the Gaussian and erfc vary on the scale r_s = r_cut / 5).
+//
+// A tree node pulls through its monopole and quadrupole about its centre of mass (the dipole
+// vanishes there). For a radial kernel phi(r), with g1 = phi' / r, g2 = g1' / r, g3 = g2' / r,
+// the derivatives of phi(|R|) are
+//   d_i phi = g1 R_i,   d_ij phi = g1 delta_ij + g2 R_i R_j,
+//   d_ijk phi = g2 (delta_ij R_k + delta_ik R_j + delta_jk R_i) + g3 R_i R_j R_k,
+// and the Taylor series of sum_k m_k phi(|R - x_k|) in the offsets x_k from the centre of mass,
+// with S_ij = sum m x_i x_j and T = trace S, gives at R = target - centre of mass
+//   Phi = M phi + (T g1 + g2 R.S.R) / 2,
+//   a   = -M g1 R - g2 S R - R (T g2 + g3 R.S.R) / 2.
+// The traceless part Q = 3 S - T I alone would do for 1/r, whose Laplacian 3 g1 + r^2 g2
+// vanishes; the split kernel's does not (it is 4 pi times the Gaussian cloud), so the trace is
+// kept: the node stores the whole second moment S. For phi = -erfc(u) / s, with c = 1 /
+// (sqrt(pi) r_s), G = exp(-u^2), E = erfc(u) and h = 1 / (2 r_s^2):
+//   g1 =  c G / (r s) + E / s^3,
+//   g2 = -c G [h / (r s) + 1 / (r^3 s) + 2 / (r s^3)] - 3 E / s^5,
+//   g3 =  c G [h^2 / (r s) + 2 h / (r^3 s) + 3 h / (r s^3) + 3 / (r^5 s) + 3 / (r^3 s^3)
+//              + 9 / (r s^5)] + 15 E / s^7,
+// which are 1 / r^3, -3 / r^5 and 15 / r^7 for Newton (c = 0, E = 1, s = r).
 struct short_range_kernel {
   static constexpr int intervals = 4096;
 
   explicit short_range_kernel(const force_params& params)
       : gaussian_factor(1.0 / (std::sqrt(std::numbers::pi) * params.split_radius())),
+        gaussian_slope(0.5 / (params.split_radius() * params.split_radius())),
         softening2(params.softening * params.softening),
         cutoff2(params.cutoff() * params.cutoff()),
         per_interval(intervals / params.cutoff()) {
@@ -71,7 +92,49 @@ struct short_range_kernel {
     az -= pull * dz;
   }
 
+  // A node's second moment about its centre of mass: xx, xy, xz, yy, yz, zz.
+  using second_moment = std::array<double, 6>;
+
+  // Adds the monopole and quadrupole pull of a node of mass m and second moment q at separation
+  // d = target - centre of mass, r2 = |d|^2 > 0 (the walk never accepts a node the target is
+  // in); nothing beyond r_cut.
+  void add_node(double m, const second_moment& q, double dx, double dy, double dz, double r2,
+                double& ax, double& ay, double& az, double& phi) const {
+    if (r2 >= cutoff2) return;
+    const double s2 = r2 + softening2;
+    const double r = std::sqrt(r2);
+    const double s = std::sqrt(s2);
+    const double x = r * per_interval;
+    const int i = static_cast<int>(x);
+    const double f = x - i;
+    const double e = tail[i] + f * (tail[i + 1] - tail[i]);
+    const double cg = gaussian_factor * (gaussian[i] + f * (gaussian[i + 1] - gaussian[i]));
+    const double h = gaussian_slope;
+    const double ir = 1 / r, is = 1 / s;
+    const double ir2 = ir * ir, is2 = is * is;
+    const double a1 = ir * is;   // 1 / (r s)
+    const double a3 = a1 * ir2;  // 1 / (r^3 s)
+    const double b3 = a1 * is2;  // 1 / (r s^3)
+    const double is3 = is * is2, is5 = is3 * is2;
+    const double g1 = cg * a1 + e * is3;
+    const double g2 = -cg * (h * a1 + a3 + 2 * b3) - 3 * e * is5;
+    const double g3 =
+        cg * (h * h * a1 + 2 * h * a3 + 3 * h * b3 + 3 * a3 * ir2 + 3 * a3 * is2 + 9 * b3 * is2) +
+        15 * e * is5 * is2;
+    const double sx = q[0] * dx + q[1] * dy + q[2] * dz;
+    const double sy = q[1] * dx + q[3] * dy + q[4] * dz;
+    const double sz = q[2] * dx + q[4] * dy + q[5] * dz;
+    const double rsr = dx * sx + dy * sy + dz * sz;
+    const double trace = q[0] + q[3] + q[5];
+    phi += 0.5 * (trace * g1 + g2 * rsr) - m * e * is;
+    const double radial = m * g1 + 0.5 * (trace * g2 + g3 * rsr);
+    ax -= radial * dx + g2 * sx;
+    ay -= radial * dy + g2 * sy;
+    az -= radial * dz + g2 * sz;
+  }
+
   double gaussian_factor;
+  double gaussian_slope;  // 1 / (2 r_s^2): G' = -r G / (2 r_s^2)
   double softening2;
   double cutoff2;
   double per_interval;
@@ -84,7 +147,7 @@ class short_range_tree {
   short_range_tree(const force_params& params, std::span<const particle> sources)
       : grid_(params),
         kernel_(params),
-        theta2_(params.theta * params.theta),
+        theta_(params.theta),
         leaf_size_(static_cast<std::size_t>(params.leaf_size)) {
     const int cells = grid_.cells();
     // Bucket the sources by chain cell (counting sort), then sort each cell by id: the order the
@@ -179,8 +242,12 @@ class short_range_tree {
   struct node {
     vec3 com;
     double mass;
-    vec3 lo, hi;   // bounding box of the node's particles (tighter than its octant)
-    double size2;  // squared largest side of that box, for the opening criterion
+    short_range_kernel::second_moment quad;  // sum m (x - com)(x - com), about com
+    vec3 lo, hi;  // bounding box of the node's particles (tighter than its octant)
+    // The opening criterion: the node pulls as a whole only from beyond size / theta plus the
+    // offset of its centre of mass from its box's centre (a lopsided node is opened sooner).
+    // That offset halves the rms error at theta 0.5 on the test clump for ~1/3 more work.
+    double open2;
     std::uint32_t first, count, skip;
     bool leaf;
   };
@@ -210,6 +277,15 @@ class short_range_tree {
           sum.hi[d] = std::max(sum.hi[d], b.pos[d]);
         }
       }
+      finish(at, sum);
+      // The second moment in id order, about the centre of mass just found.
+      short_range_kernel::second_moment& q = nodes_[at].quad;
+      const vec3 com = nodes_[at].com;
+      for (std::size_t i = begin; i < end; ++i) {
+        const body& b = bodies[i];
+        const double x = b.pos[0] - com[0], y = b.pos[1] - com[1], z = b.pos[2] - com[2];
+        add_outer(q, b.mass, x, y, z);
+      }
     } else {
       // Stable partition into octants: the id order within each child is kept.
       std::array<std::size_t, 9> start{};
@@ -226,7 +302,9 @@ class short_range_tree {
                 scratch_.begin() + static_cast<std::ptrdiff_t>(end),
                 bodies.begin() + static_cast<std::ptrdiff_t>(begin));
       const double quarter = 0.5 * half;
+      std::array<std::uint32_t, 8> child_at{};
       for (int o = 0; o < 8; ++o) {
+        child_at[o] = static_cast<std::uint32_t>(nodes_.size());
         if (start[o] == start[o + 1]) continue;
         const vec3 child_centre{centre[0] + ((o & 4) ? quarter : -quarter),
                                 centre[1] + ((o & 2) ? quarter : -quarter),
@@ -240,22 +318,55 @@ class short_range_tree {
           sum.hi[d] = std::max(sum.hi[d], child.hi[d]);
         }
       }
+      finish(at, sum);
+      // Bottom up, children in octant order: each child's moment moved to this centre of mass
+      // (parallel axis), so the bits depend on this cell's particles alone.
+      short_range_kernel::second_moment& q = nodes_[at].quad;
+      const vec3 com = nodes_[at].com;
+      for (int o = 0; o < 8; ++o) {
+        if (start[o] == start[o + 1]) continue;
+        const node& c = nodes_[child_at[o]];
+        for (int k = 0; k < 6; ++k) q[k] += c.quad[k];
+        add_outer(q, c.mass, c.com[0] - com[0], c.com[1] - com[1], c.com[2] - com[2]);
+      }
     }
     node& n = nodes_[at];
-    for (int d = 0; d < 3; ++d) {
-      n.com[d] = sum.mass > 0 ? sum.weighted[d] / sum.mass : 0.5 * (sum.lo[d] + sum.hi[d]);
-    }
-    n.mass = sum.mass;
-    n.lo = sum.lo;
-    n.hi = sum.hi;
-    const double size =
-        std::max({sum.hi[0] - sum.lo[0], sum.hi[1] - sum.lo[1], sum.hi[2] - sum.lo[2]});
-    n.size2 = size * size;
     n.first = static_cast<std::uint32_t>(begin);
     n.count = static_cast<std::uint32_t>(end - begin);
     n.skip = static_cast<std::uint32_t>(nodes_.size());
     n.leaf = leaf;
     return sum;
+  }
+
+  // The centre of mass, mass and bounding box of node `at` from its summed moments.
+  void finish(std::size_t at, const moments& sum) {
+    node& n = nodes_[at];
+    for (int d = 0; d < 3; ++d) {
+      n.com[d] = sum.mass > 0 ? sum.weighted[d] / sum.mass : 0.5 * (sum.lo[d] + sum.hi[d]);
+    }
+    n.mass = sum.mass;
+    n.quad = {0, 0, 0, 0, 0, 0};
+    n.lo = sum.lo;
+    n.hi = sum.hi;
+    const double size =
+        std::max({sum.hi[0] - sum.lo[0], sum.hi[1] - sum.lo[1], sum.hi[2] - sum.lo[2]});
+    double offset2 = 0;
+    for (int d = 0; d < 3; ++d) {
+      const double o = n.com[d] - 0.5 * (sum.lo[d] + sum.hi[d]);
+      offset2 += o * o;
+    }
+    const double reach = size / theta_ + std::sqrt(offset2);
+    n.open2 = reach * reach;
+  }
+
+  static void add_outer(short_range_kernel::second_moment& q, double m, double x, double y,
+                        double z) {
+    q[0] += m * x * x;
+    q[1] += m * x * y;
+    q[2] += m * x * z;
+    q[3] += m * y * y;
+    q[4] += m * y * z;
+    q[5] += m * z * z;
   }
 
   void walk(std::uint32_t begin, std::uint32_t end, const vec3& q, std::uint64_t self, double& ax,
@@ -288,9 +399,9 @@ class short_range_tree {
       }
       const double dx = q[0] - n.com[0], dy = q[1] - n.com[1], dz = q[2] - n.com[2];
       const double r2 = dx * dx + dy * dy + dz * dz;
-      // Barnes-Hut: size / distance < theta, and never a node the target sits in.
-      if (!inside && n.size2 < theta2_ * r2) {
-        kernel_.add(n.mass, dx, dy, dz, r2, ax, ay, az, phi);
+      // Barnes-Hut: size / (distance - offset) < theta, and never a node the target sits in.
+      if (!inside && n.open2 < r2) {
+        kernel_.add_node(n.mass, n.quad, dx, dy, dz, r2, ax, ay, az, phi);
         i = n.skip;
       } else {
         i = i + 1;  // first child
@@ -300,7 +411,7 @@ class short_range_tree {
 
   chain_grid grid_;
   short_range_kernel kernel_;
-  double theta2_;
+  double theta_;
   std::size_t leaf_size_;
   std::vector<std::uint32_t> cell_nodes_;  // nodes of chain cell c: [cell_nodes_[c], [c + 1])
   std::vector<node> nodes_;
