@@ -2,18 +2,23 @@
 # SPDX-License-Identifier: MIT
 # The main job: installs what is missing, builds every md_replicated variant (one per stack and
 # collectives policy) optimised, runs each on LAMMPS's in.lj (32000 atoms, 100 steps) at 1, 2
-# and 4 ranks, and prints the comparison table; writes results/md/comparison.{csv,png}.
-# Extra arguments go to the driver (scripts/md_compare.py --help), e.g. --budget 400.
+# and 4 ranks, and prints the comparison table; writes results/md/comparison.{csv,png}. Then the
+# N-body example in each arrangement (one job; two sites in one communicator; as root, each site
+# its own job over an emulated 50 ms link with relays): results/nbody/ (scripts/nbody_compare.py).
+# Extra arguments go to the MD driver (scripts/md_compare.py --help), e.g. --budget 400.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 cmake --preset release >/dev/null
-echo "=== building md_replicated for every stack and policy (release)"
-cmake --build --preset release -j "$(nproc)" --target md_replicated_all commxrun bench_pingpong_all
+echo "=== building md_replicated for every stack and policy, and nbody_wide (release)"
+cmake --build --preset release -j "$(nproc)" --target md_replicated_all commxrun bench_pingpong_all \
+  nbody_wide_all wanemu commx-relay
 
 # Debian's python3, which python3-matplotlib is installed for (a python3 earlier on PATH, e.g.
 # from pyenv, would not see it).
 python=/usr/bin/python3
 [[ -x $python ]] || python=python3
-exec "$python" scripts/md_compare.py --build-dir build/release --results results/md "$@"
+"$python" scripts/md_compare.py --build-dir build/release --results results/md "$@"
+echo "=== nbody_wide in each arrangement"
+exec "$python" scripts/nbody_compare.py --build-dir build/release --results results/nbody

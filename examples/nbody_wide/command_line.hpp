@@ -3,6 +3,8 @@
 // The program's options. Every value is checked here, before any rank starts, so that a bad
 // option fails at once with a message naming it.
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -28,6 +30,7 @@ struct command_line {
   double scale_radius = 0.05;     // the Plummer clump's, in box lengths
   std::uint64_t seed = 20100901;  // MPWide's paper's month
   std::optional<std::string> read_initial, write_initial, csv, snapshot;
+  std::optional<double> softening;  // else chosen by the initial conditions (softening_for)
   run_config run;
 };
 
@@ -47,11 +50,12 @@ inline std::string usage(const std::string& program) {
       "  --dt T             time step (default 0.01 lattice, 0.0005 clump)\n"
       "  --mesh M           particle-mesh cells per side (default {})\n"
       "  --theta T          tree opening angle (default {})\n"
-      "  --softening E      Plummer softening of the short-range force (default {})\n"
+      "  --softening E      Plummer softening of the short-range force (default 0.15 of the\n"
+      "                     mean spacing; 0.1 of the clump's scale radius)\n"
       "  --no-balance       keep the blocks' edges where they start\n"
       "  --csv FILE         one row per step: time split, energy error\n"
       "  --snapshot FILE    the particles at the end (tools: plot.py draws its density)\n",
-      program, force_params{}.mesh, force_params{}.theta, force_params{}.softening);
+      program, force_params{}.mesh, force_params{}.theta);
 }
 
 namespace detail {
@@ -121,7 +125,10 @@ inline command_line parse_command_line(const std::vector<std::string>& args) {
     } else if (a == "--theta") {
       c.run.forces.theta = detail::parse_double(a, value());
     } else if (a == "--softening") {
-      c.run.forces.softening = detail::parse_double(a, value());
+      c.softening = detail::parse_double(a, value());
+      if (!(*c.softening >= 0 && *c.softening < 0.1)) {
+        throw std::invalid_argument("--softening must be in [0, 0.1) box lengths");
+      }
     } else if (a == "--no-balance") {
       c.run.balance = false;
     } else if (a == "--csv") {
@@ -135,6 +142,17 @@ inline command_line parse_command_line(const std::vector<std::string>& args) {
   c.run.dt = dt.value_or(c.initial == initial_kind::lattice ? 0.01 : 0.0005);
   c.run.forces.validate();
   return c;
+}
+
+/// The softening the options give, or one that keeps close pairs from wrecking the energy:
+/// a fraction of the mean spacing (or of the clump's scale radius), for `particles` in the box.
+inline double softening_for(const command_line& c, std::size_t particles) {
+  if (c.softening) return *c.softening;
+  if (c.initial == initial_kind::plummer && !c.read_initial) {
+    return 0.1 * c.scale_radius * c.run.forces.box;
+  }
+  return 0.15 * c.run.forces.box /
+         std::cbrt(static_cast<double>(std::max<std::size_t>(particles, 1)));
 }
 
 }  // namespace nbody

@@ -94,8 +94,8 @@ class decomposition {
       const auto last = static_cast<long>(std::floor((upper(r) + side) / side));
       const long count = std::min<long>(last - first + 1, static_cast<long>(n));
       for (long c = 0; c < count; ++c) {
-        const long wrapped = ((first + c) % static_cast<long>(n) + static_cast<long>(n)) %
-                             static_cast<long>(n);
+        const long wrapped =
+            ((first + c) % static_cast<long>(n) + static_cast<long>(n)) % static_cast<long>(n);
         needed_[index(r) * n + static_cast<std::size_t>(wrapped)] = 1;
       }
     }

@@ -69,8 +69,7 @@ void simulate(SiteComm& site, WideComm* wide, const char* arrangement,
         "collectives {}; mesh {}^3, r_s {:.4g}, r_cut {:.4g}, theta {}, softening {}\n",
         commx::variant::target_name, initial.size(), options.run.steps, options.run.dt,
         links.size(), links.sites(), arrangement, site.transport().name,
-        comm::collectives_type::name, f.mesh, f.split_radius(), f.cutoff(), f.theta,
-        f.softening);
+        comm::collectives_type::name, f.mesh, f.split_radius(), f.cutoff(), f.theta, f.softening);
     std::fflush(stdout);
   }
   std::optional<nbody::step_csv> csv;
@@ -97,24 +96,25 @@ void simulate(SiteComm& site, WideComm* wide, const char* arrangement,
   std::sort(all.begin(), all.end(),
             [](const nbody::particle& a, const nbody::particle& b) { return a.id < b.id; });
   if (all.size() != initial.size()) {
-    throw std::runtime_error(fmt::format("the run ended with {} particles of {}", all.size(),
-                                         initial.size()));
+    throw std::runtime_error(
+        fmt::format("the run ended with {} particles of {}", all.size(), initial.size()));
   }
   if (options.snapshot) {
     nbody::write_snapshot(*options.snapshot, options.run.forces.box,
                           options.run.steps * options.run.dt, all);
   }
   const int n = std::max(totals.steps, 1);
+  std::string arrangement_word(arrangement);
+  std::replace(arrangement_word.begin(), arrangement_word.end(), ' ', '_');
   const double busy = totals.compute + totals.local + totals.wide;
   fmt::print("final state fingerprint: {:016x}\n", nbody::fingerprint(all));
   fmt::print(
       "nbody result: target={} arrangement={} ranks={} sites={} particles={} steps={} "
       "step_ms={:.3f} compute_ms={:.3f} local_ms={:.3f} wide_ms={:.3f} wide_fraction={:.4f} "
       "max_energy_error={:.3e}\n",
-      commx::variant::target_name, arrangement, links.size(), links.sites(), all.size(),
-      options.run.steps, 1e3 * totals.wall / n, 1e3 * totals.compute / n,
-      1e3 * totals.local / n, 1e3 * totals.wide / n, busy > 0 ? totals.wide / busy : 0.0,
-      totals.worst_energy_error);
+      commx::variant::target_name, arrangement_word, links.size(), links.sites(), all.size(),
+      options.run.steps, 1e3 * totals.wall / n, 1e3 * totals.compute / n, 1e3 * totals.local / n,
+      1e3 * totals.wide / n, busy > 0 ? totals.wide / busy : 0.0, totals.worst_energy_error);
   std::fflush(stdout);
 }
 
@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     initial = make_initial(options);
+    options.run.forces.softening = nbody::softening_for(options, initial.size());
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: {}\n", program, e.what());
     return 2;

@@ -15,6 +15,7 @@
 
 #include "particle.hpp"
 #include "simulation.hpp"
+#include "snapshot.hpp"
 
 namespace nbody {
 
@@ -53,14 +54,7 @@ class step_csv {
 /// FNV-1a over the particles' bytes in id order: runs that print the same fingerprint ended
 /// with the same bits in every position and velocity.
 inline std::uint64_t fingerprint(std::span<const particle> by_id) {
-  std::uint64_t h = 1469598103934665603ULL;
-  for (const particle& p : by_id) {
-    const auto* bytes = reinterpret_cast<const unsigned char*>(&p);
-    for (std::size_t i = 0; i < sizeof(particle); ++i) {
-      h = (h ^ bytes[i]) * 1099511628211ULL;
-    }
-  }
-  return h;
+  return detail::fnv1a(reinterpret_cast<const unsigned char*>(by_id.data()), by_id.size_bytes());
 }
 
 }  // namespace nbody

@@ -46,9 +46,9 @@ struct step_report {
   double time = 0;
   double energy = 0;
   double energy_error = 0;
-  double wall = 0;            // the slowest rank's step
-  step_split mean;            // the ranks' mean split of their step
-  double imbalance = 1;       // slowest rank's tree time over the mean
+  double wall = 0;       // the slowest rank's step
+  step_split mean;       // the ranks' mean split of their step
+  double imbalance = 1;  // slowest rank's tree time over the mean
   std::uint64_t particles = 0;
 };
 
@@ -223,8 +223,8 @@ class simulation {
       for (std::size_t b = 0; b < cost.size(); ++b) cost[b] += f[scalar_figures + b];
     }
     if (step == 0) initial_energy_ = r.energy;
-    r.energy_error = initial_energy_ != 0 ? (r.energy - initial_energy_) / std::abs(initial_energy_)
-                                          : 0.0;
+    r.energy_error =
+        initial_energy_ != 0 ? (r.energy - initial_energy_) / std::abs(initial_energy_) : 0.0;
     r.imbalance = tree_total > 0 ? tree_most / (tree_total / static_cast<double>(ranks)) : 1.0;
     if (config_.balance && ranks > 1) decomposition_.balance(cost);
     report(r);

@@ -32,6 +32,7 @@
 
 #include "commx/error.hpp"
 #include "commx/request.hpp"
+#include "mesh_pieces.hpp"
 #include "particle.hpp"
 #include "step_clock.hpp"
 
@@ -124,17 +125,11 @@ class site_links {
     std::vector<routed_particle> arrived;
     std::vector<std::size_t> counts(as_index(site_.size()));
     if (leader()) {
-      report([&] {
-        commx::wait_all(particle_requests_, long_wait());
-        for (auto& from_site : particles_in_) {
-          arrived.insert(arrived.end(), from_site.begin(), from_site.end());
-        }
-      });
+      report([&] { arrived = receive_remote_particles(); });
       // Stable: each destination gets its particles in site order, then in sending order.
-      std::stable_sort(arrived.begin(), arrived.end(),
-                       [](const routed_particle& a, const routed_particle& b) {
-                         return a.dest < b.dest;
-                       });
+      std::stable_sort(
+          arrived.begin(), arrived.end(),
+          [](const routed_particle& a, const routed_particle& b) { return a.dest < b.dest; });
       for (const routed_particle& r : arrived) {
         const std::size_t to = local_rank_of(r.dest);
         if (to >= counts.size()) {
@@ -173,15 +168,19 @@ class site_links {
     }
     if (site_count_ == 1 || !leader()) return;
     auto timed = clock_.time(part::wide);
-    mesh_out_ = touched_planes(mesh);
-    mesh_in_.assign(as_index(site_count_), {});
+    const mesh_pieces pieces(mesh.size());
+    mesh_out_.clear();
+    for (std::size_t k = 0; k < pieces.count(); ++k) mesh_out_.push_back(pieces.pack(mesh, k));
+    mesh_in_.assign(as_index(site_count_), std::vector<std::vector<std::int64_t>>(pieces.count()));
     figures_in_.assign(as_index(site_count_), {});
     report([&] {
       for (int s = 0; s < site_count_; ++s) {
         if (s == site_index_) continue;
-        mesh_requests_.push_back(wide_->isend(s, tag_mesh, mesh_out_));
+        for (auto& piece : mesh_out_) mesh_requests_.push_back(wide_->isend(s, tag_mesh, piece));
         mesh_requests_.push_back(wide_->isend(s, tag_figures, site_figures_));
-        mesh_requests_.push_back(wide_->irecv(s, tag_mesh, mesh_in_[as_index(s)]));
+        for (auto& piece : mesh_in_[as_index(s)]) {
+          mesh_requests_.push_back(wide_->irecv(s, tag_mesh, piece));
+        }
         mesh_requests_.push_back(wide_->irecv(s, tag_figures, figures_in_[as_index(s)]));
       }
     });
@@ -210,7 +209,11 @@ class site_links {
           commx::wait_all(mesh_requests_, long_wait());
           mesh_requests_.clear();
           for (int s = 0; s < site_count_; ++s) {
-            if (s != site_index_) add_planes(mesh, mesh_in_[as_index(s)], s);
+            if (s == site_index_) continue;
+            const mesh_pieces pieces(mesh.size());
+            for (std::size_t k = 0; k < pieces.count(); ++k) {
+              pieces.add(mesh, k, mesh_in_[as_index(s)][k], s);
+            }
           }
         });
       }
@@ -298,57 +301,69 @@ class site_links {
     auto timed = clock_.time(part::wide);
     particles_out_.assign(as_index(site_count_), {});
     particles_in_.assign(as_index(site_count_), {});
+    std::vector<std::vector<routed_particle>> to_site(as_index(site_count_));
     for (const routed_particle& r : gathered) {
       const int s = site_of(static_cast<int>(r.dest));
       if (s < 0 || s >= site_count_ || s == site_index_) {
         fail(fmt::format("a particle was routed to rank {}, not at another site", r.dest));
         continue;
       }
-      particles_out_[as_index(s)].push_back(r);
+      to_site[as_index(s)].push_back(r);
     }
     report([&] {
       for (int s = 0; s < site_count_; ++s) {
         if (s == site_index_) continue;
-        particle_requests_.push_back(wide_->isend(s, tag_particles, particles_out_[as_index(s)]));
-        particle_requests_.push_back(wide_->irecv(s, tag_particles, particles_in_[as_index(s)]));
+        // In pieces under the eager size, the first led by a record holding the piece count
+        // (as -count in dest), so the receiver asks for the rest once the first is in.
+        const auto& records = to_site[as_index(s)];
+        auto& pieces = particles_out_[as_index(s)];
+        const std::size_t each = mesh_pieces::piece_bytes / sizeof(routed_particle);
+        const std::size_t count = (records.size() + 1 + each - 1) / each;
+        pieces.assign(count, {});
+        pieces[0].push_back({-static_cast<std::int64_t>(count), particle{}});
+        for (std::size_t i = 0; i < records.size(); ++i) {
+          pieces[(i + 1) / each].push_back(records[i]);
+        }
+        for (auto& piece : pieces) {
+          particle_requests_.push_back(wide_->isend(s, tag_particles, piece));
+        }
+        particles_in_[as_index(s)].assign(1, {});
+        particle_requests_.push_back(
+            wide_->irecv(s, tag_particles, particles_in_[as_index(s)].front()));
       }
     });
   }
 
-  // The x-planes of the mesh that hold anything, as flags then planes: a site's particles
-  // touch only its slab, so about half the mesh crosses between two sites.
-  static std::vector<std::int64_t> touched_planes(std::span<const std::int64_t> mesh) {
-    const auto side = static_cast<std::size_t>(std::llround(std::cbrt(mesh.size())));
-    const std::size_t plane = side * side;
-    std::vector<std::int64_t> packed(side, 0);
-    for (std::size_t x = 0; x < side; ++x) {
-      const auto cells = mesh.subspan(x * plane, plane);
-      if (std::any_of(cells.begin(), cells.end(), [](std::int64_t v) { return v != 0; })) {
-        packed[x] = 1;
-        packed.insert(packed.end(), cells.begin(), cells.end());
+  // The pieces from every other site, once the first of each says how many there are.
+  std::vector<routed_particle> receive_remote_particles() {
+    commx::wait_all(particle_requests_, long_wait());
+    particle_requests_.clear();
+    constexpr std::int64_t most_pieces = 1 << 20;
+    for (int s = 0; s < site_count_; ++s) {
+      if (s == site_index_) continue;
+      auto& pieces = particles_in_[as_index(s)];
+      const auto& first = pieces.front();
+      const std::int64_t count = first.empty() ? 0 : -first.front().dest;
+      if (count < 1 || count > most_pieces) {
+        throw std::runtime_error(
+            fmt::format("site {} sent particles without a valid piece count", s));
+      }
+      pieces.resize(static_cast<std::size_t>(count));
+      for (std::size_t k = 1; k < pieces.size(); ++k) {
+        particle_requests_.push_back(wide_->irecv(s, tag_particles, pieces[k]));
       }
     }
-    return packed;
-  }
-
-  void add_planes(std::span<std::int64_t> mesh, std::span<const std::int64_t> packed, int from) {
-    const auto side = static_cast<std::size_t>(std::llround(std::cbrt(mesh.size())));
-    const std::size_t plane = side * side;
-    std::size_t flagged = 0;
-    if (packed.size() >= side) {
-      for (std::size_t x = 0; x < side; ++x) flagged += packed[x] != 0 ? 1 : 0;
+    commx::wait_all(particle_requests_, long_wait());
+    particle_requests_.clear();
+    std::vector<routed_particle> arrived;
+    for (int s = 0; s < site_count_; ++s) {
+      if (s == site_index_) continue;
+      const auto& pieces = particles_in_[as_index(s)];
+      for (std::size_t k = 0; k < pieces.size(); ++k) {
+        arrived.insert(arrived.end(), pieces[k].begin() + (k == 0 ? 1 : 0), pieces[k].end());
+      }
     }
-    if (packed.size() < side || packed.size() != side + flagged * plane) {
-      throw std::runtime_error(fmt::format(
-          "site {} sent a mesh of {} values, which is not {} plane flags and their planes", from,
-          packed.size(), side));
-    }
-    std::size_t next = side;
-    for (std::size_t x = 0; x < side; ++x) {
-      if (packed[x] == 0) continue;
-      for (std::size_t i = 0; i < plane; ++i) mesh[x * plane + i] += packed[next + i];
-      next += plane;
-    }
+    return arrived;
   }
 
   // Runs a leader's wide-link work; a failure there is kept, to be reported to the site.
@@ -358,9 +373,10 @@ class site_links {
     try {
       work();
     } catch (const commx::error& e) {
-      fail(fmt::format("rank {} (leader of site {}) lost the wide-area link to the other "
-                       "site{} (a leader there, or a relay on the way, is gone): {}",
-                       rank(), site_index_, site_count_ > 2 ? "s" : "", e.what()));
+      fail(
+          fmt::format("rank {} (leader of site {}) lost the wide-area link to the other "
+                      "site{} (a leader there, or a relay on the way, is gone): {}",
+                      rank(), site_index_, site_count_ > 2 ? "s" : "", e.what()));
     } catch (const std::exception& e) {
       fail(fmt::format("rank {} (leader of site {}): the wide-area exchange failed: {}", rank(),
                        site_index_, e.what()));
@@ -403,11 +419,11 @@ class site_links {
   std::vector<int> first_rank_;
   std::optional<std::string> failure_;
 
-  std::vector<std::vector<routed_particle>> particles_out_, particles_in_;
+  std::vector<std::vector<std::vector<routed_particle>>> particles_out_, particles_in_;
   std::vector<typename WideComm::request> particle_requests_;
-  std::vector<std::int64_t> mesh_out_;
+  std::vector<std::vector<std::int64_t>> mesh_out_;
   std::vector<double> site_figures_;
-  std::vector<std::vector<std::int64_t>> mesh_in_;
+  std::vector<std::vector<std::vector<std::int64_t>>> mesh_in_;  // [site][piece]
   std::vector<std::vector<double>> figures_in_;
   std::vector<typename WideComm::request> mesh_requests_;
 };

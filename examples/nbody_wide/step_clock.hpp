@@ -41,9 +41,15 @@ class step_clock {
 
   void add(part p, double seconds) {
     switch (p) {
-      case part::compute: split_.compute += seconds; break;
-      case part::local: split_.local += seconds; break;
-      case part::wide: split_.wide += seconds; break;
+      case part::compute:
+        split_.compute += seconds;
+        break;
+      case part::local:
+        split_.local += seconds;
+        break;
+      case part::wide:
+        split_.wide += seconds;
+        break;
     }
   }
 

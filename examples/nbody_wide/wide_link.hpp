@@ -5,7 +5,8 @@
 // the same ones a wan job reads under COMMX_ (COMMX_WIDE_RANK is the site's index,
 // COMMX_WIDE_SIZE the number of sites, COMMX_WIDE_ROOT, COMMX_WIDE_TOKEN, COMMX_WIDE_SITE,
 // COMMX_WIDE_RELAY, ...). Its token is its own (each site's launcher makes the site's), the wan
-// tunings (COMMX_WAN_*) and COMMX_TIMEOUT are shared with the site's job.
+// tunings (COMMX_WAN_*) and COMMX_TIMEOUT are shared with the site's job; its eager size is
+// COMMX_WIDE_TCP_EAGER, 1 MiB unless set.
 
 #include <array>
 #include <cstdlib>
@@ -37,7 +38,14 @@ inline std::optional<std::string> wide_variable(const char* name) {
       "COMMX_ADDR",  "COMMX_IFACE",     "COMMX_PORT_RANGE"};
   const std::string_view n(name);
   for (std::string_view own : per_job) {
-    if (n == own) return commx::bootstrap::process_env(("COMMX_WIDE_" + std::string(n.substr(6))).c_str());
+    if (n == own)
+      return commx::bootstrap::process_env(("COMMX_WIDE_" + std::string(n.substr(6))).c_str());
+  }
+  // Eager up to the most tcp allows (1 MiB; site_links sends pieces under it): a rendezvous
+  // costs a round trip of the wide link for every message.
+  if (n == "COMMX_TCP_EAGER") {
+    auto set = commx::bootstrap::process_env("COMMX_WIDE_TCP_EAGER");
+    return set ? set : std::optional<std::string>("1048576");
   }
   if (n.starts_with("SLURM_") || n.starts_with("OMPI_") || n.starts_with("PMI_")) {
     return std::nullopt;

@@ -67,7 +67,7 @@ case $mode in
     fi
     if [[ $(id -u) -eq 0 ]]; then
       results+=("$(run_case two-sites-relayed "${two_sites[@]}" -- "${args[@]}")")
-      grep -q 'sites as jobs' "$work/two-sites-relayed.out" ||
+      grep -q "sites as jobs" "$work/two-sites-relayed.out" ||
         fail "the two-site run was not two jobs"
     else
       echo "not root: the two sites joined by the emulated link are not run"
