@@ -325,7 +325,7 @@ class site_links {
           pieces[(i + 1) / each].push_back(records[i]);
         }
         for (auto& piece : pieces) {
-          particle_requests_.push_back(wide_->isend(s, tag_particles, piece));
+          particle_sends_.push_back(wide_->isend(s, tag_particles, piece));
         }
         particles_in_[as_index(s)].assign(1, {});
         particle_requests_.push_back(
@@ -335,6 +335,8 @@ class site_links {
   }
 
   // The pieces from every other site, once the first of each says how many there are.
+  // (The sends are waited for last: a piece above the transport's eager size waits for the
+  // receive that the other leader posts only once its own first piece is in.)
   std::vector<routed_particle> receive_remote_particles() {
     commx::wait_all(particle_requests_, long_wait());
     particle_requests_.clear();
@@ -355,6 +357,8 @@ class site_links {
     }
     commx::wait_all(particle_requests_, long_wait());
     particle_requests_.clear();
+    commx::wait_all(particle_sends_, long_wait());
+    particle_sends_.clear();
     std::vector<routed_particle> arrived;
     for (int s = 0; s < site_count_; ++s) {
       if (s == site_index_) continue;
@@ -420,7 +424,7 @@ class site_links {
   std::optional<std::string> failure_;
 
   std::vector<std::vector<std::vector<routed_particle>>> particles_out_, particles_in_;
-  std::vector<typename WideComm::request> particle_requests_;
+  std::vector<typename WideComm::request> particle_requests_, particle_sends_;
   std::vector<std::vector<std::int64_t>> mesh_out_;
   std::vector<double> site_figures_;
   std::vector<std::vector<std::vector<std::int64_t>>> mesh_in_;  // [site][piece]
