@@ -37,7 +37,7 @@ struct run_config {
   double dt = 0.01;
   bool balance = true;
   int balance_bins = 256;
-  std::size_t chunk = 4096;  // targets between two turns of the wide link's progress
+  std::size_t chunk = 1024;  // targets between two turns of the wide link's progress
 };
 
 /// One finished step, as every rank sees it (the sums run in rank order, so alike everywhere).

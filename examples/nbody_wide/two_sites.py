@@ -3,7 +3,8 @@
 """Runs nbody_wide as CosmoGrid ran GreeM: two sites, each its own job, joined by a wide link.
 
 Site A and site B are wanemu's two network namespaces, joined by its emulated link (default
-25 ms each way, 1 Gbit/s: MPWide's 50 ms RTT). In each runs a commx-relay (the site's gateway,
+25 ms each way, 1 Gbit/s: MPWide's 50 ms RTT), with TCP's slow start after idle off in both, as
+on tuned wide-area hosts. In each runs a commx-relay (the site's gateway,
 CosmoGrid's communication node) and the site's job: `commxrun -n R` (shm, tcp, ... inside the
 site) or `mpirun -np R` (--launcher mpirun). The jobs' first ranks, the sites' leaders, join a
 wan job of their own through both relays (COMMX_WIDE_* variables). Site A's first rank is the
@@ -130,6 +131,12 @@ def main():
     try:
         emulator = Emulator(os.path.join(args.build, "tools", "wanemu", "wanemu"),
                             f"nbw{os.getpid()}", args.delay_ms, args.rate_mbit, 0.0, 1, [], 0)
+        # As on tuned wide-area hosts: TCP keeps its window across the idle time between
+        # steps (the default restarts slow start after an idle RTO, and every step would
+        # climb from 10 segments again).
+        for ns in (emulator.ns_a, emulator.ns_b):
+            subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                            "net.ipv4.tcp_slow_start_after_idle=0"], check=True, timeout=30)
         relay = os.path.join(args.build, "tools", "commx-relay", "commx-relay")
         relays = {"A": start_relay(relay, emulator.ns_a, "A", ADDR_A, "B", ADDR_B, token),
                   "B": start_relay(relay, emulator.ns_b, "B", ADDR_B, "A", ADDR_A, token)}
