@@ -71,22 +71,30 @@ struct short_range_kernel {
     }
   }
 
+  // The kernel's pieces at r^2 < r_cut^2: r, the softened s, erfc(u) and exp(-u^2), u = r / 2 r_s,
+  // interpolated in the tables.
+  struct sample {
+    double r, s, s2, tail, gaussian;
+  };
+  [[nodiscard]] sample at(double r2) const {
+    const double s2 = r2 + softening2;
+    const double r = std::sqrt(r2);
+    const double x = r * per_interval;
+    const int i = static_cast<int>(x);
+    const double f = x - i;
+    return {r, std::sqrt(s2), s2, tail[i] + f * (tail[i + 1] - tail[i]),
+            gaussian[i] + f * (gaussian[i + 1] - gaussian[i])};
+  }
+
   // Adds the pull of mass m at separation d = target - source; nothing beyond r_cut.
   void add(double m, double dx, double dy, double dz, double r2, double& ax, double& ay, double& az,
            double& phi) const {
     if (r2 >= cutoff2) return;
-    const double s2 = r2 + softening2;
-    if (s2 == 0) return;  // coincident and unsoftened: no finite answer, contribute nothing
-    const double r = std::sqrt(r2);
-    const double s = std::sqrt(s2);
-    const double x = r * per_interval;
-    const int i = static_cast<int>(x);
-    const double f = x - i;
-    const double erfc_u = tail[i] + f * (tail[i + 1] - tail[i]);
-    phi -= m * erfc_u / s;
+    if (r2 + softening2 == 0) return;  // coincident and unsoftened: no finite answer
+    const sample k = at(r2);
+    phi -= m * k.tail / k.s;
     if (r2 == 0) return;  // softened and coincident: a potential but no direction
-    const double gauss = gaussian[i] + f * (gaussian[i + 1] - gaussian[i]);
-    const double pull = m * (erfc_u / (s2 * s) + gauss * gaussian_factor / (s * r));
+    const double pull = m * (k.tail / (k.s2 * k.s) + k.gaussian * gaussian_factor / (k.s * k.r));
     ax -= pull * dx;
     ay -= pull * dy;
     az -= pull * dz;
@@ -101,14 +109,9 @@ struct short_range_kernel {
   void add_node(double m, const second_moment& q, double dx, double dy, double dz, double r2,
                 double& ax, double& ay, double& az, double& phi) const {
     if (r2 >= cutoff2) return;
-    const double s2 = r2 + softening2;
-    const double r = std::sqrt(r2);
-    const double s = std::sqrt(s2);
-    const double x = r * per_interval;
-    const int i = static_cast<int>(x);
-    const double f = x - i;
-    const double e = tail[i] + f * (tail[i + 1] - tail[i]);
-    const double cg = gaussian_factor * (gaussian[i] + f * (gaussian[i + 1] - gaussian[i]));
+    const sample k = at(r2);
+    const double r = k.r, s = k.s, e = k.tail;
+    const double cg = gaussian_factor * k.gaussian;
     const double h = gaussian_slope;
     const double ir = 1 / r, is = 1 / s;
     const double ir2 = ir * ir, is2 = is * is;
