@@ -13,13 +13,16 @@
 // pm_mesh.hpp), so any rank count, site count or edge placement gives the same particles.
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <chrono>
-#include <cmath>
 #include <span>
+#include <stdexcept>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "decomposition.hpp"
 #include "force_params.hpp"
@@ -64,7 +67,8 @@ class simulation {
         config_(config),
         decomposition_(config.forces, links.size()),
         mesh_(config.forces, total_mass(initial)),
-        solver_(config.forces) {
+        solver_(config.forces),
+        particle_count_(initial.size()) {
     for (const particle& p : initial) {
       if (decomposition_.owner(p.pos[0]) == links_.rank()) own_.push_back(p);
     }
@@ -118,6 +122,23 @@ class simulation {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
 
+  // What arrived must be a particle this run could hold: finite, inside the box, of positive mass.
+  void refuse_strangers(std::span<const particle> arrived, const char* from) const {
+    const double box = config_.forces.box;
+    for (const particle& p : arrived) {
+      bool ok = std::isfinite(p.mass) && p.mass > 0;
+      for (int d = 0; d < 3; ++d) {
+        ok = ok && p.pos[d] >= 0 && p.pos[d] < box && std::isfinite(p.vel[d]);
+      }
+      if (!ok) {
+        throw std::runtime_error(fmt::format(
+            "rank {} received from {} a particle (id {}) that is not one of this run's: mass {}, "
+            "position ({}, {}, {})",
+            links_.rank(), from, p.id, p.mass, p.pos[0], p.pos[1], p.pos[2]));
+      }
+    }
+  }
+
   // Returns every rank's figures of the step before.
   std::vector<double> compute_forces() {
     const int ranks = links_.size();
@@ -141,6 +162,8 @@ class simulation {
     }
     links_.begin_mesh_sum(mesh_.cells(), figures_);
     std::vector<particle> remote = links_.finish_exchange();
+    refuse_strangers(sources, "this site");
+    refuse_strangers(remote, "another site");
 
     auto tree_start = std::chrono::steady_clock::now();
     std::optional<short_range_tree> tree;
@@ -222,6 +245,12 @@ class simulation {
       r.wall = std::max(r.wall, f[7]);
       for (std::size_t b = 0; b < cost.size(); ++b) cost[b] += f[scalar_figures + b];
     }
+    // Every particle is owned by one rank: a count that changed means one was lost or doubled
+    // on the way (every rank sums the same figures, so every rank stops here alike).
+    if (r.particles != particle_count_) {
+      throw std::runtime_error(fmt::format("after step {} the ranks own {} particles, not {}", step,
+                                           r.particles, particle_count_));
+    }
     if (step == 0) initial_energy_ = r.energy;
     r.energy_error =
         initial_energy_ != 0 ? (r.energy - initial_energy_) / std::abs(initial_energy_) : 0.0;
@@ -242,6 +271,7 @@ class simulation {
   std::vector<double> figures_;
   double tree_seconds_ = 0;
   double initial_energy_ = 0;
+  std::uint64_t particle_count_;
 };
 
 }  // namespace nbody

@@ -3,7 +3,8 @@
 // The two levels a rank talks over, as CosmoGrid ran GreeM (seed 004, Fig. 5): a communicator
 // of the ranks at its site, and, on each site's first rank (its leader), a wide communicator of
 // the leaders. Whatever crosses between sites is gathered on the leader, sent over the wide
-// link as one message per site pair, and handed out at the other side; nothing else crosses.
+// link to the other leader (in pieces under the link's eager size), and handed out at the other
+// side; nothing else crosses.
 //
 // The wide communicator is the wan stack of a job of leaders (each site its own job), or the
 // leaders' part of one communicator with sites (shm+tcp+wan, mpi+wan). With one site there is
@@ -85,7 +86,6 @@ class site_links {
     const auto after = std::upper_bound(first_rank_.begin(), first_rank_.end(), global);
     return static_cast<int>(after - first_rank_.begin()) - 1;
   }
-  [[nodiscard]] SiteComm& site_comm() { return site_; }
 
   // --- particles: each rank sends each other rank a list; it gets back its own lists ---------
 
