@@ -16,6 +16,7 @@ arrangement), split_<two-site run>.png (per step, like seed 004's Fig. 4) and de
 import argparse
 import csv
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -51,8 +52,10 @@ def arrangements(build, root):
             ("2 sites as jobs, mpi inside, 50 ms RTT + relays", "mpi",
              two_sites + ["--stack", "mpi", "--launcher", "mpirun", "--"]),
         ]
+    has_mpirun = shutil.which("mpirun") is not None
     return [(name, stack, command) for name, stack, command in runs
-            if (programs / f"nbody_wide_{stack}").exists()]
+            if (programs / f"nbody_wide_{stack}").exists()
+            and (has_mpirun or "mpirun" not in command and "mpi" not in stack)]
 
 
 def result_of(output):

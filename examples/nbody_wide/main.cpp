@@ -14,11 +14,14 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "command_line.hpp"
 #include "commx/variant.hpp"
@@ -33,11 +36,29 @@ namespace {
 
 using comm = commx::variant::communicator;
 
+// A file the run will write must have somewhere to go: found before any rank starts.
+void check_writable(const std::optional<std::string>& path, const char* option) {
+  if (!path) return;
+  std::filesystem::path dir = std::filesystem::path(*path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw std::invalid_argument(
+        fmt::format("{} '{}': cannot write in '{}'", option, *path, dir.string()));
+  }
+}
+
 std::vector<nbody::particle> make_initial(nbody::command_line& options) {
   if (options.read_initial) {
     nbody::snapshot s = nbody::read_snapshot(*options.read_initial);
     options.run.forces.box = s.box;
     options.run.forces.validate();
+    double mass = 0;
+    for (const nbody::particle& p : s.particles) mass += p.mass;
+    if (s.particles.empty() || !std::isfinite(mass)) {
+      throw std::invalid_argument(
+          fmt::format("'{}' holds {} particles of total mass {}: nothing to run",
+                      *options.read_initial, s.particles.size(), mass));
+    }
     return std::move(s.particles);
   }
   const double box = options.run.forces.box;
@@ -57,7 +78,8 @@ template <class SiteComm, class WideComm>
 void simulate(SiteComm& site, WideComm* wide, const char* arrangement,
               const nbody::command_line& options, const std::vector<nbody::particle>& initial) {
   nbody::step_clock clock;
-  nbody::site_links<SiteComm, WideComm> links(site, wide, clock);
+  nbody::site_links<SiteComm, WideComm> links(site, wide, clock,
+                                              nbody::problem_id(options.run, initial));
   const bool root = links.rank() == 0;
   if (root) {
     if (options.write_initial) {
@@ -155,6 +177,9 @@ int main(int argc, char** argv) {
       fmt::print("{}", nbody::usage(program));
       return 0;
     }
+    check_writable(options.csv, "--csv");
+    check_writable(options.snapshot, "--snapshot");
+    check_writable(options.write_initial, "--write-ic");
     initial = make_initial(options);
     options.run.forces.softening = nbody::softening_for(options, initial.size());
   } catch (const std::exception& e) {

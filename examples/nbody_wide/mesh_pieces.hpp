@@ -2,8 +2,10 @@
 #pragma once
 // A site's summed mass mesh as it crosses the wide link: in pieces of a few x-planes, each
 // piece its planes' flags then only the planes that hold anything (a site's particles touch
-// little more than its slab, so about half the mesh crosses between two sites). Pieces stay
-// under the wide link's eager size, so none waits a round trip for the receiver's go-ahead.
+// little more than its slab, so about half the mesh crosses between two sites). Pieces of 256
+// KiB stay under the eager size that wide_link.hpp gives the leaders' own wan job (1 MiB), so
+// there none waits a round trip for the receiver's go-ahead (a layered stack's wide level keeps
+// its own eager size, COMMX_TCP_EAGER, 64 KiB by default).
 
 #include <algorithm>
 #include <cmath>

@@ -58,6 +58,8 @@ def draw_split(rows, out, title):
 
 def draw_density(snapshot, out, title):
     box, time, p = read_snapshot(snapshot)
+    if len(p) == 0:
+        sys.exit(f"{snapshot}: no particles to draw")
     grid, _, _ = np.histogram2d(p[:, 2], p[:, 3], bins=256, range=[[0, box], [0, box]],
                                 weights=p[:, 1])
     fig, ax = plt.subplots(figsize=(6, 6))

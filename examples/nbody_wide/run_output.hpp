@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -55,6 +57,21 @@ class step_csv {
 /// with the same bits in every position and velocity.
 inline std::uint64_t fingerprint(std::span<const particle> by_id) {
   return detail::fnv1a(reinterpret_cast<const unsigned char*>(by_id.data()), by_id.size_bytes());
+}
+
+/// What the run computes, as a hash: its options that change the particles and its initial
+/// conditions. Sites that are jobs of their own compare theirs before they start.
+inline std::uint64_t problem_id(const run_config& run, std::span<const particle> initial) {
+  const force_params& f = run.forces;
+  const double reals[] = {f.box, f.split_cells, f.cutoff_splits, f.theta, f.softening, run.dt};
+  const std::int64_t counts[] = {f.mesh, f.leaf_size, run.steps, run.balance_bins,
+                                 static_cast<std::int64_t>(initial.size())};
+  std::vector<unsigned char> bytes(sizeof reals + sizeof counts + sizeof(std::uint64_t));
+  std::memcpy(bytes.data(), reals, sizeof reals);
+  std::memcpy(bytes.data() + sizeof reals, counts, sizeof counts);
+  const std::uint64_t particles = fingerprint(initial);
+  std::memcpy(bytes.data() + sizeof reals + sizeof counts, &particles, sizeof particles);
+  return detail::fnv1a(bytes.data(), bytes.size());
 }
 
 }  // namespace nbody

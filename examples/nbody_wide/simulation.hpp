@@ -86,6 +86,7 @@ class simulation {
         auto timed = clock_.time(part::compute);
         kick(own_, acceleration_, 0.5 * config_.dt);
         drift(own_, config_.dt, config_.forces.box);
+        refuse_blown_up(step);
       }
       const std::vector<double> previous = compute_forces();
       {
@@ -120,6 +121,19 @@ class simulation {
   }
   static double since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  // A particle that left the finite numbers takes the run with it: stop where it happened.
+  void refuse_blown_up(int step) const {
+    for (const particle& p : own_) {
+      if (!std::isfinite(p.pos[0]) || !std::isfinite(p.pos[1]) || !std::isfinite(p.pos[2]) ||
+          !std::isfinite(p.vel[0]) || !std::isfinite(p.vel[1]) || !std::isfinite(p.vel[2])) {
+        throw std::runtime_error(fmt::format(
+            "rank {}: particle {} left the finite numbers at step {} (a shorter --dt or a "
+            "larger --softening keeps close pairs in hand)",
+            links_.rank(), p.id, step));
+      }
+    }
   }
 
   // What arrived must be a particle this run could hold: finite, inside the box, of positive mass.

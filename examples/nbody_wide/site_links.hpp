@@ -55,25 +55,41 @@ template <class SiteComm, class WideComm>
 class site_links {
  public:
   /// Collective over the site. `wide` is the leaders' communicator, on the leader of each site
-  /// when there are several sites, else null.
-  site_links(SiteComm& site, WideComm* wide, step_clock& clock)
+  /// when there are several sites, else null. `problem` identifies the run (its options and
+  /// initial conditions): sites that are jobs of their own must run the same one.
+  site_links(SiteComm& site, WideComm* wide, step_clock& clock, std::uint64_t problem)
       : site_(site), wide_(wide), clock_(clock) {
     std::array<std::int64_t, 2> shape{0, 1};  // this site's index, the number of sites
     if (leader() && wide_ != nullptr) shape = {wide_->rank(), wide_->size()};
     site_.bcast(shape, 0, long_wait());
     site_index_ = static_cast<int>(shape[0]);
     site_count_ = static_cast<int>(shape[1]);
-    site_sizes_.assign(static_cast<std::size_t>(site_count_), site_.size());
-    if (site_count_ > 1) {
-      if (leader()) {
-        std::int64_t mine = site_.size();
-        wide_->allgather(mine, site_sizes_);
+    first_rank_.assign(as_index(site_count_) + 1, 0);  // rank() is the site's until sizes are in
+    site_sizes_.assign(as_index(site_count_), site_.size());
+    if (site_count_ > 1 && leader()) {
+      const std::array<std::uint64_t, 2> mine{static_cast<std::uint64_t>(site_.size()), problem};
+      std::vector<std::uint64_t> all(2 * as_index(site_count_));
+      report([&] { wide_->allgather(mine, all, leader_deadline()); });
+      for (int s = 0; s < site_count_ && !failure_; ++s) {
+        site_sizes_[as_index(s)] = static_cast<std::int64_t>(all[2 * as_index(s)]);
+        if (all[2 * as_index(s) + 1] != problem) {
+          fail(
+              fmt::format("site {} runs another problem than site {} (their options or "
+                          "initial conditions differ)",
+                          s, site_index_));
+        }
       }
-      site_.bcast(site_sizes_, 0, long_wait());
     }
-    first_rank_.assign(site_sizes_.size() + 1, 0);
+    if (site_count_ > 1) site_.bcast(site_sizes_, 0, long_wait());
     for (std::size_t s = 0; s < site_sizes_.size(); ++s) {
       first_rank_[s + 1] = first_rank_[s] + static_cast<int>(site_sizes_[s]);
+    }
+    if (site_count_ > 1) {
+      if (leader()) {
+        send_report();
+      } else {
+        receive_report();
+      }
     }
   }
 
@@ -125,7 +141,8 @@ class site_links {
     std::vector<routed_particle> arrived;
     std::vector<std::size_t> counts(as_index(site_.size()));
     if (leader()) {
-      report([&] { arrived = receive_remote_particles(); });
+      const auto until = leader_deadline();
+      report([&] { arrived = receive_remote_particles(until); });
       // Stable: each destination gets its particles in site order, then in sending order.
       std::stable_sort(
           arrived.begin(), arrived.end(),
@@ -205,8 +222,9 @@ class site_links {
     std::vector<double> all(figures_each * as_index(size()));
     if (leader()) {
       if (site_count_ > 1) {
+        const auto until = leader_deadline();
         report([&] {
-          commx::wait_all(mesh_requests_, long_wait());
+          commx::wait_all(mesh_requests_, until);
           mesh_requests_.clear();
           for (int s = 0; s < site_count_; ++s) {
             if (s == site_index_) continue;
@@ -283,8 +301,13 @@ class site_links {
     return as_index(global - first_rank_[as_index(site_index_)]);
   }
 
-  // Ranks waiting on what the leader brings over the wide link wait longer than the leader
-  // itself, so that the leader's report of a lost link reaches them before their own timeout.
+  // The leader's waits on the wide link, from the start of one finish_*, end within the
+  // communicator's timeout; the site's ranks, waiting on the leader, wait longer (twice that
+  // and more), so that the leader's report of a stalled or lost link reaches them before
+  // their own deadline passes.
+  [[nodiscard]] commx::clock::time_point leader_deadline() const {
+    return commx::clock::now() + site_.timeout();
+  }
   [[nodiscard]] auto long_wait() const { return site_.timeout() * 2 + std::chrono::seconds(5); }
 
   void send_remote_particles(const std::vector<routed_particle>& remote) {
@@ -337,27 +360,27 @@ class site_links {
   // The pieces from every other site, once the first of each says how many there are.
   // (The sends are waited for last: a piece above the transport's eager size waits for the
   // receive that the other leader posts only once its own first piece is in.)
-  std::vector<routed_particle> receive_remote_particles() {
-    commx::wait_all(particle_requests_, long_wait());
+  std::vector<routed_particle> receive_remote_particles(commx::clock::time_point until) {
+    commx::wait_all(particle_requests_, until);
     particle_requests_.clear();
     constexpr std::int64_t most_pieces = 1 << 20;
     for (int s = 0; s < site_count_; ++s) {
       if (s == site_index_) continue;
       auto& pieces = particles_in_[as_index(s)];
       const auto& first = pieces.front();
-      const std::int64_t count = first.empty() ? 0 : -first.front().dest;
-      if (count < 1 || count > most_pieces) {
+      const std::int64_t lead = first.empty() ? 0 : first.front().dest;
+      if (lead >= 0 || lead < -most_pieces) {
         throw std::runtime_error(
             fmt::format("site {} sent particles without a valid piece count", s));
       }
-      pieces.resize(static_cast<std::size_t>(count));
+      pieces.resize(static_cast<std::size_t>(-lead));
       for (std::size_t k = 1; k < pieces.size(); ++k) {
         particle_requests_.push_back(wide_->irecv(s, tag_particles, pieces[k]));
       }
     }
-    commx::wait_all(particle_requests_, long_wait());
+    commx::wait_all(particle_requests_, until);
     particle_requests_.clear();
-    commx::wait_all(particle_sends_, long_wait());
+    commx::wait_all(particle_sends_, until);
     particle_sends_.clear();
     std::vector<routed_particle> arrived;
     for (int s = 0; s < site_count_; ++s) {

@@ -23,7 +23,9 @@ Exit status: 0 if both sites' jobs exited 0, else the first non-zero status (124
 
 import argparse
 import os
+import re
 import secrets
+import select
 import signal
 import subprocess
 import sys
@@ -57,7 +59,8 @@ def start_relay(relay, ns, site, addr, other, other_addr, token):
     proc = start(["ip", "netns", "exec", ns, "env", f"COMMX_TOKEN={token}", relay, "--site",
                   site, "--listen", f"{addr}:{RELAY_PORT}", "--route",
                   f"{other}={other_addr}:{RELAY_PORT}"])
-    line = proc.stdout.readline()
+    ready, _, _ = select.select([proc.stdout], [], [], 30)
+    line = proc.stdout.readline() if ready else ""
     if "listening" not in line:
         stop(proc)
         raise RuntimeError(f"relay {site} did not start: {line}{proc.stderr.read()}")
@@ -66,7 +69,7 @@ def start_relay(relay, ns, site, addr, other, other_addr, token):
     return proc
 
 
-def site_command(args, ns, site, index, addr, token):
+def site_command(args, ns, site, index, addr, token, extra):
     program = os.path.join(args.build, "examples", "nbody_wide", f"nbody_wide_{args.stack}")
     wide = {"COMMX_WIDE_RANK": str(index), "COMMX_WIDE_SIZE": "2",
             "COMMX_WIDE_ROOT": f"{ADDR_A}:{WIDE_PORT}", "COMMX_WIDE_TOKEN": token,
@@ -85,7 +88,7 @@ def site_command(args, ns, site, index, addr, token):
     env = ["env"] + [f"{k}={v}" for k, v in wide.items()]
     if args.launcher == "mpirun":
         env += ["OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"]
-    return ["ip", "netns", "exec", ns] + env + launch + [program] + args.program_args
+    return ["ip", "netns", "exec", ns] + env + launch + [program] + args.program_args + extra
 
 
 def rank_process(job, rank):
@@ -98,13 +101,13 @@ def rank_process(job, rank):
                 env = dict(e.split(b"=", 1) for e in f.read().split(b"\0") if b"=" in e)
             with open(f"/proc/{pid}/task/{pid}/children") as f:
                 pending += [int(c) for c in f.read().split()]
-        except (FileNotFoundError, ProcessLookupError):
+            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        except OSError:  # gone meanwhile
             continue
         mine = env.get(b"COMMX_RANK", env.get(b"OMPI_COMM_WORLD_RANK"))
-        if mine == str(rank).encode() and pid != job.pid and b"COMMX_WIDE_RANK" in env:
-            exe = os.path.basename(os.readlink(f"/proc/{pid}/exe"))
-            if exe.startswith("nbody_wide"):
-                return pid
+        if mine == str(rank).encode() and pid != job.pid and b"COMMX_WIDE_RANK" in env \
+                and exe.startswith("nbody_wide"):
+            return pid
     return None
 
 
@@ -120,14 +123,25 @@ def main():
     parser.add_argument("--comm-timeout", type=float, default=60.0, help="COMMX_TIMEOUT")
     parser.add_argument("--kill", help="relay-A, relay-B or SITE:RANK")
     parser.add_argument("--at-step", type=int, default=2)
+    parser.add_argument("--site-b-extra", default="",
+                        help="more program arguments for site B only (to test sites that "
+                             "disagree)")
     parser.add_argument("program_args", nargs="*")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("two_sites.py: needs root (network namespaces)", file=sys.stderr)
         return 77
     token = secrets.token_hex(32)
-    emulator = relays = None
+    emulator = None
+    relays = {}
     jobs = []
+    timer = None
+
+    def stopped_by_signal(signum, _frame):
+        raise SystemExit(128 + signum)  # runs the cleanup in `finally`
+
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, stopped_by_signal)
     try:
         emulator = Emulator(os.path.join(args.build, "tools", "wanemu", "wanemu"),
                             f"nbw{os.getpid()}", args.delay_ms, args.rate_mbit, 0.0, 1, [], 0)
@@ -138,10 +152,11 @@ def main():
             subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
                             "net.ipv4.tcp_slow_start_after_idle=0"], check=True, timeout=30)
         relay = os.path.join(args.build, "tools", "commx-relay", "commx-relay")
-        relays = {"A": start_relay(relay, emulator.ns_a, "A", ADDR_A, "B", ADDR_B, token),
-                  "B": start_relay(relay, emulator.ns_b, "B", ADDR_B, "A", ADDR_A, token)}
-        jobs = [start(site_command(args, emulator.ns_a, "A", 0, ADDR_A, token)),
-                start(site_command(args, emulator.ns_b, "B", 1, ADDR_B, token))]
+        relays["A"] = start_relay(relay, emulator.ns_a, "A", ADDR_A, "B", ADDR_B, token)
+        relays["B"] = start_relay(relay, emulator.ns_b, "B", ADDR_B, "A", ADDR_A, token)
+        jobs = [start(site_command(args, emulator.ns_a, "A", 0, ADDR_A, token, [])),
+                start(site_command(args, emulator.ns_b, "B", 1, ADDR_B, token,
+                                   args.site_b_extra.split()))]
         outputs = [[], []]
         errors = [[], []]
 
@@ -157,13 +172,14 @@ def main():
         deadline = time.monotonic() + args.timeout
         killed = args.kill is None
         timer = threading.Timer(args.timeout, lambda: [stop(j) for j in jobs])
+        timer.daemon = True
         timer.start()
         for line in jobs[0].stdout:
             outputs[0].append(line)
             print(line, end="", flush=True)
-            fields = line.split()
-            if not killed and len(fields) > 2 and fields[1] == "step" and \
-                    fields[2].isdigit() and int(fields[2]) >= args.at_step:
+            fields = re.sub(r"^\[\d+\] ", "", line).split()  # commxrun's rank prefix, if any
+            if not killed and len(fields) > 1 and fields[0] == "step" and \
+                    fields[1].isdigit() and int(fields[1]) >= args.at_step:
                 killed = True
                 if args.kill.startswith("relay-"):
                     target = relays[args.kill[len("relay-"):]]
@@ -176,8 +192,10 @@ def main():
                         raise RuntimeError(f"no process for rank {rank} at site {site}")
                     os.kill(pid, signal.SIGKILL)
                     print(f"two_sites.py: killed rank {rank} of site {site}", flush=True)
-        codes = [job.wait(timeout=max(deadline - time.monotonic(), 1)) for job in jobs]
-        timer.cancel()
+        try:
+            codes = [job.wait(timeout=max(deadline - time.monotonic(), 1)) for job in jobs]
+        except subprocess.TimeoutExpired:
+            return 124
         for r in readers:
             r.join(timeout=10)
         timed_out = time.monotonic() > deadline
@@ -192,9 +210,11 @@ def main():
             return 124
         return next((c for c in codes if c != 0), 0)
     finally:
+        if timer is not None:
+            timer.cancel()
         for job in jobs:
             stop(job)
-        for proc in (relays or {}).values():
+        for proc in relays.values():
             stop(proc)
         if emulator is not None:
             emulator.stop()

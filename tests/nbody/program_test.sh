@@ -8,6 +8,8 @@
 #   program_test.sh lost-relay <build dir>  a relay killed mid-run: every rank stops, each
 #   program_test.sh lost-rank <build dir>   saying the wide link was lost; a rank killed: the
 #                                           same at the other site, within the time bound
+#   program_test.sh mismatch <build dir>   two sites given different initial conditions: both
+#                                           refuse to start, naming the disagreement
 #   program_test.sh files <build dir>       initial conditions written and read back run alike;
 #                                           bad options and bad files refused (exit 2)
 # Exits 77 (skipped) where a case needs root and this is not.
@@ -107,6 +109,21 @@ case $mode in
       grep -q "rank 1 was killed by signal 9" "$work/run.err" ||
         fail "site B's launcher did not name the killed rank"
     fi
+    ;;
+  mismatch)
+    [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)"; exit 77; }
+    set +e
+    "${two_sites[@]}" --site-b-extra "--seed 7" -- "${args[@]}" >"$work/run.out" \
+      2>"$work/run.err"
+    code=$?
+    set -e
+    cat "$work/run.out" "$work/run.err"
+    ((code != 0 && code != 124)) || fail "sites with different problems ran (exit $code)"
+    for r in 0 1 2 3; do
+      grep -q "rank $r: .*runs another problem than site" "$work/run.err" ||
+        fail "rank $r did not say that the sites disagree"
+    done
+    if grep -q "step     0" "$work/run.out"; then fail "the sites began a step"; fi
     ;;
   files)
     program=$programs/nbody_wide_inproc
