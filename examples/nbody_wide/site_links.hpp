@@ -400,10 +400,14 @@ class site_links {
     try {
       work();
     } catch (const commx::error& e) {
+      const bool stalled = e.code() == commx::errc::timeout;
       fail(
           fmt::format("rank {} (leader of site {}) lost the wide-area link to the other "
-                      "site{} (a leader there, or a relay on the way, is gone): {}",
-                      rank(), site_index_, site_count_ > 2 ? "s" : "", e.what()));
+                      "site{} ({}): {}",
+                      rank(), site_index_, site_count_ > 2 ? "s" : "",
+                      stalled ? "nothing came over it within the timeout"
+                              : "a leader there, or a relay on the way, is gone",
+                      e.what()));
     } catch (const std::exception& e) {
       fail(fmt::format("rank {} (leader of site {}): the wide-area exchange failed: {}", rank(),
                        site_index_, e.what()));

@@ -123,6 +123,8 @@ def main():
     parser.add_argument("--comm-timeout", type=float, default=60.0, help="COMMX_TIMEOUT")
     parser.add_argument("--kill", help="relay-A, relay-B or SITE:RANK")
     parser.add_argument("--at-step", type=int, default=2)
+    parser.add_argument("--signal", choices=["KILL", "STOP"], default="KILL",
+                        help="what --kill sends: SIGKILL, or SIGSTOP (a stalled process)")
     parser.add_argument("--site-b-extra", default="",
                         help="more program arguments for site B only (to test sites that "
                              "disagree)")
@@ -190,8 +192,9 @@ def main():
                     pid = rank_process(jobs[0 if site == "A" else 1], int(rank))
                     if pid is None:
                         raise RuntimeError(f"no process for rank {rank} at site {site}")
-                    os.kill(pid, signal.SIGKILL)
-                    print(f"two_sites.py: killed rank {rank} of site {site}", flush=True)
+                    os.kill(pid, getattr(signal, "SIG" + args.signal))
+                    verb = "killed" if args.signal == "KILL" else "stopped"
+                    print(f"two_sites.py: {verb} rank {rank} of site {site}", flush=True)
         try:
             codes = [job.wait(timeout=max(deadline - time.monotonic(), 1)) for job in jobs]
         except subprocess.TimeoutExpired:

@@ -8,6 +8,8 @@
 #   program_test.sh lost-relay <build dir>  a relay killed mid-run: every rank stops, each
 #   program_test.sh lost-rank <build dir>   saying the wide link was lost; a rank killed: the
 #                                           same at the other site, within the time bound
+#   program_test.sh stalled-rank <build dir> the other site's leader stopped (SIGSTOP): this
+#                                           site's ranks say nothing came within the timeout
 #   program_test.sh mismatch <build dir>   two sites given different initial conditions: both
 #                                           refuse to start, naming the disagreement
 #   program_test.sh files <build dir>       initial conditions written and read back run alike;
@@ -110,6 +112,22 @@ case $mode in
         fail "site B's launcher did not name the killed rank"
     fi
     ;;
+  stalled-rank)
+    [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)"; exit 77; }
+    set +e
+    "${two_sites[@]}" --comm-timeout 3 --kill B:0 --signal STOP --at-step 2 -- --lattice 12 \
+      --steps 100000 >"$work/run.out" 2>"$work/run.err"
+    code=$?
+    set -e
+    cat "$work/run.out" "$work/run.err"
+    ((code != 0 && code != 124)) || fail "the run did not stop by itself (exit $code)"
+    grep -q "two_sites.py: stopped rank 0 of site B" "$work/run.out" || fail "nothing was stopped"
+    for r in 0 1; do
+      grep -q "rank $r: rank 0 (leader of site 0) lost the wide-area link to the other site \
+(nothing came over it within the timeout)" "$work/run.err" ||
+        fail "rank $r did not say that nothing came over the wide link"
+    done
+    ;;
   mismatch)
     [[ $(id -u) -eq 0 ]] || { echo "needs root (network namespaces)"; exit 77; }
     set +e
@@ -154,6 +172,7 @@ case $mode in
     printf '\x55' | dd of="$work/flipped.bin" bs=1 seek=200 conv=notrunc status=none
     expect_refused "flipped.bin" --read-ic "$work/flipped.bin"
     expect_refused "missing.bin" --read-ic "$work/missing.bin"
+    expect_refused "cannot write" --lattice 8 --csv "$work/no/such/dir/steps.csv"
     echo "files: written and read back alike; bad options and files refused"
     ;;
   *)
