@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 """The main job's N-body part: examples/nbody_wide in each arrangement, one table.
 
-Runs the same problem (a perturbed lattice, --lattice N per side, --steps steps) as one job of 4
-ranks over shm, tcp and mpi; as two sites of 2 ranks in one communicator (shm+tcp+wan on this
-machine, no link emulation); and, as root, as CosmoGrid ran: each site its own job (shm or
+Runs the same problem (a perturbed lattice, --lattice N per side, default 48, for --steps
+steps, default 10) as one job of 4 ranks over shm, tcp and mpi; as two sites of 2 ranks in one
+communicator (shm+tcp+wan on this machine, no link emulation); and, as root, as CosmoGrid ran: each site its own job (shm or
 mpi inside), the leaders joined over wanemu's emulated link (25 ms each way, 1 Gbit/s) through
 a commx-relay per site (examples/nbody_wide/two_sites.py). Prints one row per arrangement
 (time per step, its split into calculation / communication in a site / wide-area
@@ -73,7 +73,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build-dir", type=Path, default=ROOT / "build" / "release")
     p.add_argument("--results", type=Path, default=ROOT / "results" / "nbody")
-    p.add_argument("--lattice", type=int, default=32)
+    p.add_argument("--lattice", type=int, default=48)
     p.add_argument("--steps", type=int, default=10)
     args = p.parse_args()
     args.results.mkdir(parents=True, exist_ok=True)
