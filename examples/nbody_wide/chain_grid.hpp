@@ -33,8 +33,10 @@ struct chain_grid {
   std::array<int, 3> cell_of(const vec3& pos) const {
     std::array<int, 3> cell{};
     for (int d = 0; d < 3; ++d) {
-      const int c = static_cast<int>(std::floor(pos[d] / side_));
-      cell[d] = std::clamp(c, 0, per_side_ - 1);
+      // Clamped before the cast: a position outside the box (or not a number) must not reach
+      // an int conversion it does not fit.
+      const double c = std::floor(pos[d] / side_);
+      cell[d] = c >= 0 ? static_cast<int>(std::min(c, per_side_ - 1.0)) : 0;
     }
     return cell;
   }

@@ -39,8 +39,9 @@ struct force_params {
     auto refuse = [](const std::string& what) {
       throw std::invalid_argument("nbody::force_params: " + what);
     };
-    if (!(std::isfinite(box) && box > 0))
-      refuse("box must be finite and positive, got " + std::to_string(box));
+    // Far outside this range the mesh's and the kernel's scales under- or overflow.
+    if (!(box >= 1e-30 && box <= 1e30))
+      refuse("box must be in [1e-30, 1e30], got " + std::to_string(box));
     // Below 8 cells the CIC deconvolution and the Gaussian filter leave nothing useful; above
     // 1024 the replicated mesh (8 GiB per array) no longer fits a rank.
     if (mesh < 8 || mesh > 1024)
@@ -57,6 +58,11 @@ struct force_params {
     // The short-range sum visits a chain cell and its 26 neighbours; with fewer than 3 cells per
     // side a neighbour would be the same cell twice.
     const double per_side = std::floor(box / cutoff());
+    // Above 256 per side the chain cells' index arrays alone outgrow a rank (and the count,
+    // cubed, an int).
+    if (!(per_side <= 256))
+      refuse("the cutoff " + std::to_string(cutoff()) + " leaves more than 256 chain cells per " +
+             "side (lower mesh or raise split_cells or cutoff_splits)");
     if (per_side < 3)
       refuse("the cutoff " + std::to_string(cutoff()) +
              " (cutoff_splits * split_cells * box / mesh)" + " leaves " +

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <numbers>
@@ -39,8 +40,10 @@ inline tsc_stencil tsc_of(const vec3& pos, double cells_per_length, int mesh) {
     const double nearest = std::floor(u + 0.5);
     const double x = u - nearest;
     s.weight[d] = {0.5 * (0.5 - x) * (0.5 - x), 0.75 - x * x, 0.5 * (0.5 + x) * (0.5 + x)};
-    // Positions lie in [0, box), but nearest may be mesh; wrapping keeps the index valid.
-    int i = static_cast<int>(nearest) % mesh;
+    // Positions lie in [0, box), but nearest may be mesh; wrapping keeps the index valid (and
+    // fmod first keeps any other value within an int).
+    const double wrapped = std::fmod(nearest, static_cast<double>(mesh));
+    int i = std::isfinite(wrapped) ? static_cast<int>(wrapped) : 0;
     if (i < 0) i += mesh;
     s.index[d] = {i == 0 ? mesh - 1 : i - 1, i, i + 1 == mesh ? 0 : i + 1};
   }
@@ -64,6 +67,9 @@ class mass_mesh {
     // 2^52 quanta for the whole mass leaves 2^11 of headroom below int64's limit for the
     // rounding of every weight, and resolves a particle of 1e-6 of the mass to 1e-10.
     quantum_ = std::ldexp(total_mass, -52);
+    if (!std::isnormal(quantum_))
+      throw std::invalid_argument("nbody::mass_mesh: total mass too small to count in quanta");
+    total_mass_ = total_mass;
     cells_.assign(static_cast<std::size_t>(mesh_) * mesh_ * mesh_, 0);
   }
 
@@ -71,6 +77,10 @@ class mass_mesh {
 
   void deposit(std::span<const particle> particles) {
     for (const particle& p : particles) {
+      // A mass above the total would overflow the fixed point's headroom.
+      if (!(p.mass > 0 && p.mass <= total_mass_))
+        throw std::invalid_argument("nbody::mass_mesh: particle " + std::to_string(p.id) +
+                                    " has a mass outside (0, total mass]");
       const detail::tsc_stencil s = detail::tsc_of(p.pos, cells_per_length_, mesh_);
       const double scaled = p.mass / quantum_;
       for (int corner = 0; corner < 27; ++corner) {
@@ -92,6 +102,7 @@ class mass_mesh {
   int mesh_;
   double cells_per_length_;
   double quantum_;
+  double total_mass_ = 0;
   std::vector<std::int64_t> cells_;
 };
 

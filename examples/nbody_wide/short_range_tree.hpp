@@ -89,7 +89,7 @@ struct short_range_kernel {
   // Adds the pull of mass m at separation d = target - source; nothing beyond r_cut.
   void add(double m, double dx, double dy, double dz, double r2, double& ax, double& ay, double& az,
            double& phi) const {
-    if (r2 >= cutoff2) return;
+    if (!(r2 < cutoff2)) return;       // and a NaN: it must not reach the tables
     if (r2 + softening2 == 0) return;  // coincident and unsoftened: no finite answer
     const sample k = at(r2);
     phi -= m * k.tail / k.s;
@@ -108,7 +108,7 @@ struct short_range_kernel {
   // in); nothing beyond r_cut.
   void add_node(double m, const second_moment& q, double dx, double dy, double dz, double r2,
                 double& ax, double& ay, double& az, double& phi) const {
-    if (r2 >= cutoff2) return;
+    if (!(r2 < cutoff2)) return;  // and a NaN: it must not reach the tables
     const sample k = at(r2);
     const double r = k.r, s = k.s, e = k.tail;
     const double cg = gaussian_factor * k.gaussian;
@@ -179,6 +179,10 @@ class short_range_tree {
       const auto end = bodies.begin() + static_cast<std::ptrdiff_t>(first[c + 1]);
       if (begin == end) continue;
       std::sort(begin, end, [](const body& a, const body& b) { return a.id < b.id; });
+      // Equal ids would make the order (and so the bits) depend on the input's order.
+      if (std::adjacent_find(begin, end,
+                             [](const body& a, const body& b) { return a.id == b.id; }) != end)
+        throw std::invalid_argument("nbody::short_range_tree: two sources share an id");
       const int cz = c % grid_.per_side(), cy = (c / grid_.per_side()) % grid_.per_side(),
                 cx = c / (grid_.per_side() * grid_.per_side());
       const double side = grid_.cell_side();

@@ -93,14 +93,21 @@ inline snapshot read_snapshot(const std::filesystem::path& path) {
   auto refuse = [&](const std::string& why) {
     throw std::runtime_error("nbody snapshot " + path.string() + ": " + why);
   };
+  // The header first, and the size from the file system: a huge or endless file (a device, a
+  // FIFO) is refused before anything is read or allocated for it.
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) refuse("missing file (cannot open it)");
+  if (!std::filesystem::is_regular_file(path, ec)) refuse("not a regular file");
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) refuse("cannot read its size (" + ec.message() + ")");
   std::ifstream file(path, std::ios::binary);
   if (!file) refuse("missing file (cannot open it)");
-  const std::vector<unsigned char> data((std::istreambuf_iterator<char>(file)),
-                                        std::istreambuf_iterator<char>());
-  if (file.bad()) refuse("read error");
-  if (data.size() < detail::snapshot_header_bytes)
-    refuse("truncated header (" + std::to_string(data.size()) + " bytes, the header alone is " +
+  if (size < detail::snapshot_header_bytes)
+    refuse("truncated header (" + std::to_string(size) + " bytes, the header alone is " +
            std::to_string(detail::snapshot_header_bytes) + ")");
+  std::vector<unsigned char> data(detail::snapshot_header_bytes);
+  file.read(reinterpret_cast<char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  if (!file) refuse("read error in the header");
   if (std::memcmp(data.data(), detail::snapshot_magic, sizeof detail::snapshot_magic) != 0)
     refuse("bad magic (not an nbody snapshot)");
   const auto version = detail::get<std::uint32_t>(data, 8);
@@ -116,20 +123,21 @@ inline snapshot read_snapshot(const std::filesystem::path& path) {
   out.time = detail::get<double>(data, 24);
   const auto count = detail::get<std::uint64_t>(data, 32);
   const auto checksum = detail::get<std::uint64_t>(data, 40);
-  const std::size_t body = data.size() - detail::snapshot_header_bytes;
+  const std::uintmax_t body = size - detail::snapshot_header_bytes;
   if (body % sizeof(particle) != 0)
     refuse("truncated (the last particle record is cut short: " + std::to_string(body) +
            " particle bytes)");
   if (count != body / sizeof(particle))
     refuse("particle count " + std::to_string(count) + " does not match the file size (" +
            std::to_string(body / sizeof(particle)) + " records)");
-  const unsigned char* records = data.data() + detail::snapshot_header_bytes;
+  out.particles.resize(count);
+  file.read(reinterpret_cast<char*>(out.particles.data()), static_cast<std::streamsize>(body));
+  if (!file) refuse("read error in the particles (the file changed while it was read?)");
+  const auto* records = reinterpret_cast<const unsigned char*>(out.particles.data());
   if (detail::fnv1a(records, body) != checksum)
     refuse("checksum mismatch (the particle bytes are corrupt)");
   if (!(std::isfinite(out.box) && out.box > 0)) refuse("box is not finite and positive");
   if (!std::isfinite(out.time)) refuse("time is not finite");
-  out.particles.resize(count);
-  if (body > 0) std::memcpy(out.particles.data(), records, body);
   for (const particle& p : out.particles) {
     const std::string who = "particle id " + std::to_string(p.id);
     bool finite = std::isfinite(p.mass);

@@ -41,13 +41,13 @@ inline void kick(std::span<particle> particles, std::span<const vec3> acc, doubl
   }
 }
 
-// Maps x into [0, box). x - box floor(x / box) can round to box itself (x a hair below zero)
-// or a hair below zero (x / box rounded up to an integer): both are folded back, so the
-// result is a pure function of x and box, the same on every rank.
+// Maps x into [0, box). fmod is exact, so the result is a pure function of x and box (the same
+// on every rank) however far x went; a negative remainder plus box may round to box itself,
+// which folds to 0.
 inline double wrap_position(double x, double box) {
-  double w = x - box * std::floor(x / box);
+  double w = std::fmod(x, box);
   if (w < 0) w += box;
-  if (w >= box) w = 0;
+  if (!(w < box)) w = 0;  // also a non-finite x: the driver stops on those (refuse_blown_up)
   return w;
 }
 

@@ -234,6 +234,7 @@ TEST_CASE("short-range forces do not depend on which particles a rank holds",
   gadget.theta = 0.5;
   nbody::force_params fine = gadget;
   fine.mesh = 64;
+  gadget.mesh = 32;  // 5 chain cells per side (64 is the default: 11 with this split)
   for (const nbody::force_params& params : {gadget, fine}) {
     auto particles = nbody::plummer_clump(400, {0.45, 0.5, 0.5}, 0.08, 1.0, 11);
     auto background = nbody::perturbed_lattice(7, 1.0, 0.3, 12);
@@ -355,6 +356,13 @@ TEST_CASE("drift wraps positions into [0, box), never onto box", "[nbody][integr
   CHECK(nbody::wrap_position(std::nextafter(1.0, 0.0), 1.0) < 1.0);
   CHECK(nbody::wrap_position(2.25, 1.0) == 0.25);
   CHECK(nbody::wrap_position(-0.25, 1.0) == 0.75);
+  // Far outside the box the result still lands inside it (x - box floor(x / box) did not).
+  for (const double x : {1e17, -1e17, 1e40, -3e300}) {
+    CAPTURE(x);
+    const double w = nbody::wrap_position(x, 0.3);
+    CHECK(w >= 0.0);
+    CHECK(w < 0.3);
+  }
   std::vector<particle> p{{0, 1.0, {0.999, 0.001, 0.5}, {1.0, -1.0, 0.0}}};
   nbody::drift(p, 0.002, 1.0);
   CHECK(p[0].pos[0] == Approx(0.001));
@@ -490,7 +498,9 @@ TEST_CASE("force_params::validate refuses nonsense with a clear message", "[nbod
     change(p);
     REQUIRE_THROWS_WITH(p.validate(), Contains(why));
   };
-  refused([](auto& p) { p.box = -1; }, "box must be finite and positive");
+  refused([](auto& p) { p.box = -1; }, "box must be in [1e-30, 1e30]");
+  refused([](auto& p) { p.box = 1e-310; }, "box must be in [1e-30, 1e30]");
+  refused([](auto& p) { p.split_cells = 0.01; }, "more than 256 chain cells per side");
   refused([](auto& p) { p.mesh = 4; }, "mesh must be in [8, 1024]");
   refused([](auto& p) { p.theta = 0; }, "theta must be in (0, 1.5]");
   refused([](auto& p) { p.theta = 2; }, "theta must be in (0, 1.5]");

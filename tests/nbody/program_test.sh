@@ -172,6 +172,7 @@ case $mode in
     printf '\x55' | dd of="$work/flipped.bin" bs=1 seek=200 conv=notrunc status=none
     expect_refused "flipped.bin" --read-ic "$work/flipped.bin"
     expect_refused "missing.bin" --read-ic "$work/missing.bin"
+    expect_refused "not a regular file" --read-ic /dev/zero
     expect_refused "cannot write" --lattice 8 --csv "$work/no/such/dir/steps.csv"
     echo "files: written and read back alike; bad options and files refused"
     ;;
