@@ -4,7 +4,8 @@
 #   program_test.sh same <build dir>        the same particles, bit for bit, on 1 rank, one job
 #                                           of 4 ranks (shm, mpi), 2 sites in one communicator
 #                                           (shm+tcp+wan) and 2 sites of 2 ranks each its own
-#                                           job over the emulated link with relays (root)
+#                                           job (shm, or mpi under mpirun) over the emulated
+#                                           link with relays (root)
 #   program_test.sh lost-relay <build dir>  a relay killed mid-run: every rank stops, each
 #   program_test.sh lost-rank <build dir>   saying the wide link was lost; a rank killed: the
 #                                           same at the other site, within the time bound
@@ -73,6 +74,10 @@ case $mode in
       results+=("$(run_case two-sites-relayed "${two_sites[@]}" -- "${args[@]}")")
       grep -q "sites as jobs" "$work/two-sites-relayed.out" ||
         fail "the two-site run was not two jobs"
+      if [[ -x $programs/nbody_wide_mpi ]] && command -v mpirun >/dev/null; then
+        results+=("$(run_case two-mpi-sites-relayed "${two_sites[@]}" \
+                     --stack mpi --launcher mpirun -- "${args[@]}")")
+      fi
     else
       echo "not root: the two sites joined by the emulated link are not run"
     fi
