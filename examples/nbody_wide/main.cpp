@@ -52,8 +52,7 @@ std::vector<nbody::particle> make_initial(nbody::command_line& options) {
     nbody::snapshot s = nbody::read_snapshot(*options.read_initial);
     options.run.forces.box = s.box;
     options.run.forces.validate();
-    double mass = 0;
-    for (const nbody::particle& p : s.particles) mass += p.mass;
+    const double mass = nbody::total_mass(s.particles);
     if (s.particles.empty() || !std::isfinite(mass)) {
       throw std::invalid_argument(
           fmt::format("'{}' holds {} particles of total mass {}: nothing to run",

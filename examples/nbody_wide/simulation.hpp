@@ -79,7 +79,7 @@ class simulation {
   void run(const report_fn& report) {
     auto start = std::chrono::steady_clock::now();
     compute_forces();
-    record_figures(0, since(start));
+    record_figures(since(start));
     for (int step = 1; step <= config_.steps; ++step) {
       start = std::chrono::steady_clock::now();
       {
@@ -94,7 +94,7 @@ class simulation {
         kick(own_, acceleration_, 0.5 * config_.dt);
       }
       take_report(previous, step - 1, report);
-      record_figures(step, since(start));
+      record_figures(since(start));
     }
     // The last step's figures, with a mesh of nothing.
     mesh_.clear();
@@ -104,7 +104,6 @@ class simulation {
 
   /// This rank's particles, in id order.
   [[nodiscard]] std::span<const particle> own() const { return own_; }
-  [[nodiscard]] const decomposition& blocks() const { return decomposition_; }
 
  private:
   // Per rank: compute, local, wide, kinetic, potential, particles, tree seconds, step seconds,
@@ -114,11 +113,6 @@ class simulation {
     return scalar_figures + static_cast<std::size_t>(config_.balance_bins);
   }
 
-  static double total_mass(std::span<const particle> all) {
-    double m = 0;
-    for (const particle& p : all) m += p.mass;
-    return m;
-  }
   static double since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
@@ -126,8 +120,7 @@ class simulation {
   // A particle that left the finite numbers takes the run with it: stop where it happened.
   void refuse_blown_up(int step) const {
     for (const particle& p : own_) {
-      if (!std::isfinite(p.pos[0]) || !std::isfinite(p.pos[1]) || !std::isfinite(p.pos[2]) ||
-          !std::isfinite(p.vel[0]) || !std::isfinite(p.vel[1]) || !std::isfinite(p.vel[2])) {
+      if (fault_of(p, config_.forces.box)) {
         throw std::runtime_error(fmt::format(
             "rank {}: particle {} left the finite numbers at step {} (a shorter --dt or a "
             "larger --softening keeps close pairs in hand)",
@@ -136,19 +129,14 @@ class simulation {
     }
   }
 
-  // What arrived must be a particle this run could hold: finite, inside the box, of positive mass.
-  void refuse_strangers(std::span<const particle> arrived, const char* from) const {
-    const double box = config_.forces.box;
+  // What another site sent must be a particle this run could hold. (A particle from this site
+  // was checked by its holder after the drift.)
+  void refuse_strangers(std::span<const particle> arrived) const {
     for (const particle& p : arrived) {
-      bool ok = std::isfinite(p.mass) && p.mass > 0;
-      for (int d = 0; d < 3; ++d) {
-        ok = ok && p.pos[d] >= 0 && p.pos[d] < box && std::isfinite(p.vel[d]);
-      }
-      if (!ok) {
-        throw std::runtime_error(fmt::format(
-            "rank {} received from {} a particle (id {}) that is not one of this run's: mass {}, "
-            "position ({}, {}, {})",
-            links_.rank(), from, p.id, p.mass, p.pos[0], p.pos[1], p.pos[2]));
+      if (const auto fault = fault_of(p, config_.forces.box)) {
+        throw std::runtime_error(
+            fmt::format("rank {} received from another site a particle (id {}) that {}",
+                        links_.rank(), p.id, *fault));
       }
     }
   }
@@ -176,8 +164,7 @@ class simulation {
     }
     links_.begin_mesh_sum(mesh_.cells(), figures_);
     std::vector<particle> remote = links_.finish_exchange();
-    refuse_strangers(sources, "this site");
-    refuse_strangers(remote, "another site");
+    refuse_strangers(remote);
 
     auto tree_start = std::chrono::steady_clock::now();
     std::optional<short_range_tree> tree;
@@ -216,7 +203,7 @@ class simulation {
     return previous;
   }
 
-  void record_figures(int /*step*/, double step_seconds) {
+  void record_figures(double step_seconds) {
     const step_split split = clock_.take();
     std::fill(figures_.begin(), figures_.end(), 0.0);
     figures_[0] = split.compute;

@@ -139,14 +139,8 @@ inline snapshot read_snapshot(const std::filesystem::path& path) {
   if (!(std::isfinite(out.box) && out.box > 0)) refuse("box is not finite and positive");
   if (!std::isfinite(out.time)) refuse("time is not finite");
   for (const particle& p : out.particles) {
-    const std::string who = "particle id " + std::to_string(p.id);
-    bool finite = std::isfinite(p.mass);
-    for (int d = 0; d < 3; ++d)
-      finite = finite && std::isfinite(p.pos[d]) && std::isfinite(p.vel[d]);
-    if (!finite) refuse(who + " has a non-finite value");
-    if (!(p.mass > 0)) refuse(who + " has a non-positive mass");
-    for (int d = 0; d < 3; ++d) {
-      if (!(p.pos[d] >= 0 && p.pos[d] < out.box)) refuse(who + " has a position outside [0, box)");
+    if (const auto fault = fault_of(p, out.box)) {
+      refuse("particle id " + std::to_string(p.id) + " " + *fault);
     }
   }
   std::vector<std::uint64_t> ids(count);
