@@ -66,7 +66,9 @@ def main():
     parser.add_argument("--streams", default="8")
     parser.add_argument("--chunk", default="1M")
     parser.add_argument("--nice", type=int, default=-10)
+    parser.add_argument("--policies", default=",".join(POLICIES))
     args = parser.parse_args()
+    policies = args.policies.split(",")
     if os.geteuid() != 0:
         sys.exit("wan_allreduce: needs root (wanemu creates network namespaces)")
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -80,7 +82,7 @@ def main():
             subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
                             "net.ipv4.tcp_slow_start_after_idle=0"], check=True, timeout=10)
         cells = [(bench, mib, policy) for bench in args.bench for mib in sizes
-                 for policy in POLICIES]
+                 for policy in policies]
         for r in range(args.rounds):
             shift = r % len(cells)
             for bench, mib, policy in cells[shift:] + cells[:shift]:
@@ -105,7 +107,7 @@ def main():
           "| bytes across per call |")
     print("|---|---|---|---|---|---|---|---|")
     stacks = sorted({stack for stack, _, _ in results})
-    for stack, mib, policy in itertools.product(stacks, sizes, POLICIES):
+    for stack, mib, policy in itertools.product(stacks, sizes, policies):
         reference = (mib << 20) * 8 / (args.rate_mbit * 1e6) + rtt
         got = results.get((stack, mib, policy), [])
         if not got:

@@ -72,7 +72,14 @@ TEST_CASE("every malformed header field is refused before anything acts on it", 
   CHECK(broken([](auto& b) { b[4] = std::byte{1}; }).error == "unsupported protocol version");
   CHECK(broken([](auto& b) { b[5] = std::byte{0}; }).error == "unknown frame kind");
   CHECK(broken([](auto& b) { b[5] = std::byte{200}; }).error == "unknown frame kind");
-  CHECK(broken([](auto& b) { b[6] = std::byte{1}; }).error == "unknown flags");
+  CHECK(broken([](auto& b) { b[6] = std::byte{2}; }).error == "unknown flags");
+  CHECK(broken([](auto& b) { b[7] = std::byte{1}; }).error == "unknown flags");
+  CHECK(
+      decode(tcp::encode({tcp::frame_kind::rts, tcp::data_follows, 1, 7, 2, 1 << 20, 9}), 1).ok());
+  CHECK(decode(tcp::encode({tcp::frame_kind::eager, tcp::data_follows, 1, 7, 2, 64, 0}), 1).error ==
+        "unknown flags");
+  CHECK(decode(tcp::encode({tcp::frame_kind::grant, 0, 1, 0, 0, 0, 0}), 1).error ==
+        "credit out of range");
   CHECK(!decode(tcp::encode(good), 2).ok());  // source is not the connected peer
   auto with = [](tcp::frame_header h) { return decode(tcp::encode(h), 1); };
   CHECK(!with({tcp::frame_kind::eager, 0, 1, -1, 0, 1, 0}).ok());  // negative tag

@@ -39,6 +39,7 @@
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/sub_port.hpp"
+#include "commx/coll/detail/two_site_pipeline.hpp"
 #include "commx/ops.hpp"
 
 namespace commx::coll {
@@ -120,12 +121,20 @@ struct hierarchical_over : Inner {
   }
 
   /// reduce within each node, allreduce among the leaders, bcast within each node (Inner's over
-  /// all ranks when that would break rank order for an op that is not commutative).
+  /// all ranks when that would break rank order for an op that is not commutative). Across two
+  /// sites, a message of two segments or more (detail/two_site_pipeline.hpp) goes in segments,
+  /// the site leaders exchanging each while the sites reduce the next.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     if (!keeps_rank_order<E, Op>(p)) {
       Inner::allreduce(p, data, op);
       return;
+    }
+    if (data.size_bytes() >= 2 * detail::two_site_segment_bytes) {
+      if (auto at = detail::two_site_layout(p)) {
+        detail::two_site_allreduce<Inner, SiteInner>(p, *at, data, op);
+        return;
+      }
     }
     auto [local, leaders, is_leader] = split(p);
     Inner::reduce(local, data, op, 0);

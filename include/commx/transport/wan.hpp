@@ -83,9 +83,7 @@ class wan {
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
-    request r = engine_->isend(dest, ctx, tag, data);
-    if (r && pinned_stream_ >= 0) r->stream = pinned_stream_;
-    return r;
+    return engine_->isend(dest, ctx, tag, data, pinned_stream_);
   }
 
   /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`

@@ -14,6 +14,11 @@
 // - patterns (any number of ranks): MPWide's exchange patterns, as between sites: a cycle (send
 //   to the next rank while receiving from the previous) of messages whose size the receiver
 //   does not know, into one buffer that grows and shrinks, each round closed by a barrier
+// - eager (COMMX_WAN_EAGER=16M): large messages within the receiver's streamed window leave
+//   without its clear-to-send: rank 0's sends of 4 x 3 MiB and one of 4 MiB complete before
+//   rank 1 posts a receive, while the next 4 MiB, past the window, waits for one (rendezvous);
+//   rank 1 then probes the first, fails a too-small receive on it (the message stays), and
+//   takes all six in the order sent, byte for byte, through any_tag receives
 // - parts: MPWide's per-stream buffers: rank 0 sends 4 parts of different sizes, part k on data
 //   stream k (each stream carried exactly its part), rank 1 receives them into 4 buffers of
 //   sizes it did not know
@@ -301,6 +306,44 @@ void parts(comm& world) {
   world.barrier();
 }
 
+void eager(comm& world) {
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  const std::size_t bytes[] = {3 * mib, 3 * mib, 3 * mib, 3 * mib, 4 * mib, 4 * mib};
+  constexpr std::size_t n = std::size(bytes);
+  constexpr int go_tag = 99;
+  if (world.rank() == 0) {
+    std::vector<std::vector<std::uint32_t>> out;
+    std::vector<comm::request> sent;
+    for (std::size_t k = 0; k < n; ++k) {
+      out.push_back(pattern(bytes[k] / 4, 0, static_cast<int>(k)));
+      sent.push_back(world.isend(1, static_cast<int>(k), std::span<const std::uint32_t>(out[k])));
+    }
+    // 16 MiB of window: the first five fit. Rank 1 posts nothing until it hears `go`, so
+    // these complete only because their data left without a clear-to-send.
+    for (std::size_t k = 0; k + 1 < n; ++k) sent[k].wait();
+    // The sixth is past the window: it waits for rank 1's receive.
+    for (int i = 0; i < 100; ++i) COMMX_CHECK(!sent[n - 1].test());
+    world.send(1, go_tag, 1);
+    sent[n - 1].wait();
+  } else {
+    int go = 0;
+    world.recv(0, go_tag, go);
+    const commx::status first = world.probe(0, commx::any_tag);
+    COMMX_CHECK_EQ(first.tag, 0);
+    COMMX_CHECK_EQ(first.bytes, bytes[0]);
+    std::vector<std::uint32_t> small(bytes[0] / 8);
+    COMMX_EXPECT_ERROR(commx::errc::truncated,
+                       world.recv(0, commx::any_tag, std::span<std::uint32_t>(small)));
+    for (std::size_t k = 0; k < n; ++k) {
+      std::vector<std::uint32_t> in(bytes[k] / 4);
+      const commx::status got = world.recv(0, commx::any_tag, std::span<std::uint32_t>(in));
+      COMMX_CHECK_EQ(got.tag, static_cast<int>(k));
+      check_same(in, pattern(bytes[k] / 4, 0, static_cast<int>(k)), "eager", static_cast<int>(k));
+    }
+  }
+  world.barrier();
+}
+
 void break_stream(comm& world) {
   auto& t = world.transport();
   const std::size_t words = (std::size_t{256} << 20) / 4;
@@ -374,6 +417,8 @@ int main(int argc, char** argv) {
       bench(world, argc, argv);
     } else if (scenario == "autotune") {
       autotuned(world);
+    } else if (scenario == "eager") {
+      eager(world);
     } else if (scenario == "parts") {
       parts(world);
     } else if (scenario == "break_stream") {

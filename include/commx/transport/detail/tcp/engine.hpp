@@ -18,6 +18,9 @@
 /// - A larger message (or one without credit) sends its envelope (`rts`) and waits. When a
 ///   receive matches it the receiver answers `cts`, and the sender writes header and user buffer
 ///   in one gathered write (`data`), which the receiver reads straight into the user's buffer.
+/// - Where an extension carries data on streams of its own (transport::wan), a large message
+///   within the receiver's streamed window skips the cts: its envelope says the data follows,
+///   and the chunks leave at once (engine_streamed.hpp).
 /// - Matching happens as envelopes arrive, in arrival order, so messages from one sender never
 ///   overtake each other, eager or not.
 /// - A peer that says `bye` finished; a connection that ends without it means the peer failed
@@ -103,6 +106,7 @@ class engine {
   void extend(extension hooks) {
     if (!hooks.stack.empty()) log_.stack = hooks.stack;
     ext_ = std::move(hooks);
+    for (auto& p : peers_) p.stream_credit = ext_.streamed_window;
   }
   /// Who this engine's log lines come from (log.hpp): its rank and stack.
   [[nodiscard]] const log::context& log_context() const { return log_; }
@@ -135,9 +139,14 @@ class engine {
     const auto it = waiting.find(cookie);
     if (it == waiting.end()) return;
     std::shared_ptr<operation> op = std::move(it->second.op);
+    const awaited_data done = it->second;
     waiting.erase(it);
+    if (done.granted_back) grant(peer, done.size);
     if (op) finish(*op, op->result);
   }
+  /// The highest rendezvous id `peer` has announced (an rts): chunks of a higher one came
+  /// before their envelope.
+  [[nodiscard]] std::uint64_t announced(int peer) const { return peers_[index(peer)].announced; }
   /// Ends the job's connection with `peer` as failed: what waits on it completes with `why`.
   void fail_peer(int peer, errc why, std::string_view text) {
     if (!connected(peer)) return;
@@ -147,8 +156,9 @@ class engine {
 
   // --- the transport's operations -------------------------------------------------------
 
+  /// `stream`: for an extension with several streams, the one to carry the data (-1: any).
   std::shared_ptr<operation> isend(int dest, context_id ctx, int tag,
-                                   std::span<const std::byte> data) {
+                                   std::span<const std::byte> data, int stream = -1) {
     peers_[index(dest)].bytes_sent += data.size();
     if (dest == rank()) return send_to_self(ctx, tag, data);
     peer_link& link = peers_[index(dest)];
@@ -176,8 +186,13 @@ class engine {
       flush(dest);
       return nullptr;
     }
+    if (!data.empty() && data.size() <= link.stream_credit && ext_.streams_to &&
+        ext_.streams_to(dest)) {
+      return send_streamed(dest, ctx, tag, data, stream);
+    }
     auto op = std::make_shared<operation>(operation::kind::send, dest, ctx, tag);
     op->payload = data;
+    op->stream = stream;
     op->cookie = link.next_cookie++;
     op->where = operation::stage::awaiting_cts;
     link.awaiting_cts.emplace(op->cookie, op);
@@ -309,6 +324,10 @@ class engine {
   struct awaited_data {
     std::shared_ptr<operation> op;  ///< null: the receive was cancelled, drop the data
     std::uint64_t size;
+    /// Sent with data_follows and bound for the user's receive: its window goes back to the
+    /// sender (grant) once it is in. A stand-in's (queued_message) goes back when a receive
+    /// takes the message.
+    bool granted_back = false;
   };
 
   struct peer_link {
@@ -319,6 +338,9 @@ class engine {
     std::uint64_t held = 0;         ///< eager bytes of its we hold or hold credit for
     std::uint64_t unreturned = 0;  ///< eager bytes its messages used that we took, not yet credited
     std::uint64_t next_cookie = 1;
+    std::uint64_t stream_credit = 0;  ///< data_follows bytes we may still send it
+    std::uint64_t stream_held = 0;    ///< its data_follows bytes not yet handed to our user
+    std::uint64_t announced = 0;      ///< the highest rendezvous id it announced
     std::unordered_map<std::uint64_t, std::shared_ptr<operation>> awaiting_cts;
     std::unordered_map<std::uint64_t, awaited_data> awaiting_data;
     bool shut = false;             ///< leaving: our side of the connection is shut down
@@ -376,6 +398,18 @@ class engine {
   std::shared_ptr<operation> match_posted(int source, context_id ctx, int tag, std::size_t size);
 
   std::shared_ptr<operation> send_to_self(context_id ctx, int tag, std::span<const std::byte> data);
+
+  /// Eager over the extension's streams: the envelope with data_follows, and the extension
+  /// sends the chunks at once, within the receiver's streamed window (engine_streamed.hpp).
+  std::shared_ptr<operation> send_streamed(int dest, context_id ctx, int tag,
+                                           std::span<const std::byte> data, int stream);
+  /// An envelope with data_follows: the data goes to a posted receive, or to a stand-in.
+  void on_streamed_envelope(int peer, const frame_header& h);
+  /// A receive takes a queued message whose data came unasked.
+  void take_streamed(const std::shared_ptr<operation>& op,
+                     std::deque<queued_message>::iterator queued, std::byte* target);
+  /// We are done with `bytes` of `peer`'s data_follows messages: its window goes back.
+  void grant(int peer, std::uint64_t bytes);
 
   /// Can anyone still answer a receive from `source` that nothing queued satisfies?
   std::optional<op_result> lost_source(int source) const {
@@ -526,3 +560,4 @@ class engine {
 #include "commx/transport/detail/tcp/engine_frames.hpp"       // IWYU pragma: export
 #include "commx/transport/detail/tcp/engine_matching.hpp"     // IWYU pragma: export
 #include "commx/transport/detail/tcp/engine_rendezvous.hpp"   // IWYU pragma: export
+#include "commx/transport/detail/tcp/engine_streamed.hpp"     // IWYU pragma: export

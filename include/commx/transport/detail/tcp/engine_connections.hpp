@@ -48,9 +48,12 @@ inline void engine::gone(int peer, presence how, std::error_code why) {
     if (waiting.op) finish(*waiting.op, result);
   }
   link.awaiting_data.clear();
-  // Its large messages can no longer be fetched; its eager ones are still delivered.
+  // Its large messages can no longer be fetched, nor the rest of those whose data was on its
+  // way; its eager ones, and those whose data is all in, are still delivered.
   std::erase_if(unexpected_, [&](const queued_message& m) {
-    return m.source == peer && m.how == queued_message::form::remote_rendezvous;
+    if (m.source != peer) return false;
+    if (m.how == queued_message::form::remote_rendezvous) return true;
+    return m.how == queued_message::form::remote_streamed && m.stand_in->result.error;
   });
   std::erase_if(posted_, [&](const std::shared_ptr<operation>& op) {
     if (op->peer != peer && !(how == presence::failed && op->peer == any_source)) return false;

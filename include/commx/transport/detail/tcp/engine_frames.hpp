@@ -159,7 +159,9 @@ inline void engine::on_header(int peer, const frame_header& h) {
       return begin_payload(peer, h, nullptr, nullptr, true);
     }
     case frame_kind::rts: {
-      if (link.awaiting_data.contains(h.cookie)) return violation(peer, "rendezvous id reused");
+      if (h.cookie <= link.announced) return violation(peer, "rendezvous id reused");
+      link.announced = h.cookie;
+      if (h.flags == data_follows) return on_streamed_envelope(peer, h);
       ++events_;
       if (auto op = match_posted(peer, h.context, h.tag, size)) {
         op->cookie = h.cookie;
@@ -174,6 +176,8 @@ inline void engine::on_header(int peer, const frame_header& h) {
                              queued_message::form::remote_rendezvous,
                              {},
                              h.cookie,
+                             nullptr,
+                             {},
                              nullptr});
       return;
     }
@@ -205,6 +209,11 @@ inline void engine::on_header(int peer, const frame_header& h) {
     case frame_kind::credit:
       link.send_credit += h.cookie;
       if (link.send_credit > cfg_.window) return violation(peer, "credit beyond the window");
+      return;
+    case frame_kind::grant:
+      link.stream_credit += h.cookie;
+      if (link.stream_credit > ext_.streamed_window)
+        return violation(peer, "a grant beyond the streamed window");
       return;
     case frame_kind::revoke: {
       if (auto it = link.awaiting_data.find(h.cookie); it != link.awaiting_data.end()) {
@@ -297,8 +306,16 @@ inline void engine::deliver_held(int peer, const frame_header& h, std::vector<st
     return;
   }
   const std::uint64_t size = payload.size();
-  unexpected_.push_back(
-      {peer, h.context, h.tag, size, queued_message::form::eager, std::move(payload), 0, nullptr});
+  unexpected_.push_back({peer,
+                         h.context,
+                         h.tag,
+                         size,
+                         queued_message::form::eager,
+                         std::move(payload),
+                         0,
+                         nullptr,
+                         {},
+                         nullptr});
 }
 
 }  // namespace commx::detail::tcp

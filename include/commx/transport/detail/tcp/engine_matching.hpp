@@ -43,6 +43,8 @@ inline void engine::take(const std::shared_ptr<operation>& op,
       push_control(source, frame_kind::cts, cookie);
       return;
     }
+    case queued_message::form::remote_streamed:
+      return take_streamed(op, queued, target);
   }
   unexpected_.erase(queued);
   finish(*op, result);
@@ -86,14 +88,24 @@ inline std::shared_ptr<operation> engine::send_to_self(context_id ctx, int tag,
                            queued_message::form::eager,
                            {data.begin(), data.end()},
                            0,
+                           nullptr,
+                           {},
                            nullptr});
     return nullptr;
   }
   auto op = std::make_shared<operation>(operation::kind::send, rank(), ctx, tag);
   op->payload = data;
   op->where = operation::stage::queued_self;
-  unexpected_.push_back(
-      {rank(), ctx, tag, data.size(), queued_message::form::self_rendezvous, {}, 0, op});
+  unexpected_.push_back({rank(),
+                         ctx,
+                         tag,
+                         data.size(),
+                         queued_message::form::self_rendezvous,
+                         {},
+                         0,
+                         op,
+                         {},
+                         nullptr});
   return op;
 }
 

@@ -54,15 +54,24 @@ struct operation {
 
 /// A message that arrived before a matching receive.
 struct queued_message {
-  enum class form : std::uint8_t { eager, remote_rendezvous, self_rendezvous };
+  enum class form : std::uint8_t {
+    eager,              ///< its payload is in `eager`
+    remote_rendezvous,  ///< its envelope: a receive asks for the data (cts)
+    self_rendezvous,    ///< a large send to this rank itself
+    remote_streamed,    ///< its data is arriving unasked, on streams, into `staged`
+  };
   int source;
   context_id ctx;
   int tag;
   std::uint64_t size;
   form how;
   std::vector<std::byte> eager;
-  std::uint64_t cookie = 0;              // remote rendezvous
+  std::uint64_t cookie = 0;              // remote rendezvous, remote streamed
   std::shared_ptr<operation> self_send;  // self rendezvous
+  // remote streamed: the buffer its chunks land in until a receive takes it, and the stand-in
+  // receive that owns it meanwhile (done once every chunk is in)
+  std::unique_ptr<std::byte[]> staged;
+  std::shared_ptr<operation> stand_in;
 };
 
 /// What a transport built on this engine (transport::wan) plugs in to carry the data of large
@@ -78,6 +87,15 @@ struct extension {
   std::function<void(int peer, std::error_code why)> peer_gone;
   /// The stack the engine's log lines name (log.hpp); empty: "tcp".
   std::string_view stack;
+  /// Eager over the streams: bytes of large messages a sender may have sent to one receiver
+  /// with `data_follows` (their chunks leaving at once, no cts) that the receiver has not yet
+  /// handed to its user; 0: every large message waits for its cts. The same on every rank.
+  std::uint64_t streamed_window = 0;
+  /// Whether the extension has streams to `peer` (only those messages go with data_follows).
+  std::function<bool(int peer)> streams_to;
+  /// The envelope of `peer`'s message `cookie`, sent with data_follows, has arrived: chunks of
+  /// it that overtook it may now be read.
+  std::function<void(int peer, std::uint64_t cookie)> announced;
 };
 
 /// A rendezvous receive waiting for its data, as an extension sees it.

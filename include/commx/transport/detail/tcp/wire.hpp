@@ -12,19 +12,19 @@
 /// | 0 | 4 | magic "CMXF" |
 /// | 4 | 1 | protocol version |
 /// | 5 | 1 | kind (`frame_kind`) |
-/// | 6 | 2 | flags, 0 |
+/// | 6 | 2 | flags: `data_follows` on an rts whose payload leaves at once on wan's data streams; else 0 |
 /// | 8 | 4 | source world rank |
 /// | 12 | 4 | tag |
 /// | 16 | 8 | communicator context id |
 /// | 24 | 8 | length: payload bytes that follow (eager, data, bootstrap), the message size (rts) |
-/// | 32 | 8 | cookie: rendezvous id (rts, cts, data, revoke), bytes returned (credit) |
+/// | 32 | 8 | cookie: rendezvous id (rts, cts, data, revoke), bytes returned (credit, grant) |
 ///
 /// Bootstrap payloads: an `address` frame carries one 52-byte endpoint (family 4 or 6, a zero
 /// byte, port, 16 address bytes with IPv4 in the first 4 and the rest zero, then the rank's
 /// site name in 16 bytes, zero-padded: sites joined through commx-relay; then its node name in
 /// 16 bytes, zero-padded: COMMX_NODE, empty when the node is the host); a `table` frame one
 /// per rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
-/// Version 2 added the node name.
+/// Version 2 added the node name; version 3 the `data_follows` flag and the `grant` frame.
 
 #include <array>
 #include <cstddef>
@@ -42,7 +42,7 @@
 namespace commx::detail::tcp {
 
 inline constexpr std::uint32_t frame_magic = 0x46584d43;  // "CMXF" as it reads on the wire
-inline constexpr std::uint8_t protocol_version = 2;
+inline constexpr std::uint8_t protocol_version = 3;
 inline constexpr std::size_t header_size = 40;
 /// The largest eager payload any sender may use, whatever its configuration.
 inline constexpr std::size_t max_eager_payload = std::size_t{1} << 20;
@@ -67,8 +67,13 @@ enum class frame_kind : std::uint8_t {
   address,    ///< bootstrap: a rank's listen endpoint, to rank 0
   table,      ///< bootstrap: every rank's listen endpoint, from rank 0
   abort,      ///< bootstrap: rank 0 gives up; the payload says why
+  grant,      ///< the receiver is done with `cookie` bytes of messages sent with data_follows
 };
-inline constexpr std::uint8_t last_frame_kind = static_cast<std::uint8_t>(frame_kind::abort);
+inline constexpr std::uint8_t last_frame_kind = static_cast<std::uint8_t>(frame_kind::grant);
+
+/// On an rts: its payload is already on its way on the path's data streams (wan's eager path,
+/// wan/paths.hpp), so no cts is asked for.
+inline constexpr std::uint16_t data_follows = 1;
 
 struct frame_header {
   frame_kind kind = frame_kind::eager;
@@ -134,7 +139,8 @@ inline decoded decode(std::span<const std::byte, header_size> in, int expected_s
   h.context = wire::get(&in[16], 8);
   h.length = wire::get(&in[24], 8);
   h.cookie = wire::get(&in[32], 8);
-  if (h.flags != 0) return {h, "unknown flags"};
+  if (h.flags != 0 && !(h.kind == frame_kind::rts && h.flags == data_follows))
+    return {h, "unknown flags"};
   if (h.source != expected_source) return {h, "source is not the connected peer"};
   const bool message = h.kind == frame_kind::eager || h.kind == frame_kind::rts;
   if (message && h.tag < 0) return {h, "negative tag"};
@@ -158,6 +164,7 @@ inline decoded decode(std::span<const std::byte, header_size> in, int expected_s
       if (h.cookie == 0) return {h, "rendezvous without an id"};
       break;
     case frame_kind::credit:
+    case frame_kind::grant:
       if (h.length != 0) return {h, "payload on a control frame"};
       if (h.cookie == 0 || h.cookie > max_window) return {h, "credit out of range"};
       break;

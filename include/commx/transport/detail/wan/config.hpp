@@ -13,6 +13,7 @@
 /// | COMMX_WAN_UNSENT | TCP_NOTSENT_LOWAT of each stream, bytes (0: 4 MiB shared by the streams, 64 KiB - 1 MiB each, up to 4 MiB while a stream loses packets; see unsent_limit) |
 /// | COMMX_WAN_CC | TCP_CONGESTION of each stream (`bbr`, `cubic`; empty: the system's default) |
 /// | COMMX_WAN_PATHS | a file of per-path overrides, one path a line: `A B key=value...` |
+/// | COMMX_WAN_EAGER | bytes of large messages a rank may send to one peer over the streams without waiting for the receiver's clear-to-send, the receiver holding them until its user posts the receive (16 MiB; 0: every large message waits; at most 4 GiB; the same on every rank) |
 /// | COMMX_WAN_AUTOTUNE | `1`: at start-up, measure each path (RTT, throughput as streams double) and pick its streams and chunk; one line per path on stderr at COMMX_LOG level `warn` (paths_autotune.hpp) |
 ///
 /// A path file line names two ranks (`*` for any) and overrides keys `streams`, `chunk`,
@@ -89,6 +90,8 @@ struct config {
   /// go on the control connection as tcp's do (the node/site stack, shm_tcp_wan.hpp, where the
   /// streams are for the wide-area link only).
   bool streams_within_site = true;
+  /// COMMX_WAN_EAGER: the streamed window (tcp::extension::streamed_window).
+  std::uint64_t eager = std::uint64_t{16} << 20;
 
   /// The tuning of the path between `me` and `peer`.
   [[nodiscard]] path_config path_to(int me, int peer) const;
@@ -230,6 +233,16 @@ inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_
     c.overrides = read_path_file(*file);
   }
   if (const auto a = get("COMMX_WAN_AUTOTUNE")) c.autotune = *a == "1";
+  if (const auto e = get("COMMX_WAN_EAGER")) {
+    const auto n = parse_size(*e);
+    if (!n || *n > tcp::max_window) {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("wan: COMMX_WAN_EAGER='{}' is not a byte count up to 4G (K, M, G "
+                              "suffixes allowed)",
+                              *e));
+    }
+    c.eager = *n;
+  }
   return c;
 }
 

@@ -2,15 +2,17 @@
 #pragma once
 /// @file
 /// The wan transport's data streams. A path to a peer is the tcp engine's control connection
-/// (envelopes, small messages, credits, bye: tcp's protocol, unchanged) plus N data streams,
-/// extra TCP connections authenticated by the same handshake (purpose::stream). When a large
-/// message's receiver answers clear-to-send, its payload leaves as chunks (wire.hpp) spread
-/// over the streams (chunk_for): each stream keeps one chunk queued and takes the next once the
-/// kernel took it, holding few of its bytes unsent (config.hpp's unsent_limit), so a fast
+/// (envelopes, small messages, credits, bye: tcp's protocol) plus N data streams, extra TCP
+/// connections authenticated by the same handshake (purpose::stream). A large message's payload
+/// leaves as chunks (wire.hpp) spread over the streams (chunk_for): at once when it fits the
+/// receiver's streamed window (COMMX_WAN_EAGER; tcp/engine_streamed.hpp), else when the
+/// receiver answers clear-to-send. Each stream keeps one chunk queued and takes the next once
+/// the kernel took it, holding few of its bytes unsent (config.hpp's unsent_limit), so a fast
 /// stream carries more and a message's last chunks go to the streams ahead. The receiver reads
-/// each chunk straight into the user's buffer at its offset and completes the receive when
-/// every chunk is in; a duplicate, an overlap or a chunk for no message is a protocol
-/// violation.
+/// each chunk straight into the user's buffer at its offset (or the buffer held for a message
+/// nobody asked for yet) and completes the receive when every chunk is in; a chunk that
+/// overtook its envelope waits, its stream unread, until the envelope is in. A duplicate, an
+/// overlap or a chunk for no message is a protocol violation.
 ///
 /// Closing a path (to retune it, or leaving): each side puts a `close` frame after what is
 /// queued on each stream and then shuts its sending half; a stream is gone once both closes
@@ -67,6 +69,9 @@ class paths {
     hooks.adopt_stream = [this](int peer, asio::ip::tcp::socket s) { adopt(peer, std::move(s)); };
     hooks.peer_gone = [this](int peer, std::error_code why) { drop(peer, why); };
     hooks.stack = "wan";
+    hooks.streamed_window = cfg_.eager;
+    hooks.streams_to = [this](int peer) { return streamed(peer); };
+    hooks.announced = [this](int peer, std::uint64_t cookie) { unpark(peer, cookie); };
     engine_.extend(std::move(hooks));
   }
 
@@ -515,6 +520,14 @@ class paths {
 
   /// Acts on a whole header; false when it broke the peer.
   bool on_header(const std::shared_ptr<stream>& s);
+
+  /// Takes chunk `h` as the next payload of `s`: it must fit a message the peer announced and
+  /// not repeat a chunk. One that overtook its envelope parks the stream (false, and `s` is
+  /// not read) until unpark; false too when it broke the peer.
+  bool accept_chunk(const std::shared_ptr<stream>& s, const stream_header& h);
+
+  /// The envelope of `peer`'s message `cookie` is in: its parked streams are read again.
+  void unpark(int peer, std::uint64_t cookie);
 
   /// A whole payload is in; false when that broke the peer.
   bool end_payload(const std::shared_ptr<stream>& s);

@@ -23,6 +23,7 @@ inline void paths::arm_read(const std::shared_ptr<stream>& s) {
 }
 
 inline void paths::on_readable(const std::shared_ptr<stream>& s) {
+  if (s->parked) return;  // unpark reads it again
   tcp::connection& c = s->conn;
   constexpr int fair_share = 16;
   for (int round = 0; c.open; ++round) {
@@ -91,23 +92,8 @@ inline bool paths::on_header(const std::shared_ptr<stream>& s) {
     case stream_kind::open:
       if (s->index >= 0) return violation(*s, "a stream opened twice"), false;
       break;
-    case stream_kind::chunk: {
-      path& p = peers_[index(s->peer)];
-      const auto waiting = engine_.awaited(s->peer, h.id);
-      if (!waiting) return violation(*s, "a chunk of no message"), false;
-      auto [it, fresh] = p.arriving.try_emplace(h.id);
-      assembly& a = it->second;
-      if (fresh) {
-        a.chunk = h.chunk;
-        a.got.assign(static_cast<std::size_t>((waiting->size + h.chunk - 1) / h.chunk), false);
-      }
-      if (const auto why = check_chunk(h, waiting->size, a.chunk); !why.empty())
-        return violation(*s, why), false;
-      const auto k = static_cast<std::size_t>(h.offset / a.chunk);
-      if (a.got[k]) return violation(*s, "a chunk twice"), false;
-      a.got[k] = true;
-      break;
-    }
+    case stream_kind::chunk:
+      return accept_chunk(s, h);
     case stream_kind::probe:
     case stream_kind::retune:
       break;  // filler is read and dropped; a request's text is read, then acted on
@@ -124,6 +110,44 @@ inline bool paths::on_header(const std::shared_ptr<stream>& s) {
   s->tuning.clear();
   if (!s->in_payload) return end_payload(s);
   return true;
+}
+
+inline bool paths::accept_chunk(const std::shared_ptr<stream>& s, const stream_header& h) {
+  path& p = peers_[index(s->peer)];
+  s->current = h;
+  const auto waiting = engine_.awaited(s->peer, h.id);
+  if (!waiting) {
+    if (h.id <= engine_.announced(s->peer)) return violation(*s, "a chunk of no message"), false;
+    s->parked = true;  // its envelope is still on the control connection
+    return false;
+  }
+  s->parked = false;
+  auto [it, fresh] = p.arriving.try_emplace(h.id);
+  assembly& a = it->second;
+  if (fresh) {
+    a.chunk = h.chunk;
+    a.got.assign(static_cast<std::size_t>((waiting->size + h.chunk - 1) / h.chunk), false);
+  }
+  if (const auto why = check_chunk(h, waiting->size, a.chunk); !why.empty())
+    return violation(*s, why), false;
+  const auto k = static_cast<std::size_t>(h.offset / a.chunk);
+  if (a.got[k]) return violation(*s, "a chunk twice"), false;
+  a.got[k] = true;
+  s->remaining = h.length;
+  s->in_payload = true;  // a chunk is never empty (decode)
+  return true;
+}
+
+inline void paths::unpark(int peer, std::uint64_t cookie) {
+  // After the engine is done with the envelope's frame: reading a stream may complete
+  // receives, which is no business of the control connection's reader.
+  asio::post(engine_.io(), [this, peer, cookie] {
+    const auto streams = peers_[index(peer)].streams;
+    for (const auto& s : streams) {
+      if (!s->parked || s->current.id > cookie || !s->conn.open) continue;
+      if (accept_chunk(s, s->current)) on_readable(s);
+    }
+  });
 }
 
 inline bool paths::end_payload(const std::shared_ptr<stream>& s) {

@@ -50,6 +50,9 @@ struct stream {
   stream_header current{};
   std::uint64_t remaining = 0;
   std::string tuning;  ///< an opening frame's text, as it arrives
+  /// `current` is a chunk that overtook its message's envelope: the stream is not read until
+  /// the envelope is in (the engine's `announced`).
+  bool parked = false;
 };
 
 /// A large message whose data this rank is sending as chunks.
