@@ -67,12 +67,24 @@ def main():
     parser.add_argument("--chunk", default="1M")
     parser.add_argument("--nice", type=int, default=-10)
     parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--pace", type=float, default=0,
+                        help="pace each stream of the paths between the sites to this fraction "
+                             "of its share of the link rate (a COMMX_WAN_PATHS file: the paths "
+                             "within a site stay unpaced); 0: unpaced")
     args = parser.parse_args()
     policies = args.policies.split(",")
     if os.geteuid() != 0:
         sys.exit("wan_allreduce: needs root (wanemu creates network namespaces)")
     sizes = [int(s) for s in args.sizes.split(",")]
     env = {"COMMX_WAN_STREAMS": args.streams, "COMMX_WAN_CHUNK": args.chunk}
+    pacing = ""
+    if args.pace > 0:
+        rate = int(args.pace * args.rate_mbit * 1e6 / 8 / int(args.streams))
+        path_file = f"/tmp/commx-wan-allreduce-paths-{os.getpid()}"
+        with open(path_file, "w") as f:
+            f.writelines(f"{a} {b} pacing={rate}\n" for a in (0, 1) for b in (2, 3))
+        env["COMMX_WAN_PATHS"] = path_file
+        pacing = f", the paths between the sites paced to {rate} B/s a stream"
     emu = Emulator(args.wanemu, f"commx-wanr{os.getpid()}-", args.delay_ms, args.rate_mbit, 0.0,
                    1, [], args.nice)
     print(emu.ready_line, flush=True)
@@ -100,9 +112,12 @@ def main():
                       f"{crossed / (mib << 20):.2f} messages across", flush=True)
     finally:
         emu.stop()
+        if args.pace > 0:
+            os.remove(env["COMMX_WAN_PATHS"])
     rtt = 2 * args.delay_ms / 1000
-    print(f"\n{args.rate_mbit:g} Mbit/s, {2 * args.delay_ms:g} ms RTT, {args.streams} streams, "
-          f"{args.rounds} rounds of {args.calls} calls; load average {os.getloadavg()}")
+    print(f"\n{args.rate_mbit:g} Mbit/s, {2 * args.delay_ms:g} ms RTT, {args.streams} streams"
+          f"{pacing}, {args.rounds} rounds of {args.calls} calls; "
+          f"load average {os.getloadavg()}")
     print("| stack | size | policy | call (median of rounds) | rounds' range | reference | ratio "
           "| bytes across per call |")
     print("|---|---|---|---|---|---|---|---|")

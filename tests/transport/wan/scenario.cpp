@@ -19,6 +19,8 @@
 //   rank 1 posts a receive, while the next 4 MiB, past the window, waits for one (rendezvous);
 //   rank 1 then probes the first, fails a too-small receive on it (the message stays), and
 //   takes all six in the order sent, byte for byte, through any_tag receives
+// - eager_refused: the same with rank 1 offering no window (COMMX_WAN_EAGER=0 on rank 1
+//   alone): rank 0's large send waits for rank 1's receive, and arrives whole
 // - parts: MPWide's per-stream buffers: rank 0 sends 4 parts of different sizes, part k on data
 //   stream k (each stream carried exactly its part), rank 1 receives them into 4 buffers of
 //   sizes it did not know
@@ -306,12 +308,27 @@ void parts(comm& world) {
   world.barrier();
 }
 
-void eager(comm& world) {
+/// `offered`: rank 1 offers its window (else it offers none, COMMX_WAN_EAGER=0 on rank 1 only).
+void eager(comm& world, bool offered) {
   constexpr std::size_t mib = std::size_t{1} << 20;
   const std::size_t bytes[] = {3 * mib, 3 * mib, 3 * mib, 3 * mib, 4 * mib, 4 * mib};
   constexpr std::size_t n = std::size(bytes);
   constexpr int go_tag = 99;
-  if (world.rank() == 0) {
+  // Rank 1's offer came on the connection its barrier message came on, so it is in.
+  world.barrier();
+  if (world.rank() == 0 && !offered) {
+    std::vector<std::uint32_t> out = pattern(bytes[0] / 4, 0, 0);
+    auto sent = world.isend(1, 0, out);
+    for (int i = 0; i < 100; ++i) COMMX_CHECK(!sent.test());  // waits for the cts
+    world.send(1, go_tag, 1);
+    sent.wait();
+  } else if (!offered) {
+    int go = 0;
+    world.recv(0, go_tag, go);
+    std::vector<std::uint32_t> in(bytes[0] / 4);
+    world.recv(0, 0, std::span<std::uint32_t>(in));
+    check_same(in, pattern(bytes[0] / 4, 0, 0), "not offered", 0);
+  } else if (world.rank() == 0) {
     std::vector<std::vector<std::uint32_t>> out;
     std::vector<comm::request> sent;
     for (std::size_t k = 0; k < n; ++k) {
@@ -398,6 +415,11 @@ void break_stream(comm& world) {
 int main(int argc, char** argv) {
   const std::string_view scenario = argc > 1 ? argv[1] : "";
   try {
+    // eager_refused: rank 1 offers no window for data sent without its clear-to-send.
+    const char* rank = std::getenv("COMMX_RANK");
+    if (scenario == "eager_refused" && rank != nullptr && std::string_view(rank) == "1") {
+      ::setenv("COMMX_WAN_EAGER", "0", 1);  // NOLINT(concurrency-mt-unsafe): no threads yet
+    }
     comm world = comm::from_env();
     if (scenario == "patterns") {
       patterns(world);
@@ -417,8 +439,8 @@ int main(int argc, char** argv) {
       bench(world, argc, argv);
     } else if (scenario == "autotune") {
       autotuned(world);
-    } else if (scenario == "eager") {
-      eager(world);
+    } else if (scenario == "eager" || scenario == "eager_refused") {
+      eager(world, scenario == "eager");
     } else if (scenario == "parts") {
       parts(world);
     } else if (scenario == "break_stream") {

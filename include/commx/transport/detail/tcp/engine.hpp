@@ -106,7 +106,11 @@ class engine {
   void extend(extension hooks) {
     if (!hooks.stack.empty()) log_.stack = hooks.stack;
     ext_ = std::move(hooks);
-    for (auto& p : peers_) p.stream_credit = ext_.streamed_window;
+  }
+  /// Offers `peer` this rank's streamed window (engine_streamed.hpp): until it has, its large
+  /// messages to us wait for their cts.
+  void offer_streamed_window(int peer) {
+    if (ext_.streamed_window > 0) push_control(peer, frame_kind::grant, ext_.streamed_window);
   }
   /// Who this engine's log lines come from (log.hpp): its rank and stack.
   [[nodiscard]] const log::context& log_context() const { return log_; }
@@ -338,7 +342,7 @@ class engine {
     std::uint64_t held = 0;         ///< eager bytes of its we hold or hold credit for
     std::uint64_t unreturned = 0;  ///< eager bytes its messages used that we took, not yet credited
     std::uint64_t next_cookie = 1;
-    std::uint64_t stream_credit = 0;  ///< data_follows bytes we may still send it
+    std::uint64_t stream_credit = 0;  ///< data_follows bytes we may still send it (it granted)
     std::uint64_t stream_held = 0;    ///< its data_follows bytes not yet handed to our user
     std::uint64_t announced = 0;      ///< the highest rendezvous id it announced
     std::unordered_map<std::uint64_t, std::shared_ptr<operation>> awaiting_cts;

@@ -212,8 +212,7 @@ inline void engine::on_header(int peer, const frame_header& h) {
       return;
     case frame_kind::grant:
       link.stream_credit += h.cookie;
-      if (link.stream_credit > ext_.streamed_window)
-        return violation(peer, "a grant beyond the streamed window");
+      if (link.stream_credit > max_window) return violation(peer, "grants beyond any window");
       return;
     case frame_kind::revoke: {
       if (auto it = link.awaiting_data.find(h.cookie); it != link.awaiting_data.end()) {

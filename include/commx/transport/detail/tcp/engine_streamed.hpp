@@ -9,9 +9,10 @@
 /// buffer held for the message (a stand-in receive owns it) until a receive takes it; a
 /// receive too small for it fails and leaves it queued, as for every message.
 ///
-/// The window bounds what a receiver holds: the sender spends it per message and the receiver
-/// gives it back (`grant`) once its user has the data, so unexpected data from one sender never
-/// exceeds it. A message that does not fit what is left goes by rendezvous (rts, cts), which
+/// The window bounds what a receiver holds: the receiver offers it (a `grant` of the whole
+/// window, once the paths are up), the sender spends it per message, and the receiver gives
+/// each message's share back (`grant`) once its user has the data, so unexpected data from one
+/// sender never exceeds it. A message that does not fit what is left goes by rendezvous (rts, cts), which
 /// keeps the order of messages: both kinds of envelope match in the order they were sent.
 /// Chunks may overtake their envelope (they travel on other connections): the extension holds
 /// such a stream unread until the envelope is in (`announced`).

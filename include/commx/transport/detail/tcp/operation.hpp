@@ -87,9 +87,10 @@ struct extension {
   std::function<void(int peer, std::error_code why)> peer_gone;
   /// The stack the engine's log lines name (log.hpp); empty: "tcp".
   std::string_view stack;
-  /// Eager over the streams: bytes of large messages a sender may have sent to one receiver
-  /// with `data_follows` (their chunks leaving at once, no cts) that the receiver has not yet
-  /// handed to its user; 0: every large message waits for its cts. The same on every rank.
+  /// Eager over the streams: bytes of large messages that one sender may have sent this rank
+  /// with `data_follows` (their chunks leaving at once, no cts) and this rank has not yet
+  /// handed to its user; 0: every large message to this rank waits for its cts. Each rank
+  /// offers its own to its peers (engine::offer_streamed_window).
   std::uint64_t streamed_window = 0;
   /// Whether the extension has streams to `peer` (only those messages go with data_follows).
   std::function<bool(int peer)> streams_to;

@@ -13,7 +13,7 @@
 /// | COMMX_WAN_UNSENT | TCP_NOTSENT_LOWAT of each stream, bytes (0: 4 MiB shared by the streams, 64 KiB - 1 MiB each, up to 4 MiB while a stream loses packets; see unsent_limit) |
 /// | COMMX_WAN_CC | TCP_CONGESTION of each stream (`bbr`, `cubic`; empty: the system's default) |
 /// | COMMX_WAN_PATHS | a file of per-path overrides, one path a line: `A B key=value...` |
-/// | COMMX_WAN_EAGER | bytes of large messages a rank may send to one peer over the streams without waiting for the receiver's clear-to-send, the receiver holding them until its user posts the receive (16 MiB; 0: every large message waits; at most 4 GiB; the same on every rank) |
+/// | COMMX_WAN_EAGER | bytes of large messages a rank may send to one peer over the streams without waiting for the receiver's clear-to-send, the receiver holding them until its user posts the receive: each rank offers its own to its peers (16 MiB; 0: every large message to this rank waits; at most 4 GiB) |
 /// | COMMX_WAN_AUTOTUNE | `1`: at start-up, measure each path (RTT, throughput as streams double) and pick its streams and chunk; one line per path on stderr at COMMX_LOG level `warn` (paths_autotune.hpp) |
 ///
 /// A path file line names two ranks (`*` for any) and overrides keys `streams`, `chunk`,

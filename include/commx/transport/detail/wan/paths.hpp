@@ -121,6 +121,7 @@ class paths {
     }
     for (int peer = 0; peer < engine_.size(); ++peer) {
       if (peer == engine_.rank() || !streamed(peer) || !ready(peer)) continue;
+      engine_.offer_streamed_window(peer);
       const path& p = peers_[index(peer)];
       COMMX_LOG(info, engine_.log_context(), "path to rank {}: {} streams open (epoch {}): {}",
                 peer, p.expected, p.epoch, tuning_text(p.tuning));
