@@ -10,9 +10,9 @@
 # Every run starts under mpirun (Open MPI's rsh launcher, its "ssh" replaced by `ip netns exec`
 # into the node's namespace), commx's stacks with mpirun as their launcher only:
 #   shm+tcp, shm+tcp/hier   transport::shm_tcp, coll::flat and coll::hierarchical
-#   tcp                     transport::tcp alone (loopback within a node, the bridge between)
+#   tcp, tcp/hier           transport::tcp alone (loopback within a node, the bridge between)
 #   ompi, ompi/native       Open MPI over vader+tcp, coll::flat and Open MPI's own collectives
-#   shm (bound), ompi-1node all four ranks on one node: no network at all
+#   shm-1node(/hier) (bound), ompi-1node   all four ranks on one node: no network at all
 # Interleaved rounds, the order rotating; prints each run's median time per step and its ratio
 # to shm+tcp, and the load average before and after.
 #   sudo bash bench/two_nodes_md.sh [build dir] [rounds] [steps]
@@ -74,12 +74,14 @@ declare -A cmd
 cmd[shm+tcp]="${two[*]} \$(commx_env) ${md}_shm_tcp_flat"
 cmd[shm+tcp/hier]="${two[*]} \$(commx_env) ${md}_shm_tcp_hierarchical"
 cmd[tcp]="${two[*]} \$(commx_env) ${md}_tcp_flat"
+cmd[tcp/hier]="${two[*]} \$(commx_env) ${md}_tcp_hierarchical"
 cmd[ompi]="${two[*]} --mca btl self,vader,tcp ${md}_mpi_flat"
 cmd[ompi/native]="${two[*]} --mca btl self,vader,tcp ${md}_mpi_native"
 cmd[shm-1node]="${one[*]} \$(commx_env) ${md}_shm_flat"
+cmd[shm-1node/hier]="${one[*]} \$(commx_env) ${md}_shm_hierarchical"
 cmd[ompi-1node]="${one[*]} --mca btl self,vader ${md}_mpi_flat"
 # TWO_NODES_RUNS="shm+tcp ompi": only these runs.
-read -r -a names <<< "${TWO_NODES_RUNS:-shm+tcp shm+tcp/hier tcp ompi ompi/native shm-1node ompi-1node}"
+read -r -a names <<< "${TWO_NODES_RUNS:-shm+tcp shm+tcp/hier tcp tcp/hier ompi ompi/native shm-1node shm-1node/hier ompi-1node}"
 args=(--atoms-cells 20 --steps "$steps")
 
 run_one() { eval "timeout 600 ${launch[*]} ${cmd[$1]} ${args[*]}"; }

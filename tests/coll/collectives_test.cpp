@@ -455,12 +455,10 @@ TEMPLATE_LIST_TEST_CASE("variable-count collectives check their layouts", "[fixe
   }));
 }
 
-TEST_CASE("hierarchical: a large allreduce, in segments or by node columns, changes no bit",
-          "[coll]") {
+TEST_CASE("hierarchical: a large allreduce across sites, in segments, changes no bit", "[coll]") {
   using comm = comm_for<commx::coll::hierarchical>;
   // 2.5 of the pipeline's segments, so that two sites (inproc from 5 ranks on; the process
-  // stacks launched with sites) take the segmented path, and the last segment is short; one
-  // site of equal nodes (inproc's 4 ranks, shm_tcp's) takes the path by node columns.
+  // stacks launched with sites) take the segmented path, and the last segment is short.
   constexpr std::size_t count =
       5 * commx::coll::detail::two_site_segment_bytes / 2 / sizeof(double);
   const auto value = [](int rank, std::size_t i) {
@@ -475,10 +473,8 @@ TEST_CASE("hierarchical: a large allreduce, in segments or by node columns, chan
         for (std::size_t i = 0; i < count; ++i) whole[i] = value(world.rank(), i);
         std::vector<double> sliced = whole;
         world.allreduce(whole, std::plus<>{});
-        // The same elements in slices too small to be segmented or split by node columns: the
-        // leaders' path.
-        constexpr std::size_t slice =
-            commx::coll::detail::node_column_min_bytes / 2 / sizeof(double);
+        // The same elements in slices too small to be segmented: the unsegmented path.
+        constexpr std::size_t slice = mib_of_doubles;
         for (std::size_t at = 0; at < count; at += slice) {
           world.allreduce(std::span(sliced).subspan(at, std::min(slice, count - at)),
                           std::plus<>{});

@@ -38,7 +38,6 @@
 #include "commx/coll/binomial.hpp"
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
-#include "commx/coll/detail/node_columns.hpp"
 #include "commx/coll/detail/sub_port.hpp"
 #include "commx/coll/detail/two_site_pipeline.hpp"
 #include "commx/ops.hpp"
@@ -124,9 +123,7 @@ struct hierarchical_over : Inner {
   /// reduce within each node, allreduce among the leaders, bcast within each node (Inner's over
   /// all ranks when that would break rank order for an op that is not commutative). Across two
   /// sites, a message of two segments or more (detail/two_site_pipeline.hpp) goes in segments,
-  /// the site leaders exchanging each while the sites reduce the next; at one site, on nodes of
-  /// equal size, a message of 256 KiB or more goes by columns (detail/node_columns.hpp), every
-  /// rank of a node carrying a share across the network.
+  /// the site leaders exchanging each while the sites reduce the next.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     if (!keeps_rank_order<E, Op>(p)) {
@@ -136,12 +133,6 @@ struct hierarchical_over : Inner {
     if (data.size_bytes() >= 2 * detail::two_site_segment_bytes) {
       if (auto at = detail::two_site_layout(p)) {
         detail::two_site_allreduce<Inner, SiteInner>(p, *at, data, op);
-        return;
-      }
-    }
-    if (data.size_bytes() >= detail::node_column_min_bytes) {
-      if (auto at = detail::node_column_layout(p)) {
-        detail::column_allreduce<SiteInner>(*at, data, op);
         return;
       }
     }
