@@ -139,12 +139,18 @@ inline bool paths::accept_chunk(const std::shared_ptr<stream>& s, const stream_h
 }
 
 inline void paths::unpark(int peer, std::uint64_t cookie) {
+  std::vector<std::weak_ptr<stream>> waiting;
+  for (const auto& s : peers_[index(peer)].streams) {
+    if (s->parked && s->current.id <= cookie) waiting.push_back(s);
+  }
+  if (waiting.empty()) return;
   // After the engine is done with the envelope's frame: reading a stream may complete
-  // receives, which is no business of the control connection's reader.
-  asio::post(engine_.io(), [this, peer, cookie] {
-    const auto streams = peers_[index(peer)].streams;
-    for (const auto& s : streams) {
-      if (!s->parked || s->current.id > cookie || !s->conn.open) continue;
+  // receives, which is no business of the control connection's reader. A stream that lives
+  // when this runs means these paths do too.
+  asio::post(engine_.io(), [this, waiting = std::move(waiting)] {
+    for (const auto& weak : waiting) {
+      const auto s = weak.lock();
+      if (!s || !s->parked || !s->conn.open) continue;
       if (accept_chunk(s, s->current)) on_readable(s);
     }
   });
