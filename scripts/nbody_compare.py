@@ -4,12 +4,12 @@
 
 Runs the same problem (a perturbed lattice, --lattice N per side, default 48, for --steps
 steps, default 10) as one job of 4 ranks over shm, tcp and mpi; as two sites of 2 ranks in one
-communicator (shm+tcp+wan on this machine, no link emulation); and, as root, as CosmoGrid ran: each site its own job (shm or
-mpi inside), the leaders joined over wanemu's emulated link (25 ms each way, 1 Gbit/s) through
-a commx-relay per site (examples/nbody_wide/two_sites.py). Prints one row per arrangement
-(time per step, its split into calculation / communication in a site / wide-area
-communication, the slowdown against the one-job shm run, and whether it ended with the same
-particles), and writes results/nbody/comparison.csv, comparison.png (the split per
+communicator (shm+tcp+wan on this machine, no link emulation); and, as root, as CosmoGrid ran:
+each site its own job (shm or mpi inside), the leaders joined over wanemu's emulated link
+(25 ms each way, 1 Gbit/s) through a commx-relay per site (examples/nbody_wide/two_sites.py).
+Prints one row per arrangement (time per step, its split into calculation / communication in
+a site / wide-area communication, the slowdown against the one-job shm run, and whether it
+ended with the same particles), and writes results/nbody/comparison.csv, comparison.png (the split per
 arrangement), split_<two-site run>.png (per step, like seed 004's Fig. 4) and density.png.
 """
 

@@ -8,12 +8,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <memory>
 #include <mutex>
 #include <numbers>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "force_params.hpp"

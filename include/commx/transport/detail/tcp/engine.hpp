@@ -143,9 +143,10 @@ class engine {
     const auto it = waiting.find(cookie);
     if (it == waiting.end()) return;
     std::shared_ptr<operation> op = std::move(it->second.op);
-    const awaited_data done = it->second;
+    const bool granted_back = it->second.granted_back;
+    const std::uint64_t size = it->second.size;
     waiting.erase(it);
-    if (done.granted_back) grant(peer, done.size);
+    if (granted_back) grant(peer, size);
     if (op) finish(*op, op->result);
   }
   /// The highest rendezvous id `peer` has announced (an rts): chunks of a higher one came

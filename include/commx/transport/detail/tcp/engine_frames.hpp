@@ -176,8 +176,6 @@ inline void engine::on_header(int peer, const frame_header& h) {
                              queued_message::form::remote_rendezvous,
                              {},
                              h.cookie,
-                             nullptr,
-                             {},
                              nullptr});
       return;
     }
@@ -305,16 +303,8 @@ inline void engine::deliver_held(int peer, const frame_header& h, std::vector<st
     return;
   }
   const std::uint64_t size = payload.size();
-  unexpected_.push_back({peer,
-                         h.context,
-                         h.tag,
-                         size,
-                         queued_message::form::eager,
-                         std::move(payload),
-                         0,
-                         nullptr,
-                         {},
-                         nullptr});
+  unexpected_.push_back(
+      {peer, h.context, h.tag, size, queued_message::form::eager, std::move(payload), 0, nullptr});
 }
 
 }  // namespace commx::detail::tcp

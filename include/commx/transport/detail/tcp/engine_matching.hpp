@@ -88,24 +88,14 @@ inline std::shared_ptr<operation> engine::send_to_self(context_id ctx, int tag,
                            queued_message::form::eager,
                            {data.begin(), data.end()},
                            0,
-                           nullptr,
-                           {},
                            nullptr});
     return nullptr;
   }
   auto op = std::make_shared<operation>(operation::kind::send, rank(), ctx, tag);
   op->payload = data;
   op->where = operation::stage::queued_self;
-  unexpected_.push_back({rank(),
-                         ctx,
-                         tag,
-                         data.size(),
-                         queued_message::form::self_rendezvous,
-                         {},
-                         0,
-                         op,
-                         {},
-                         nullptr});
+  unexpected_.push_back(
+      {rank(), ctx, tag, data.size(), queued_message::form::self_rendezvous, {}, 0, op});
   return op;
 }
 

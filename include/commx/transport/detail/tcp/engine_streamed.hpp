@@ -65,8 +65,8 @@ inline void engine::on_streamed_envelope(int peer, const frame_header& h) {
     op->where = operation::stage::awaiting_data;
     link.awaiting_data[h.cookie] = {op, h.length, true};
   } else {
-    queued_message m{peer, h.context, h.tag,   h.length, queued_message::form::remote_streamed,
-                     {},   h.cookie,  nullptr, {},       nullptr};
+    queued_message m{peer, h.context, h.tag,  h.length, queued_message::form::remote_streamed,
+                     {},   h.cookie,  nullptr};
     m.staged = std::make_unique_for_overwrite<std::byte[]>(size);
     m.stand_in = std::make_shared<operation>(operation::kind::recv, peer, h.context, h.tag);
     m.stand_in->target = m.staged.get();

@@ -70,8 +70,8 @@ struct queued_message {
   std::shared_ptr<operation> self_send;  // self rendezvous
   // remote streamed: the buffer its chunks land in until a receive takes it, and the stand-in
   // receive that owns it meanwhile (done once every chunk is in)
-  std::unique_ptr<std::byte[]> staged;
-  std::shared_ptr<operation> stand_in;
+  std::unique_ptr<std::byte[]> staged{};
+  std::shared_ptr<operation> stand_in{};
 };
 
 /// What a transport built on this engine (transport::wan) plugs in to carry the data of large
