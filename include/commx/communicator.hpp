@@ -36,6 +36,7 @@
 #include "commx/coll/flat.hpp"
 #include "commx/deadline.hpp"
 #include "commx/detail/call_check.hpp"
+#include "commx/detail/collective_call.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/error.hpp"
 #include "commx/options.hpp"
@@ -220,19 +221,25 @@ class communicator {
 
   /// Returns once every rank has entered.
   /// @throws commx::error errc::timeout when `until` passes first, errc::peer_lost.
-  void barrier(deadline until = {});
+  void barrier(deadline until = {}) { run(barrier_call(), until); }
 
   /// Copies root's `data` (a value or contiguous range) into every rank's.
   template <class M>
-  void bcast(M&& data, int root, deadline until = {});
+  void bcast(M&& data, int root, deadline until = {}) {
+    run(bcast_call(data, root), until);
+  }
 
   /// In place: root's `data` becomes the element-wise `op` of every rank's `data`.
   template <class M, class Op>
-  void reduce(M&& data, Op op, int root, deadline until = {});
+  void reduce(M&& data, Op op, int root, deadline until = {}) {
+    run(reduce_call(data, op, root), until);
+  }
 
   /// In place: every rank's `data` becomes the element-wise `op` of every rank's `data`.
   template <class M, class Op>
-  void allreduce(M&& data, Op op, deadline until = {});
+  void allreduce(M&& data, Op op, deadline until = {}) {
+    run(allreduce_call(data, op), until);
+  }
 
   /// The reduction of one value per rank, returned on every rank.
   template <raw_scalar V, class Op>
@@ -244,20 +251,28 @@ class communicator {
   /// Root's `out` (p times `in`'s size) receives every rank's `in` in rank order; `out` is
   /// ignored on other ranks.
   template <class In, class Out>
-  void gather(const In& in, Out&& out, int root, deadline until = {});
+  void gather(const In& in, Out&& out, int root, deadline until = {}) {
+    run(gather_call(in, out, root), until);
+  }
 
   /// Rank r's `out` receives root's `in[r*n, (r+1)*n)`, n being `out`'s size; `in` is ignored
   /// on other ranks.
   template <class In, class Out>
-  void scatter(const In& in, Out&& out, int root, deadline until = {});
+  void scatter(const In& in, Out&& out, int root, deadline until = {}) {
+    run(scatter_call(in, out, root), until);
+  }
 
   /// Every rank's `out` (p times `in`'s size) receives every rank's `in` in rank order.
   template <class In, class Out>
-  void allgather(const In& in, Out&& out, deadline until = {});
+  void allgather(const In& in, Out&& out, deadline until = {}) {
+    run(allgather_call(in, out), until);
+  }
 
   /// Rank r's `out[s*n, (s+1)*n)` receives rank s's `in[r*n, (r+1)*n)`.
   template <class In, class Out>
-  void alltoall(const In& in, Out&& out, deadline until = {});
+  void alltoall(const In& in, Out&& out, deadline until = {}) {
+    run(alltoall_call(in, out), until);
+  }
 
   /// In place: rank r's `data` becomes the element-wise `op` of ranks 0..r's `data`.
   template <class M, class Op>
@@ -271,7 +286,9 @@ class communicator {
   /// per rank) are read at the root only. Without `displs` the blocks lie back to back.
   template <class In, class Out>
   void gatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
-               std::span<const std::size_t> displs, int root, deadline until = {});
+               std::span<const std::size_t> displs, int root, deadline until = {}) {
+    run(gatherv_call(in, out, counts, displs, root), until);
+  }
   /// As above, with the blocks back to back at the root (displacements from `counts`).
   template <class In, class Out>
   void gatherv(const In& in, Out&& out, std::span<const std::size_t> counts, int root,
@@ -283,7 +300,9 @@ class communicator {
   /// Rank r's `out` (counts[r] elements) receives root's `in[displs[r], +counts[r])`.
   template <class In, class Out>
   void scatterv(const In& in, std::span<const std::size_t> counts,
-                std::span<const std::size_t> displs, Out&& out, int root, deadline until = {});
+                std::span<const std::size_t> displs, Out&& out, int root, deadline until = {}) {
+    run(scatterv_call(in, counts, displs, out, root), until);
+  }
   /// As above, with the blocks back to back at the root (displacements from `counts`).
   template <class In, class Out>
   void scatterv(const In& in, std::span<const std::size_t> counts, Out&& out, int root,
@@ -296,7 +315,9 @@ class communicator {
   /// same `counts` and `displs`.
   template <class In, class Out>
   void allgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
-                  std::span<const std::size_t> displs, deadline until = {});
+                  std::span<const std::size_t> displs, deadline until = {}) {
+    run(allgatherv_call(in, out, counts, displs), until);
+  }
   /// As above, with the blocks back to back (displacements from `counts`).
   template <class In, class Out>
   void allgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
@@ -310,7 +331,9 @@ class communicator {
   void alltoallv(const In& in, std::span<const std::size_t> send_counts,
                  std::span<const std::size_t> send_displs, Out&& out,
                  std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
-                 deadline until = {});
+                 deadline until = {}) {
+    run(alltoallv_call(in, send_counts, send_displs, out, recv_counts, recv_displs), until);
+  }
   /// As above, with the blocks back to back on both sides (displacements from the counts).
   template <class In, class Out>
   void alltoallv(const In& in, std::span<const std::size_t> send_counts, Out&& out,
@@ -330,6 +353,90 @@ class communicator {
   void reduce_scatter_block(const In& in, Out&& out, Op op, deadline until = {}) {
     const std::vector<std::size_t> counts(as_size(size()), detail::elements_of(out).size());
     reduce_scatter(in, std::forward<Out>(out), counts, op, until);
+  }
+
+  // --- nonblocking collectives ---------------------------------------------------------------
+  // Each starts the collective and returns a request that `wait`, `test`, `wait_all` and
+  // `wait_any` complete as a point-to-point one. The buffers must stay alive and untouched
+  // until then (counts and displacements are copied). Every rank starts its collectives, of
+  // either form, in the same order; any wait or test of the rank moves them all on. The
+  // deadline is the completing `wait`'s. A failure (errc::timeout, peer_lost,
+  // collective_mismatch) is thrown by the wait or test that ends the request.
+
+  /// barrier, without blocking.
+  [[nodiscard]] request ibarrier() { return start(barrier_call()); }
+  /// bcast, without blocking.
+  template <class M>
+  [[nodiscard]] request ibcast(M&& data, int root) {
+    static_assert(outlives_request<M>, "commx: ibcast needs a buffer that outlives the request");
+    return start(bcast_call(data, root));
+  }
+  /// reduce, without blocking.
+  template <class M, class Op>
+  [[nodiscard]] request ireduce(M&& data, Op op, int root) {
+    static_assert(outlives_request<M>, "commx: ireduce needs a buffer that outlives the request");
+    return start(reduce_call(data, op, root));
+  }
+  /// allreduce, without blocking.
+  template <class M, class Op>
+  [[nodiscard]] request iallreduce(M&& data, Op op) {
+    static_assert(outlives_request<M>,
+                  "commx: iallreduce needs a buffer that outlives the request");
+    return start(allreduce_call(data, op));
+  }
+  /// gather, without blocking.
+  template <class In, class Out>
+  [[nodiscard]] request igather(const In& in, Out&& out, int root) {
+    static_assert(outlives_request<Out>, "commx: igather needs a buffer that outlives it");
+    return start(gather_call(in, out, root));
+  }
+  /// scatter, without blocking.
+  template <class In, class Out>
+  [[nodiscard]] request iscatter(const In& in, Out&& out, int root) {
+    static_assert(outlives_request<Out>, "commx: iscatter needs a buffer that outlives it");
+    return start(scatter_call(in, out, root));
+  }
+  /// allgather, without blocking.
+  template <class In, class Out>
+  [[nodiscard]] request iallgather(const In& in, Out&& out) {
+    static_assert(outlives_request<Out>, "commx: iallgather needs a buffer that outlives it");
+    return start(allgather_call(in, out));
+  }
+  /// alltoall, without blocking.
+  template <class In, class Out>
+  [[nodiscard]] request ialltoall(const In& in, Out&& out) {
+    static_assert(outlives_request<Out>, "commx: ialltoall needs a buffer that outlives it");
+    return start(alltoall_call(in, out));
+  }
+  /// gatherv, without blocking.
+  template <class In, class Out>
+  [[nodiscard]] request igatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
+                                 std::span<const std::size_t> displs, int root) {
+    static_assert(outlives_request<Out>, "commx: igatherv needs a buffer that outlives it");
+    return start(gatherv_call(in, out, counts, displs, root));
+  }
+  /// scatterv, without blocking.
+  template <class In, class Out>
+  [[nodiscard]] request iscatterv(const In& in, std::span<const std::size_t> counts,
+                                  std::span<const std::size_t> displs, Out&& out, int root) {
+    static_assert(outlives_request<Out>, "commx: iscatterv needs a buffer that outlives it");
+    return start(scatterv_call(in, counts, displs, out, root));
+  }
+  /// allgatherv, without blocking.
+  template <class In, class Out>
+  [[nodiscard]] request iallgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
+                                    std::span<const std::size_t> displs) {
+    static_assert(outlives_request<Out>, "commx: iallgatherv needs a buffer that outlives it");
+    return start(allgatherv_call(in, out, counts, displs));
+  }
+  /// alltoallv, without blocking.
+  template <class In, class Out>
+  [[nodiscard]] request ialltoallv(const In& in, std::span<const std::size_t> send_counts,
+                                   std::span<const std::size_t> send_displs, Out&& out,
+                                   std::span<const std::size_t> recv_counts,
+                                   std::span<const std::size_t> recv_displs) {
+    static_assert(outlives_request<Out>, "commx: ialltoallv needs a buffer that outlives it");
+    return start(alltoallv_call(in, send_counts, send_displs, out, recv_counts, recv_displs));
   }
 
   // --- sub-communicators (out of line: detail/communicator_split.hpp) -----------------------
@@ -444,10 +551,45 @@ class communicator {
     return {static_cast<std::uint64_t>(kind), root, count, sizeof(E),
             detail::type_fingerprint<Op>()};
   }
-  template <class Body>
-  void run_reduction(const detail::call_signature& call, deadline until, Body&& body);
-  template <class Body>
-  void run_collective(const detail::call_signature& call, deadline until, Body&& body);
+  // A buffer a nonblocking call may keep: an lvalue's, or a view's (it refers elsewhere).
+  template <class M>
+  static constexpr bool outlives_request =
+      std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>>;
+
+  // Each collective, prepared (detail::collective_call) for `run` (blocking) or `start`.
+  auto barrier_call();
+  template <class M>
+  auto bcast_call(M& data, int root);
+  template <class M, class Op>
+  auto reduce_call(M& data, Op op, int root);
+  template <class M, class Op>
+  auto allreduce_call(M& data, Op op);
+  template <class In, class Out>
+  auto gather_call(const In& in, Out& out, int root);
+  template <class In, class Out>
+  auto scatter_call(const In& in, Out& out, int root);
+  template <class In, class Out>
+  auto allgather_call(const In& in, Out& out);
+  template <class In, class Out>
+  auto alltoall_call(const In& in, Out& out);
+  template <class In, class Out>
+  auto gatherv_call(const In& in, Out& out, std::span<const std::size_t> counts,
+                    std::span<const std::size_t> displs, int root);
+  template <class In, class Out>
+  auto scatterv_call(const In& in, std::span<const std::size_t> counts,
+                     std::span<const std::size_t> displs, Out& out, int root);
+  template <class In, class Out>
+  auto allgatherv_call(const In& in, Out& out, std::span<const std::size_t> counts,
+                       std::span<const std::size_t> displs);
+  template <class In, class Out>
+  auto alltoallv_call(const In& in, std::span<const std::size_t> send_counts,
+                      std::span<const std::size_t> send_displs, Out& out,
+                      std::span<const std::size_t> recv_counts,
+                      std::span<const std::size_t> recv_displs);
+  template <class Call>
+  void run(Call call, deadline until);
+  template <class Call>
+  request start(Call call);
 
   std::shared_ptr<detail::rank_state<T, S>> state_;
   std::shared_ptr<const detail::group> group_;

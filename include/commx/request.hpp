@@ -3,10 +3,16 @@
 /// @file
 /// Nonblocking requests and the status of a completed receive.
 ///
-/// A request owns one pending send or receive. `wait` blocks until it completes (or its deadline
-/// passes: errc::timeout, and the request is withdrawn), `test` checks without blocking,
-/// `wait_all` and `wait_any` take several. Destroying a request that has not completed cancels
-/// it, so a buffer never outlives the operation that writes into it.
+/// A request owns one pending send or receive, or one nonblocking collective. `wait` blocks
+/// until it completes (or its deadline passes: errc::timeout, and the request is withdrawn),
+/// `test` checks without blocking, `wait_all` and `wait_any` take several. Destroying a request
+/// that has not completed cancels it, so a buffer never outlives the operation that writes
+/// into it.
+///
+/// A nonblocking collective (`communicator::iallreduce`, ...) moves on whenever its rank waits
+/// or tests anything; see detail/collective_task.hpp. Its request cannot be cancelled (MPI's
+/// rule too), and destroying it unfinished abandons this rank's part: the other ranks' waits
+/// end in errc::timeout.
 ///
 /// Thread safety: a request is used by the thread that owns its communicator.
 
@@ -46,12 +52,18 @@ struct status {
 
 namespace detail {
 
-/// Waits for `handle` until `when`, sleeping in the transport between events. False on timeout.
+/// Waits for `handle` until `when`, sleeping in the transport between events and moving on
+/// the rank's nonblocking collectives (`running`, if given) at each. False on timeout.
 template <transport::transport T>
-bool wait_until(T& endpoint, typename T::request& handle, clock::time_point when) {
+bool wait_until(T& endpoint, typename T::request& handle, clock::time_point when,
+                running_collectives* running = nullptr) {
   for (;;) {
     const std::uint64_t seen = endpoint.event_count();
     if (endpoint.test(handle)) return true;
+    if (running != nullptr && !running->empty()) {
+      running->advance_all();
+      if (endpoint.test(handle)) return true;
+    }
     if (clock::now() >= when) return false;
     endpoint.wait_for_event(seen, when);
   }
@@ -147,6 +159,7 @@ class request {
       status_ = other.status_;
       active_ = std::exchange(other.active_, false);
       cancelled_ = other.cancelled_;
+      task_ = std::move(other.task_);
     }
     return *this;
   }
@@ -162,6 +175,11 @@ class request {
   /// The status if the operation has completed, without blocking. Throws as `wait` does.
   std::optional<status> test() {
     if (!active_) return finished();
+    if (task_) {
+      if (!task_->advance()) return std::nullopt;
+      return collective_ended();
+    }
+    if (!state_->running.empty()) state_->running.advance_all();
     if (!state_->endpoint.test(handle_)) return std::nullopt;
     return complete();
   }
@@ -169,9 +187,10 @@ class request {
   /// True while the operation is pending.
   [[nodiscard]] bool active() const { return active_; }
 
-  /// Withdraws the operation if it has not matched yet; true if it was withdrawn.
+  /// Withdraws the operation if it has not matched yet; true if it was withdrawn. A
+  /// collective is never withdrawn.
   bool cancel() {
-    if (!active_) return false;
+    if (!active_ || task_) return false;
     if (!state_->endpoint.cancel(handle_)) return false;
     active_ = false;
     cancelled_ = true;
@@ -194,7 +213,12 @@ class request {
   status wait_until(clock::time_point when) {
     if (!active_) return finished();
     const detail::stopwatch<S> watch;
-    const bool done = detail::wait_until(state_->endpoint, handle_, when);
+    if (task_) {
+      task_->finish(when);
+      account_wait(watch.seconds());
+      return collective_ended();
+    }
+    const bool done = detail::wait_until(state_->endpoint, handle_, when, &state_->running);
     account_wait(watch.seconds());
     if (!done && cancel()) {
       detail::throw_timeout(state_->endpoint, where_,
@@ -230,6 +254,14 @@ class request {
     return status_;
   }
 
+  // A collective's request once its code has ended: its error, if it has one, is thrown.
+  status collective_ended() {
+    active_ = false;
+    const std::unique_ptr<detail::collective_task> ended = std::move(task_);
+    ended->rethrow();
+    return status_;
+  }
+
   [[noreturn]] void fail(const transport::op_result& result) {
     detail::throw_failed(state_->endpoint, result, where_, *group_);
   }
@@ -237,6 +269,11 @@ class request {
   // A request that dies pending must not leave the transport writing into freed memory.
   void abandon() noexcept {
     if (!active_) return;
+    if (task_) {
+      task_.reset();  // unwinds the collective's code, withdrawing what it posted
+      active_ = false;
+      return;
+    }
     // False means it matched in the meantime: then there is nothing left to withdraw.
     (void)state_->endpoint.cancel(handle_);
     active_ = false;
@@ -255,6 +292,8 @@ class request {
   status status_{};
   bool active_ = false;
   bool cancelled_ = false;
+  // A nonblocking collective; declared after state_, so it ends before the rank's state does.
+  std::unique_ptr<detail::collective_task> task_;
 };
 
 /// Waits for every request in `requests` with one deadline for all.
@@ -292,7 +331,11 @@ std::size_t wait_any(Range&& requests, deadline until) {
         throw_error(errc::invalid_argument, req.where_,
                     "wait_any: the requests belong to different ranks");
       }
-      if (req.active() && state->endpoint.test(req.handle_)) {
+      if (req.active() && req.task_ && req.task_->advance()) {
+        req.collective_ended();
+        return index;
+      }
+      if (req.active() && !req.task_ && state->endpoint.test(req.handle_)) {
         req.complete();
         return index;
       }
@@ -304,6 +347,7 @@ std::size_t wait_any(Range&& requests, deadline until) {
                                         "deadline",
                                         std::ranges::size(requests)));
     }
+    state->running.advance_all();  // the rank's collectives outside `requests` too
     state->endpoint.wait_for_event(seen, when);
   }
 }

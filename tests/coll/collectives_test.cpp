@@ -14,31 +14,12 @@
 #include <tuple>
 #include <vector>
 
-#include "commx/coll/binomial.hpp"
-#include "commx/coll/hierarchical.hpp"
-#include "commx/coll/ring.hpp"
-#include "commx/coll/tuned.hpp"
 #include "commx/ops.hpp"
+#include "coll/policies.hpp"
 #include "support/check.hpp"
 #include "support/job.hpp"
 
 using namespace std::chrono_literals;
-template <class Policy>
-using comm_for = commx::communicator<commx::test::transport_under_test, Policy>;
-// Node layouts of one's choosing exist only in process: those tests run on inproc.
-template <class Policy>
-using inproc_comm_for = commx::communicator<commx::transport::inproc, Policy>;
-// The policies written over point-to-point, which run on every transport...
-using p2p_policies = std::tuple<commx::coll::flat, commx::coll::binomial, commx::coll::ring,
-                                commx::coll::hierarchical, commx::coll::tuned>;
-// ... and the transport's own, where it has one (coll::native on mpi).
-#ifdef COMMX_TEST_TRANSPORT_COLLECTIVES
-#include COMMX_TEST_TRANSPORT_COLLECTIVES_HEADER
-using transport_policies = std::tuple<commx::coll::COMMX_TEST_TRANSPORT_COLLECTIVES>;
-#else
-using transport_policies = std::tuple<>;
-#endif
-using policies = decltype(std::tuple_cat(p2p_policies{}, transport_policies{}));
 
 namespace {
 
@@ -75,20 +56,6 @@ struct mat_product {
   mat2 operator()(const mat2& l, const mat2& r) const { return l * r; }
 };
 mat2 matrix_of(int rank) { return {1, rank + 1, 0, 1}; }
-
-// Ranks sit two to a node ({0,1}, {2,3}, ...) and two nodes to a site, so hierarchical has
-// several nodes, one of them a single rank when n is odd, and from 5 ranks on several sites;
-// the other policies ignore the layout.
-template <class Comm, class Fn>
-void job(int n, Fn&& fn) {
-  std::vector<int> nodes(static_cast<std::size_t>(n));
-  std::vector<int> sites(nodes.size());
-  for (int r = 0; r < n; ++r) {
-    nodes[static_cast<std::size_t>(r)] = r / 2;
-    sites[static_cast<std::size_t>(r)] = r / 4;
-  }
-  commx::test::job<Comm>(n, std::forward<Fn>(fn), std::move(nodes), std::move(sites));
-}
 
 }  // namespace
 

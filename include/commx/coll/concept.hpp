@@ -46,6 +46,11 @@
 /// | `C::alltoallv(p, in, scounts, sdispls, data, rcounts, rdispls)` | rank r's `in[sdispls[s], +scounts[s])` goes to rank s's `data[rdispls[r], +rcounts[r])` |
 /// | `C::reduce_scatter(p, data, counts, op)` | in place: `data` holds sum(counts) elements on every rank; afterwards rank r's `data[0, counts[r])` holds block r of the element-wise reduction; the rest of `data` is unspecified |
 ///
+/// Nonblocking collectives (`communicator::iallreduce`, ...) run the same policy code on a
+/// fiber, whose port hands control back wherever the code would block; a policy whose library
+/// has nonblocking collectives of its own names, as `C::nonblocking`, a policy to run instead
+/// (coll::native's starts MPI_Iallreduce, ... and waits through the port's `await(started)`).
+///
 /// The communicator checks ranks and sizes before it calls a policy. For one policy and one
 /// rank count, results must not depend on the transport: a policy's order of operations may
 /// depend on ranks and sizes, never on timing.
@@ -139,6 +144,17 @@ concept varying_collectives = requires(port_archetype& p, std::span<double> data
   C::allgatherv(p, in, data, counts, displs);
   C::alltoallv(p, in, counts, displs, data, counts, displs);
   C::reduce_scatter(p, data, counts, op);
+};
+
+/// The policy a nonblocking collective runs: `C::nonblocking` where C names one, else C.
+template <class C>
+struct nonblocking_of {
+  using type = C;
+};
+template <class C>
+requires requires { typename C::nonblocking; }
+struct nonblocking_of<C> {
+  using type = typename C::nonblocking;
 };
 
 /// A collectives policy usable over transport T; see the requirements table above.

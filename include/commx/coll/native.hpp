@@ -19,6 +19,9 @@
 /// different counts get whatever MPI makes of it (an error, or a hang), unless the communicator
 /// checks calls (check_level::collective), which catches them before MPI is called. Messages
 /// are not counted in stats (MPI moves them); calls and time are.
+///
+/// Nonblocking collectives run `native::nonblocking` (coll/detail/native/nonblocking.hpp):
+/// MPI's own MPI_Iallreduce, MPI_Ibcast, ... .
 
 #include <mpi.h>
 
@@ -47,6 +50,9 @@ struct native {
   /// Only over transport::mpi.
   template <class Transport>
   static constexpr bool supports = std::is_same_v<Transport, transport::mpi>;
+
+  /// What nonblocking collectives run: MPI's nonblocking forms.
+  struct nonblocking;
 
   /// MPI_Barrier.
   template <class Port>
@@ -251,3 +257,5 @@ struct native {
 };
 
 }  // namespace commx::coll
+
+#include "commx/coll/detail/native/nonblocking.hpp"  // IWYU pragma: export

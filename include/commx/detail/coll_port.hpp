@@ -2,6 +2,9 @@
 #pragma once
 /// @file
 /// The port a communicator lends its collectives policy for one call (see coll/concept.hpp).
+/// A nonblocking collective's port has a driver (detail/collective_task.hpp): at each point
+/// where the policy would block, the driver says whether to block, hand control back, or give
+/// the call up.
 
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +14,7 @@
 
 #include "commx/coll/concept.hpp"
 #include "commx/deadline.hpp"
+#include "commx/detail/collective_task.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/detail/timeout.hpp"
 #include "commx/error.hpp"
@@ -59,8 +63,10 @@ class coll_port {
 
   /// `call_number` counts the communicator's collective calls and `phase` a call's parts (a
   /// check, the data); both go into the tag, so no message meets another call's receive.
+  /// `driver` is the nonblocking collective's, or null for a blocking call (bound by `when`).
   coll_port(rank_state<T, S>& state, const group& members, context_id ctx, int rank,
-            clock::time_point when, stats::op kind, std::uint32_t call_number, int phase = 0)
+            clock::time_point when, stats::op kind, std::uint32_t call_number, int phase = 0,
+            collective_driver* driver = nullptr)
       : state_(state),
         group_(members),
         ctx_(ctx),
@@ -69,7 +75,8 @@ class coll_port {
         kind_(kind),
         tag_(static_cast<int>((call_number % call_numbers) * tags_per_call +
                               static_cast<std::uint32_t>(phase * phases_apart) +
-                              static_cast<std::uint32_t>(kind))) {}
+                              static_cast<std::uint32_t>(kind))),
+        driver_(driver) {}
 
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return group_.size(); }
@@ -133,6 +140,28 @@ class coll_port {
     for (pending& p : requests) complete(p);
   }
 
+  /// Waits for an operation the policy started outside the port (coll::native's MPI
+  /// requests), `started.test()` and `started.wait()`: as a blocking point, so that a
+  /// nonblocking collective hands control back while it is in flight. MPI cannot withdraw a
+  /// collective, so an abandoned one is waited for before its frames unwind.
+  template <class Started>
+  void await(Started& started) {
+    if (driver_ != nullptr) {
+      while (driver_->mode() == drive_mode::poll) {
+        if (started.test()) return;
+        driver_->yield();
+      }
+      if (driver_->mode() == drive_mode::abandon) {
+        started.wait();
+        throw collective_abandoned{};
+      }
+    }
+    started.wait();
+  }
+
+  /// True when this port runs a nonblocking collective.
+  [[nodiscard]] bool nonblocking() const { return driver_ != nullptr; }
+
  private:
   static constexpr int phases_apart = 64;  // more than there are stats::op kinds
   static constexpr std::uint32_t tags_per_call = 256;
@@ -162,10 +191,21 @@ class coll_port {
     return {rank_, p.peer_, unknown, p.expected_, stats::name(kind_).data()};
   }
 
+  // A policy's blocking point. A nonblocking collective tests and hands control back while
+  // it is polled, and blocks only in its request's wait, until that wait's deadline.
   void complete(pending& p) {
     if (p.endpoint_ == nullptr) return;
     const detail::stopwatch<S> watch;
-    const bool done = detail::wait_until(state_.endpoint, p.handle_, when_);
+    clock::time_point when = when_;
+    bool done = false;
+    if (driver_ != nullptr) {
+      while (driver_->mode() == drive_mode::poll && !(done = state_.endpoint.test(p.handle_))) {
+        driver_->yield();
+      }
+      if (driver_->mode() == drive_mode::abandon) throw collective_abandoned{};
+      when = driver_->deadline();
+    }
+    if (!done) done = detail::wait_until(state_.endpoint, p.handle_, when, &state_.running);
     if constexpr (S::enabled) {
       if (p.is_recv_)
         state_.stats.add_wait_time(kind_, watch.seconds());
@@ -207,6 +247,7 @@ class coll_port {
   clock::time_point when_;
   stats::op kind_;
   int tag_;
+  collective_driver* driver_;
 };
 
 }  // namespace commx::detail

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// communicator's collectives (communicator.hpp), out of line: each entry point checks its
-/// arguments, views its buffers as spans and runs the policy's collective on a port of its own
-/// (detail/coll_port.hpp), after comparing the call across ranks when checks ask for it.
+/// communicator's collectives (communicator.hpp), out of line. Each collective is prepared
+/// once (`*_call`: its arguments checked, its buffers viewed as spans, the policy's collective
+/// wrapped as `body(port, policy)`); the blocking form runs it on a port of its own
+/// (detail/coll_port.hpp), the nonblocking form on a fiber its request drives
+/// (detail/collective_task.hpp). Either compares the call across ranks first when checks ask.
 
 #include <algorithm>
 #include <cstddef>
@@ -17,95 +19,104 @@
 #include "commx/coll/detail/rank_order.hpp"
 #include "commx/detail/call_check.hpp"
 #include "commx/detail/coll_port.hpp"
+#include "commx/detail/collective_task.hpp"
 
 namespace commx {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-inline void communicator<T, C, S>::barrier(deadline until) {
+inline auto communicator<T, C, S>::barrier_call() {
   check_valid("barrier");
-  run_collective(signature<std::byte>(stats::op::barrier, -1, detail::call_signature::not_compared),
-                 until, [](auto& port) { C::barrier(port); });
+  return detail::make_call<false>(
+      signature<std::byte>(stats::op::barrier, -1, detail::call_signature::not_compared),
+      [](auto& port, auto policy) { policy.barrier(port); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M>
-inline void communicator<T, C, S>::bcast(M&& data, int root, deadline until) {
+inline auto communicator<T, C, S>::bcast_call(M& data, int root) {
   check_root(root, "bcast");
   auto elements = detail::elements_of(data);
   using E = element_of<decltype(elements)>;
-  run_collective(signature<E>(stats::op::bcast, root, elements.size()), until, [&](auto& port) {
-    C::bcast(port, std::span(elements.data(), elements.size()), root);
-  });
+  const std::span<E> d(elements.data(), elements.size());
+  return detail::make_call<false>(
+      signature<E>(stats::op::bcast, root, d.size()),
+      [d, root](auto& port, auto policy) { policy.bcast(port, d, root); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M, class Op>
-inline void communicator<T, C, S>::reduce(M&& data, Op op, int root, deadline until) {
+inline auto communicator<T, C, S>::reduce_call(M& data, Op op, int root) {
   check_root(root, "reduce");
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
-  run_reduction(signature<E>(stats::op::reduce, root, elements.size(), op), until,
-                [&](auto& port, auto policy) {
-                  policy.reduce(port, std::span<E>(elements.data(), elements.size()), op, root);
-                });
+  const std::span<E> d(elements.data(), elements.size());
+  return detail::make_call<true>(
+      signature<E>(stats::op::reduce, root, d.size(), op),
+      [d, op, root](auto& port, auto policy) { policy.reduce(port, d, op, root); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M, class Op>
-inline void communicator<T, C, S>::allreduce(M&& data, Op op, deadline until) {
+inline auto communicator<T, C, S>::allreduce_call(M& data, Op op) {
   check_valid("allreduce");
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
-  run_reduction(signature<E>(stats::op::allreduce, -1, elements.size(), op), until,
-                [&](auto& port, auto policy) {
-                  policy.allreduce(port, std::span<E>(elements.data(), elements.size()), op);
-                });
+  const std::span<E> d(elements.data(), elements.size());
+  return detail::make_call<true>(
+      signature<E>(stats::op::allreduce, -1, d.size(), op),
+      [d, op](auto& port, auto policy) { policy.allreduce(port, d, op); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-inline void communicator<T, C, S>::gather(const In& in, Out&& out, int root, deadline until) {
+inline auto communicator<T, C, S>::gather_call(const In& in, Out& out, int root) {
   check_root(root, "gather");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
   if (rank_ == root) check_count(got.size(), sent.size() * as_size(size()), "gather", "out");
   using E = element_of<decltype(got)>;
-  run_collective(signature<E>(stats::op::gather, root, sent.size()), until, [&](auto& port) {
-    C::gather(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()), root);
-  });
+  const std::span<const E> i(sent.data(), sent.size());
+  const std::span<E> o(got.data(), got.size());
+  return detail::make_call<false>(
+      signature<E>(stats::op::gather, root, i.size()),
+      [i, o, root](auto& port, auto policy) { policy.gather(port, i, o, root); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-inline void communicator<T, C, S>::scatter(const In& in, Out&& out, int root, deadline until) {
+inline auto communicator<T, C, S>::scatter_call(const In& in, Out& out, int root) {
   check_root(root, "scatter");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
   if (rank_ == root) check_count(sent.size(), got.size() * as_size(size()), "scatter", "in");
   using E = element_of<decltype(got)>;
-  run_collective(signature<E>(stats::op::scatter, root, got.size()), until, [&](auto& port) {
-    C::scatter(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()), root);
-  });
+  const std::span<const E> i(sent.data(), sent.size());
+  const std::span<E> o(got.data(), got.size());
+  return detail::make_call<false>(
+      signature<E>(stats::op::scatter, root, o.size()),
+      [i, o, root](auto& port, auto policy) { policy.scatter(port, i, o, root); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-inline void communicator<T, C, S>::allgather(const In& in, Out&& out, deadline until) {
+inline auto communicator<T, C, S>::allgather_call(const In& in, Out& out) {
   check_valid("allgather");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
   check_count(got.size(), sent.size() * as_size(size()), "allgather", "out");
   using E = element_of<decltype(got)>;
-  run_collective(signature<E>(stats::op::allgather, -1, sent.size()), until, [&](auto& port) {
-    C::allgather(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()));
-  });
+  const std::span<const E> i(sent.data(), sent.size());
+  const std::span<E> o(got.data(), got.size());
+  return detail::make_call<false>(
+      signature<E>(stats::op::allgather, -1, i.size()),
+      [i, o](auto& port, auto policy) { policy.allgather(port, i, o); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-inline void communicator<T, C, S>::alltoall(const In& in, Out&& out, deadline until) {
+inline auto communicator<T, C, S>::alltoall_call(const In& in, Out& out) {
   check_valid("alltoall");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -115,9 +126,10 @@ inline void communicator<T, C, S>::alltoall(const In& in, Out&& out, deadline un
                 fmt::format("{} elements do not split evenly among {} ranks", sent.size(), size()));
   }
   using E = element_of<decltype(got)>;
-  run_collective(signature<E>(stats::op::alltoall, -1, sent.size()), until, [&](auto& port) {
-    C::alltoall(port, std::span(sent.data(), sent.size()), std::span(got.data(), got.size()));
-  });
+  const std::span<const E> i(sent.data(), sent.size());
+  const std::span<E> o(got.data(), got.size());
+  return detail::make_call<false>(signature<E>(stats::op::alltoall, -1, i.size()),
+                                  [i, o](auto& port, auto policy) { policy.alltoall(port, i, o); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -127,10 +139,10 @@ inline void communicator<T, C, S>::scan(M&& data, Op op, deadline until) {
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
-  run_reduction(signature<E>(stats::op::scan, -1, elements.size(), op), until,
-                [&](auto& port, auto policy) {
-                  policy.scan(port, std::span<E>(elements.data(), elements.size()), op);
-                });
+  const std::span<E> d(elements.data(), elements.size());
+  run(detail::make_call<true>(signature<E>(stats::op::scan, -1, d.size(), op),
+                              [d, op](auto& port, auto policy) { policy.scan(port, d, op); }),
+      until);
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -140,18 +152,17 @@ inline void communicator<T, C, S>::exscan(M&& data, Op op, deadline until) {
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
-  run_reduction(signature<E>(stats::op::exscan, -1, elements.size(), op), until,
-                [&](auto& port, auto policy) {
-                  policy.exscan(port, std::span<E>(elements.data(), elements.size()), op);
-                });
+  const std::span<E> d(elements.data(), elements.size());
+  run(detail::make_call<true>(signature<E>(stats::op::exscan, -1, d.size(), op),
+                              [d, op](auto& port, auto policy) { policy.exscan(port, d, op); }),
+      until);
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-inline void communicator<T, C, S>::gatherv(const In& in, Out&& out,
-                                           std::span<const std::size_t> counts,
-                                           std::span<const std::size_t> displs, int root,
-                                           deadline until) {
+inline auto communicator<T, C, S>::gatherv_call(const In& in, Out& out,
+                                                std::span<const std::size_t> counts,
+                                                std::span<const std::size_t> displs, int root) {
   check_root(root, "gatherv");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -160,18 +171,21 @@ inline void communicator<T, C, S>::gatherv(const In& in, Out&& out,
     check_count(sent.size(), counts[as_size(rank_)], "gatherv", "in");
   }
   using E = element_of<decltype(got)>;
-  run_collective(signature<E>(stats::op::gatherv, root, detail::call_signature::not_compared),
-                 until, [&](auto& port) {
-                   C::gatherv(port, std::span(sent.data(), sent.size()),
-                              std::span(got.data(), got.size()), counts, displs, root);
-                 });
+  const std::span<const E> i(sent.data(), sent.size());
+  const std::span<E> o(got.data(), got.size());
+  return detail::make_call<false>(
+      signature<E>(stats::op::gatherv, root, detail::call_signature::not_compared),
+      [i, o, c = detail::owned(counts), d = detail::owned(displs), root](auto& port, auto policy) {
+        policy.gatherv(port, i, o, std::span<const std::size_t>(c), std::span<const std::size_t>(d),
+                       root);
+      });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-inline void communicator<T, C, S>::scatterv(const In& in, std::span<const std::size_t> counts,
-                                            std::span<const std::size_t> displs, Out&& out,
-                                            int root, deadline until) {
+inline auto communicator<T, C, S>::scatterv_call(const In& in, std::span<const std::size_t> counts,
+                                                 std::span<const std::size_t> displs, Out& out,
+                                                 int root) {
   check_root(root, "scatterv");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -180,49 +194,60 @@ inline void communicator<T, C, S>::scatterv(const In& in, std::span<const std::s
     check_count(got.size(), counts[as_size(rank_)], "scatterv", "out");
   }
   using E = element_of<decltype(got)>;
-  run_collective(signature<E>(stats::op::scatterv, root, detail::call_signature::not_compared),
-                 until, [&](auto& port) {
-                   C::scatterv(port, std::span(sent.data(), sent.size()), counts, displs,
-                               std::span(got.data(), got.size()), root);
-                 });
+  const std::span<const E> i(sent.data(), sent.size());
+  const std::span<E> o(got.data(), got.size());
+  return detail::make_call<false>(
+      signature<E>(stats::op::scatterv, root, detail::call_signature::not_compared),
+      [i, o, c = detail::owned(counts), d = detail::owned(displs), root](auto& port, auto policy) {
+        policy.scatterv(port, i, std::span<const std::size_t>(c), std::span<const std::size_t>(d),
+                        o, root);
+      });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-inline void communicator<T, C, S>::allgatherv(const In& in, Out&& out,
-                                              std::span<const std::size_t> counts,
-                                              std::span<const std::size_t> displs, deadline until) {
+inline auto communicator<T, C, S>::allgatherv_call(const In& in, Out& out,
+                                                   std::span<const std::size_t> counts,
+                                                   std::span<const std::size_t> displs) {
   check_valid("allgatherv");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
   check_layout(counts, displs, got.size(), "allgatherv", "out");
   check_count(sent.size(), counts[as_size(rank_)], "allgatherv", "in");
   using E = element_of<decltype(got)>;
-  run_collective(signature<E>(stats::op::allgatherv, -1, detail::fingerprint(counts)), until,
-                 [&](auto& port) {
-                   C::allgatherv(port, std::span(sent.data(), sent.size()),
-                                 std::span(got.data(), got.size()), counts, displs);
-                 });
+  const std::span<const E> i(sent.data(), sent.size());
+  const std::span<E> o(got.data(), got.size());
+  return detail::make_call<false>(
+      signature<E>(stats::op::allgatherv, -1, detail::fingerprint(counts)),
+      [i, o, c = detail::owned(counts), d = detail::owned(displs)](auto& port, auto policy) {
+        policy.allgatherv(port, i, o, std::span<const std::size_t>(c),
+                          std::span<const std::size_t>(d));
+      });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out>
-inline void communicator<T, C, S>::alltoallv(const In& in, std::span<const std::size_t> send_counts,
-                                             std::span<const std::size_t> send_displs, Out&& out,
-                                             std::span<const std::size_t> recv_counts,
-                                             std::span<const std::size_t> recv_displs,
-                                             deadline until) {
+inline auto communicator<T, C, S>::alltoallv_call(const In& in,
+                                                  std::span<const std::size_t> send_counts,
+                                                  std::span<const std::size_t> send_displs,
+                                                  Out& out,
+                                                  std::span<const std::size_t> recv_counts,
+                                                  std::span<const std::size_t> recv_displs) {
   check_valid("alltoallv");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
   check_layout(send_counts, send_displs, sent.size(), "alltoallv", "in");
   check_layout(recv_counts, recv_displs, got.size(), "alltoallv", "out");
   using E = element_of<decltype(got)>;
-  run_collective(signature<E>(stats::op::alltoallv, -1, detail::call_signature::not_compared),
-                 until, [&](auto& port) {
-                   C::alltoallv(port, std::span(sent.data(), sent.size()), send_counts, send_displs,
-                                std::span(got.data(), got.size()), recv_counts, recv_displs);
-                 });
+  const std::span<const E> i(sent.data(), sent.size());
+  const std::span<E> o(got.data(), got.size());
+  return detail::make_call<false>(
+      signature<E>(stats::op::alltoallv, -1, detail::call_signature::not_compared),
+      [i, o, sc = detail::owned(send_counts), sd = detail::owned(send_displs),
+       rc = detail::owned(recv_counts), rd = detail::owned(recv_displs)](auto& port, auto policy) {
+        using counts = std::span<const std::size_t>;
+        policy.alltoallv(port, i, counts(sc), counts(sd), o, counts(rc), counts(rd));
+      });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -239,34 +264,18 @@ inline void communicator<T, C, S>::reduce_scatter(const In& in, Out&& out,
   check_count(sent.size(), total(counts), "reduce_scatter", "in");
   check_count(got.size(), counts[as_size(rank_)], "reduce_scatter", "out");
   std::vector<E> work(sent.begin(), sent.end());  // policies reduce in place
-  run_reduction(signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op), until,
-                [&](auto& port, auto policy) {
-                  policy.reduce_scatter(port, std::span<E>(work), counts, op);
-                });
+  const std::span<E> w(work);
+  run(detail::make_call<true>(
+          signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
+          [w, counts, op](auto& port, auto policy) { policy.reduce_scatter(port, w, counts, op); }),
+      until);
   std::copy_n(work.begin(), got.size(), got.begin());
 }
 
-// A reduction runs under C, or under C with rank-order folds when reproducible bits across
-// policies were asked for; `body(port, policy)` calls the policy's collective.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
-template <class Body>
-inline void communicator<T, C, S>::run_reduction(const detail::call_signature& call, deadline until,
-                                                 Body&& body) {
-  run_collective(call, until, [&](auto& port) {
-    if (reduction_ == reduction_order::reproducible) {
-      body(port, coll::detail::rank_order_over<C>{});
-    } else {
-      body(port, C{});
-    }
-  });
-}
-
-template <transport::transport T, coll::collectives<T> C, stats::policy S>
-template <class Body>
-inline void communicator<T, C, S>::run_collective(const detail::call_signature& call,
-                                                  deadline until, Body&& body) {
-  const auto kind = static_cast<stats::op>(call.kind);
-  check_valid(stats::name(kind).data());
+template <class Call>
+inline void communicator<T, C, S>::run(Call call, deadline until) {
+  const auto kind = static_cast<stats::op>(call.signature.kind);
   const detail::stopwatch<S> watch;
   if constexpr (S::enabled) state_->stats.on_call(kind);
   const clock::time_point when = until.resolve(timeout_);
@@ -276,11 +285,55 @@ inline void communicator<T, C, S>::run_collective(const detail::call_signature& 
   if (checks_ == check_level::collective) {
     detail::coll_port<T, S> check(*state_, *group_, ctx_ + 1, rank_, when, kind, call_number,
                                   /*phase=*/1);
-    detail::check_same_call(check, call, rank_);
+    detail::check_same_call(check, call.signature, rank_);
   }
   detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, when, kind, call_number);
-  body(port);
+  // A reduction runs under C, or under C with rank-order folds when reproducible bits across
+  // policies were asked for.
+  if constexpr (Call::reduces) {
+    if (reduction_ == reduction_order::reproducible) {
+      call.body(port, coll::detail::rank_order_over<C>{});
+      if constexpr (S::enabled) state_->stats.add_collective_time(kind, watch.seconds());
+      return;
+    }
+  }
+  call.body(port, C{});
   if constexpr (S::enabled) state_->stats.add_collective_time(kind, watch.seconds());
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+template <class Call>
+inline auto communicator<T, C, S>::start(Call call) -> request {
+  const auto kind = static_cast<stats::op>(call.signature.kind);
+  if constexpr (S::enabled) state_->stats.on_call(kind);
+  const std::uint32_t call_number = (*collective_calls_)++;  // numbered when started, as MPI
+  request req = make_request(kind, where(stats::name(kind).data(), unknown, unknown, 0), false);
+  // The code holds the rank's state and group itself: the communicator may go first.
+  auto code = [state = state_, members = group_, ctx = ctx_ + 1, rank = rank_, kind, call_number,
+               compare = checks_ == check_level::collective,
+               in_rank_order = Call::reduces && reduction_ == reduction_order::reproducible,
+               call = std::move(call)](detail::collective_driver& driver) mutable {
+    if (compare) {
+      detail::coll_port<T, S> check(*state, *members, ctx, rank, {}, kind, call_number,
+                                    /*phase=*/1, &driver);
+      detail::check_same_call(check, call.signature, rank);
+    }
+    detail::coll_port<T, S> port(*state, *members, ctx, rank, {}, kind, call_number,
+                                 /*phase=*/0, &driver);
+    using policy = typename coll::nonblocking_of<C>::type;
+    if constexpr (Call::reduces) {
+      if (in_rank_order) {
+        call.body(port, coll::detail::rank_order_over<policy>{});
+        return;
+      }
+    }
+    call.body(port, policy{});
+  };
+  req.task_ =
+      std::make_unique<detail::fiber_collective<decltype(code)>>(std::move(code), state_->running);
+  req.active_ = true;
+  (void)req.task_->advance();  // posts its first messages now, as MPI's would
+  return req;
 }
 
 }  // namespace commx

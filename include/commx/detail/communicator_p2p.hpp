@@ -31,6 +31,7 @@ inline status communicator<T, C, S>::probe(int source, int tag, deadline until) 
       if constexpr (S::enabled) state_->stats.add_wait_time(stats::op::probe, watch.seconds());
       return *found;
     }
+    if (!state_->running.empty()) state_->running.advance_all();
     if (clock::now() >= when) {
       detail::throw_timeout(state_->endpoint, where("probe", source, tag, 0),
                             "no matching message before the deadline");
@@ -101,7 +102,8 @@ inline auto communicator<T, C, S>::post_bytes(int dest, int tag, std::span<const
 
 // A blocking send: through the transport's own blocking send where it has one
 // (transport::blocking_send: no request, no shared state copied, and no clock read unless
-// the send has to wait), else a request waited for. Counted alike either way.
+// the send has to wait), else a request waited for. Counted alike either way. While the rank
+// has nonblocking collectives in flight it waits as a request does, which moves them on.
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M>
 inline void communicator<T, C, S>::send_now(int dest, int tag, const M& message,
@@ -109,6 +111,10 @@ inline void communicator<T, C, S>::send_now(int dest, int tag, const M& message,
   if constexpr (!transport::blocking_send<T>) {
     post_send(dest, tag, message, kind).wait(until);
   } else {
+    if (!state_->running.empty()) [[unlikely]] {
+      post_send(dest, tag, message, kind).wait(until);
+      return;
+    }
     const detail::stopwatch<S> watch;
     check_dest(dest, tag, stats::name(kind).data());
     std::span<const std::byte> bytes;
@@ -181,12 +187,15 @@ inline auto communicator<T, C, S>::post_recv(int source, int tag, M& message, st
 }
 
 // A blocking receive through the transport's own (transport::blocking_recv): what
-// post_recv and a request's wait do, without the request. Counted alike.
+// post_recv and a request's wait do, without the request. Counted alike. As a request while
+// nonblocking collectives are in flight (see send_now).
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M>
 inline status communicator<T, C, S>::recv_now(int source, int tag, M& message,
                                               const deadline& until, stats::op kind) {
   using target = std::remove_cvref_t<M>;
+  if (!state_->running.empty()) [[unlikely]]
+    return post_recv(source, tag, message, kind).wait(until);
   const detail::stopwatch<S> watch;
   check_source(source, tag, stats::name(kind).data());
   std::vector<std::byte> staging;  // serialized messages only

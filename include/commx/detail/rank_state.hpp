@@ -9,8 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "commx/transport/concept.hpp"
+#include "commx/detail/collective_task.hpp"
 #include "commx/stats.hpp"
+#include "commx/transport/concept.hpp"
 
 #include <fmt/format.h>
 
@@ -25,6 +26,8 @@ struct rank_state {
   // Context ids come in pairs (point-to-point, collectives). Every new communicator takes the
   // largest next_context of its members, so no rank is ever in two communicators with one id.
   context_id next_context = 2;
+  // The nonblocking collectives in flight on any of this rank's communicators.
+  running_collectives running;
 };
 
 /// A communicator's members, as world ranks, and the reverse map.

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// One collective call as the communicator prepares it for a blocking or a nonblocking run
+/// (detail/communicator_collectives.hpp).
+
+#include <cstddef>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "commx/detail/call_check.hpp"
+
+namespace commx::detail {
+
+/// One collective call, checked and ready to run: what it is (for the cross-rank check),
+/// whether it reduces (so reduction_order applies), and `body(port, policy)`, which runs the
+/// policy's collective on the call's buffers. The body owns what it needs but the caller's
+/// buffers, so a nonblocking call can outlive the function that started it.
+template <bool Reduces, class Body>
+struct collective_call {
+  static constexpr bool reduces = Reduces;
+  call_signature signature;
+  Body body;
+};
+
+template <bool Reduces, class Body>
+collective_call<Reduces, Body> make_call(const call_signature& signature, Body body) {
+  return {signature, std::move(body)};
+}
+
+inline std::vector<std::size_t> owned(std::span<const std::size_t> values) {
+  return {values.begin(), values.end()};
+}
+
+}  // namespace commx::detail
