@@ -37,6 +37,7 @@
 #include "commx/deadline.hpp"
 #include "commx/detail/call_check.hpp"
 #include "commx/detail/collective_call.hpp"
+#include "commx/detail/communicator_nonblocking.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/error.hpp"
 #include "commx/options.hpp"
@@ -67,7 +68,8 @@ using span_element = std::remove_const_t<typename Span::element_type>;
 /// a time; different ranks' communicators may be used concurrently.
 template <transport::transport T, coll::collectives<T> C = coll::flat,
           stats::policy S = stats::none>
-class communicator {
+class communicator
+    : public detail::nonblocking_collectives<communicator<T, C, S>, commx::request<T, S>> {
  public:
   /// The transport, `T`.
   using transport_type = T;
@@ -355,90 +357,6 @@ class communicator {
     reduce_scatter(in, std::forward<Out>(out), counts, op, until);
   }
 
-  // --- nonblocking collectives ---------------------------------------------------------------
-  // Each starts the collective and returns a request that `wait`, `test`, `wait_all` and
-  // `wait_any` complete as a point-to-point one. The buffers must stay alive and untouched
-  // until then (counts and displacements are copied). Every rank starts its collectives, of
-  // either form, in the same order; any wait or test of the rank moves them all on. The
-  // deadline is the completing `wait`'s. A failure (errc::timeout, peer_lost,
-  // collective_mismatch) is thrown by the wait or test that ends the request.
-
-  /// barrier, without blocking.
-  [[nodiscard]] request ibarrier() { return start(barrier_call()); }
-  /// bcast, without blocking.
-  template <class M>
-  [[nodiscard]] request ibcast(M&& data, int root) {
-    static_assert(outlives_request<M>, "commx: ibcast needs a buffer that outlives the request");
-    return start(bcast_call(data, root));
-  }
-  /// reduce, without blocking.
-  template <class M, class Op>
-  [[nodiscard]] request ireduce(M&& data, Op op, int root) {
-    static_assert(outlives_request<M>, "commx: ireduce needs a buffer that outlives the request");
-    return start(reduce_call(data, op, root));
-  }
-  /// allreduce, without blocking.
-  template <class M, class Op>
-  [[nodiscard]] request iallreduce(M&& data, Op op) {
-    static_assert(outlives_request<M>,
-                  "commx: iallreduce needs a buffer that outlives the request");
-    return start(allreduce_call(data, op));
-  }
-  /// gather, without blocking.
-  template <class In, class Out>
-  [[nodiscard]] request igather(const In& in, Out&& out, int root) {
-    static_assert(outlives_request<Out>, "commx: igather needs a buffer that outlives it");
-    return start(gather_call(in, out, root));
-  }
-  /// scatter, without blocking.
-  template <class In, class Out>
-  [[nodiscard]] request iscatter(const In& in, Out&& out, int root) {
-    static_assert(outlives_request<Out>, "commx: iscatter needs a buffer that outlives it");
-    return start(scatter_call(in, out, root));
-  }
-  /// allgather, without blocking.
-  template <class In, class Out>
-  [[nodiscard]] request iallgather(const In& in, Out&& out) {
-    static_assert(outlives_request<Out>, "commx: iallgather needs a buffer that outlives it");
-    return start(allgather_call(in, out));
-  }
-  /// alltoall, without blocking.
-  template <class In, class Out>
-  [[nodiscard]] request ialltoall(const In& in, Out&& out) {
-    static_assert(outlives_request<Out>, "commx: ialltoall needs a buffer that outlives it");
-    return start(alltoall_call(in, out));
-  }
-  /// gatherv, without blocking.
-  template <class In, class Out>
-  [[nodiscard]] request igatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
-                                 std::span<const std::size_t> displs, int root) {
-    static_assert(outlives_request<Out>, "commx: igatherv needs a buffer that outlives it");
-    return start(gatherv_call(in, out, counts, displs, root));
-  }
-  /// scatterv, without blocking.
-  template <class In, class Out>
-  [[nodiscard]] request iscatterv(const In& in, std::span<const std::size_t> counts,
-                                  std::span<const std::size_t> displs, Out&& out, int root) {
-    static_assert(outlives_request<Out>, "commx: iscatterv needs a buffer that outlives it");
-    return start(scatterv_call(in, counts, displs, out, root));
-  }
-  /// allgatherv, without blocking.
-  template <class In, class Out>
-  [[nodiscard]] request iallgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
-                                    std::span<const std::size_t> displs) {
-    static_assert(outlives_request<Out>, "commx: iallgatherv needs a buffer that outlives it");
-    return start(allgatherv_call(in, out, counts, displs));
-  }
-  /// alltoallv, without blocking.
-  template <class In, class Out>
-  [[nodiscard]] request ialltoallv(const In& in, std::span<const std::size_t> send_counts,
-                                   std::span<const std::size_t> send_displs, Out&& out,
-                                   std::span<const std::size_t> recv_counts,
-                                   std::span<const std::size_t> recv_displs) {
-    static_assert(outlives_request<Out>, "commx: ialltoallv needs a buffer that outlives it");
-    return start(alltoallv_call(in, send_counts, send_displs, out, recv_counts, recv_displs));
-  }
-
   // --- sub-communicators (out of line: detail/communicator_split.hpp) -----------------------
 
   /// Collective: the ranks that pass the same `color` form a new communicator, ordered by
@@ -475,6 +393,7 @@ class communicator {
  private:
   template <transport::transport T2, coll::collectives<T2> C2, stats::policy S2>
   friend class communicator;
+  friend class detail::nonblocking_collectives<communicator, request>;
 
   static std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
 
@@ -551,11 +470,6 @@ class communicator {
     return {static_cast<std::uint64_t>(kind), root, count, sizeof(E),
             detail::type_fingerprint<Op>()};
   }
-  // A buffer a nonblocking call may keep: an lvalue's, or a view's (it refers elsewhere).
-  template <class M>
-  static constexpr bool outlives_request =
-      std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>>;
-
   // Each collective, prepared (detail::collective_call) for `run` (blocking) or `start`.
   auto barrier_call();
   template <class M>

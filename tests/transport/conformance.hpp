@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "commx/communicator.hpp"
+#include "commx/ops.hpp"
 #include "support/check.hpp"
 
 namespace commx::test::conformance {
@@ -178,6 +179,44 @@ void nonblocking_any_order(Comm& world) {
     COMMX_CHECK_EQ(got[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(1000 * prev + i));
   }
   commx::wait_all(sends);
+}
+
+/// Nonblocking collectives among point-to-point requests: wait_any and wait_all take both
+/// kinds, a collective in flight does not take a user's message (its own context), and two
+/// collectives in flight at once each get their own data.
+template <class Comm>
+void collectives_among_requests(Comm& world) {
+  const int next = (world.rank() + 1) % world.size();
+  const int prev = (world.rank() + world.size() - 1) % world.size();
+  std::vector<std::uint64_t> sum(64, static_cast<std::uint64_t>(world.rank() + 1));
+  std::uint64_t root_value = world.rank() == 0 ? 99 : 0;
+  std::uint64_t from_prev = 0;
+  const auto mine = static_cast<std::uint64_t>(world.rank());
+  std::vector<typename Comm::request> requests;
+  requests.push_back(world.iallreduce(sum, std::plus<>{}));
+  requests.push_back(world.irecv(prev, 3, from_prev));
+  requests.push_back(world.ibcast(root_value, 0));
+  requests.push_back(world.isend(next, 3, mine));
+  std::set<std::size_t> done;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const std::size_t index = commx::wait_any(requests, 30s);
+    COMMX_CHECK(index < requests.size());
+    COMMX_CHECK(done.insert(index).second);
+  }
+  COMMX_CHECK_EQ(commx::wait_any(requests), requests.size());
+  const auto p = static_cast<std::uint64_t>(world.size());
+  for (std::uint64_t x : sum) COMMX_CHECK_EQ(x, p * (p + 1) / 2);
+  COMMX_CHECK_EQ(root_value, std::uint64_t{99});
+  COMMX_CHECK_EQ(from_prev, static_cast<std::uint64_t>(prev));
+
+  std::vector<typename Comm::request> both;
+  std::uint64_t low = mine;
+  std::uint64_t high = mine;
+  both.push_back(world.iallreduce(low, commx::op::min{}));
+  both.push_back(world.iallreduce(high, commx::op::max{}));
+  commx::wait_all(both, 30s);
+  COMMX_CHECK_EQ(low, std::uint64_t{0});
+  COMMX_CHECK_EQ(high, p - 1);
 }
 
 /// Receives that several peers (on a layered stack, several levels) could satisfy, named and
@@ -412,6 +451,7 @@ std::vector<named_check<Comm>> job_checks() {
       {"cancel_unmatched", &cancel_unmatched<Comm>},
       {"events_and_waiting", &events_and_waiting<Comm>},
       {"contexts_isolated", &contexts_isolated<Comm>},
+      {"collectives_among_requests", &collectives_among_requests<Comm>},
   };
 }
 
@@ -432,6 +472,10 @@ void peer_gone(Comm& world) {
   const auto start = clock::now();
   COMMX_EXPECT_ERROR(errc::peer_lost, world.recv(last, 2, got, 30s));
   COMMX_EXPECT_ERROR(errc::peer_lost, world.send(last, 2, got, 30s));
+  // A nonblocking collective that needs the lost peer ends with it too.
+  std::uint64_t value = 1;
+  auto reduction = world.iallreduce(value, std::plus<>{});
+  COMMX_EXPECT_ERROR(errc::peer_lost, reduction.wait(30s));
   COMMX_CHECK(clock::now() - start < 30s);
 }
 
