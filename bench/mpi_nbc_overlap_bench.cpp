@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   }
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t bytes : {std::size_t{8}, std::size_t{64} << 10, std::size_t{1} << 20}) {
-      const int iterations = bytes >= (std::size_t{1} << 20) ? 30 : 200;
+      const int iterations = bytes >= (std::size_t{1} << 20) ? 100 : bytes > 8 ? 500 : 2000;
       const int n = static_cast<int>(bytes / sizeof(double));
       std::vector<double> data(static_cast<std::size_t>(n), 1.0);
       std::vector<double> pure, start_wait, silent, testing;

@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   }
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t bytes : {std::size_t{8}, std::size_t{64} << 10, std::size_t{1} << 20}) {
-      const int iterations = bytes >= (std::size_t{1} << 20) ? 30 : 200;
+      const int iterations = bytes >= (std::size_t{1} << 20) ? 100 : bytes > 8 ? 500 : 2000;
       const figures f = measure(world, bytes / sizeof(double), iterations);
       if (world.rank() == 0) {
         fmt::print("{:<34} {:>9} {:>10.2f} {:>13.2f} {:>8.0f} {:>9.0f}\n",
