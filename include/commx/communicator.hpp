@@ -278,11 +278,15 @@ class communicator
 
   /// In place: rank r's `data` becomes the element-wise `op` of ranks 0..r's `data`.
   template <class M, class Op>
-  void scan(M&& data, Op op, deadline until = {});
+  void scan(M&& data, Op op, deadline until = {}) {
+    run(scan_call(data, op), until);
+  }
 
   /// In place: rank r > 0's `data` becomes the `op` of ranks 0..r-1's; rank 0's is unchanged.
   template <class M, class Op>
-  void exscan(M&& data, Op op, deadline until = {});
+  void exscan(M&& data, Op op, deadline until = {}) {
+    run(exscan_call(data, op), until);
+  }
 
   /// Root's `out[displs[r], +counts[r])` receives rank r's `in`; `counts` and `displs` (one
   /// per rank) are read at the root only. Without `displs` the blocks lie back to back.
@@ -348,7 +352,9 @@ class communicator
   /// `out` (counts[r] elements) receives block r of the result.
   template <class In, class Out, class Op>
   void reduce_scatter(const In& in, Out&& out, std::span<const std::size_t> counts, Op op,
-                      deadline until = {});
+                      deadline until = {}) {
+    run(reduce_scatter_call(in, out, counts, op), until);
+  }
 
   /// reduce_scatter with every block the size of `out`.
   template <class In, class Out, class Op>
@@ -478,6 +484,12 @@ class communicator
   auto reduce_call(M& data, Op op, int root);
   template <class M, class Op>
   auto allreduce_call(M& data, Op op);
+  template <class M, class Op>
+  auto scan_call(M& data, Op op);
+  template <class M, class Op>
+  auto exscan_call(M& data, Op op);
+  template <class In, class Out, class Op>
+  auto reduce_scatter_call(const In& in, Out& out, std::span<const std::size_t> counts, Op op);
   template <class In, class Out>
   auto gather_call(const In& in, Out& out, int root);
   template <class In, class Out>

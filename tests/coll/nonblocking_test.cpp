@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Nonblocking collectives on every policy over the transport under test (support/job.hpp):
-// every i-collective started at once and completed out of order gives what its blocking form
-// gives; `test` alone completes them; a rank blocked in a receive, a probe or a blocking
-// collective moves them on (MPI's progress rule); a deadline ends one that a rank never
-// joins; a request dropped unfinished writes nothing afterwards.
+// each of the fifteen i-collectives, all started at once and completed out of order, gives
+// what its blocking form gives; `test` alone completes them; a rank blocked in a receive, a
+// probe or a blocking collective moves them on (MPI's progress rule); a deadline ends one
+// that a rank never joins; a request dropped unfinished writes nothing afterwards.
 
 #include <catch2/catch.hpp>
 
@@ -98,6 +98,10 @@ TEMPLATE_LIST_TEST_CASE("nonblocking collectives, all in flight at once, end as 
             for (std::size_t i = 0; i < send_counts[s]; ++i)
               to_each[send_displs[s] + i] = static_cast<double>(me * 100 + static_cast<int>(s));
           std::vector<double> from_each(recv_displs.back() + recv_counts.back(), -1);
+          std::vector<double> prefix = mine;
+          std::vector<double> before_me = mine;
+          const std::vector<double> to_scatter = values_of(me, total);
+          std::vector<double> my_sum(counts[static_cast<std::size_t>(me)], -1);
 
           std::vector<typename comm::request> started;
           started.push_back(world.ibarrier());
@@ -113,6 +117,9 @@ TEMPLATE_LIST_TEST_CASE("nonblocking collectives, all in flight at once, end as 
           started.push_back(world.iallgatherv(my_block, everyone_v, counts, displs));
           started.push_back(world.ialltoallv(to_each, send_counts, send_displs, from_each,
                                              recv_counts, recv_displs));
+          started.push_back(world.iscan(prefix, std::plus<>{}));
+          started.push_back(world.iexscan(before_me, std::plus<>{}));
+          started.push_back(world.ireduce_scatter(to_scatter, my_sum, counts, std::plus<>{}));
           // Last started, first waited: each wait must move the others on.
           for (auto it = started.rbegin(); it != started.rend(); ++it) it->wait();
           for (const auto& r : started) COMMX_CHECK(!r.active());
@@ -124,6 +131,16 @@ TEMPLATE_LIST_TEST_CASE("nonblocking collectives, all in flight at once, end as 
             COMMX_CHECK(reduce_data[i] == (me == 0 ? sum : mine[i]));
             COMMX_CHECK(allreduce_data[i] == value_of(world.size() - 1, i));
             COMMX_CHECK(piece[i] == static_cast<double>(static_cast<std::size_t>(me) * size + i));
+            double upto = 0;
+            for (int r = 0; r < me; ++r) upto += value_of(r, i);
+            COMMX_CHECK(before_me[i] == (me == 0 ? mine[i] : upto));
+            COMMX_CHECK(prefix[i] == upto + mine[i]);
+          }
+          for (std::size_t i = 0; i < my_sum.size(); ++i) {
+            double sum = 0;
+            for (int r = 0; r < world.size(); ++r)
+              sum += value_of(r, displs[static_cast<std::size_t>(me)] + i);
+            COMMX_CHECK(my_sum[i] == sum);
           }
           for (std::size_t r = 0; r < p; ++r) {
             for (std::size_t i = 0; i < size; ++i) {

@@ -134,28 +134,26 @@ inline auto communicator<T, C, S>::alltoall_call(const In& in, Out& out) {
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M, class Op>
-inline void communicator<T, C, S>::scan(M&& data, Op op, deadline until) {
+inline auto communicator<T, C, S>::scan_call(M& data, Op op) {
   check_valid("scan");
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
   const std::span<E> d(elements.data(), elements.size());
-  run(detail::make_call<true>(signature<E>(stats::op::scan, -1, d.size(), op),
-                              [d, op](auto& port, auto policy) { policy.scan(port, d, op); }),
-      until);
+  return detail::make_call<true>(signature<E>(stats::op::scan, -1, d.size(), op),
+                                 [d, op](auto& port, auto policy) { policy.scan(port, d, op); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class M, class Op>
-inline void communicator<T, C, S>::exscan(M&& data, Op op, deadline until) {
+inline auto communicator<T, C, S>::exscan_call(M& data, Op op) {
   check_valid("exscan");
   auto elements = detail::elements_of(data);
   check_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
   const std::span<E> d(elements.data(), elements.size());
-  run(detail::make_call<true>(signature<E>(stats::op::exscan, -1, d.size(), op),
-                              [d, op](auto& port, auto policy) { policy.exscan(port, d, op); }),
-      until);
+  return detail::make_call<true>(signature<E>(stats::op::exscan, -1, d.size(), op),
+                                 [d, op](auto& port, auto policy) { policy.exscan(port, d, op); });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -252,9 +250,8 @@ inline auto communicator<T, C, S>::alltoallv_call(const In& in,
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class In, class Out, class Op>
-inline void communicator<T, C, S>::reduce_scatter(const In& in, Out&& out,
-                                                  std::span<const std::size_t> counts, Op op,
-                                                  deadline until) {
+inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
+                                                       std::span<const std::size_t> counts, Op op) {
   check_valid("reduce_scatter");
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
@@ -263,13 +260,15 @@ inline void communicator<T, C, S>::reduce_scatter(const In& in, Out&& out,
   check_layout(counts, packed(counts), sent.size(), "reduce_scatter", "in");
   check_count(sent.size(), total(counts), "reduce_scatter", "in");
   check_count(got.size(), counts[as_size(rank_)], "reduce_scatter", "out");
-  std::vector<E> work(sent.begin(), sent.end());  // policies reduce in place
-  const std::span<E> w(work);
-  run(detail::make_call<true>(
-          signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
-          [w, counts, op](auto& port, auto policy) { policy.reduce_scatter(port, w, counts, op); }),
-      until);
-  std::copy_n(work.begin(), got.size(), got.begin());
+  const std::span<E> o(got.data(), got.size());
+  // Policies reduce in place: into a copy of `in`, whose own block then goes to `out`.
+  return detail::make_call<true>(
+      signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
+      [work = std::vector<E>(sent.begin(), sent.end()), o, c = detail::owned(counts), op](
+          auto& port, auto policy) mutable {
+        policy.reduce_scatter(port, std::span<E>(work), std::span<const std::size_t>(c), op);
+        std::copy_n(work.begin(), o.size(), o.begin());
+      });
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>

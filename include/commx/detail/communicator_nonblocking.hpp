@@ -2,8 +2,8 @@
 #pragma once
 /// @file
 /// The communicator's nonblocking collectives (`ibarrier`, `ibcast`, `ireduce`, `iallreduce`,
-/// `igather`, `iscatter`, `iallgather`, `ialltoall` and the v-variants), a base of
-/// commx::communicator.
+/// `igather`, `iscatter`, `iallgather`, `ialltoall`, the v-variants, `iscan`, `iexscan`,
+/// `ireduce_scatter`), a base of commx::communicator.
 ///
 /// Each starts its collective and returns a request that `wait`, `test`, `wait_all` and
 /// `wait_any` complete as they complete a point-to-point one. The buffers must stay alive and
@@ -104,6 +104,25 @@ class nonblocking_collectives {
     static_assert(outlives_request<Out>, "commx: ialltoallv needs a buffer that outlives it");
     return self().start(
         self().alltoallv_call(in, send_counts, send_displs, out, recv_counts, recv_displs));
+  }
+  /// scan, without blocking.
+  template <class M, class Op>
+  [[nodiscard]] request iscan(M&& data, Op op) {
+    static_assert(outlives_request<M>, "commx: iscan needs a buffer that outlives the request");
+    return self().start(self().scan_call(data, op));
+  }
+  /// exscan, without blocking.
+  template <class M, class Op>
+  [[nodiscard]] request iexscan(M&& data, Op op) {
+    static_assert(outlives_request<M>, "commx: iexscan needs a buffer that outlives the request");
+    return self().start(self().exscan_call(data, op));
+  }
+  /// reduce_scatter, without blocking (`in` is copied at the start).
+  template <class In, class Out, class Op>
+  [[nodiscard]] request ireduce_scatter(const In& in, Out&& out,
+                                        std::span<const std::size_t> counts, Op op) {
+    static_assert(outlives_request<Out>, "commx: ireduce_scatter needs a buffer that outlives it");
+    return self().start(self().reduce_scatter_call(in, out, counts, op));
   }
 
  private:

@@ -2,9 +2,9 @@
 #pragma once
 /// @file
 /// `coll::native::nonblocking`: what a nonblocking collective runs over coll::native. Each
-/// collective starts MPI's own nonblocking form (MPI_Iallreduce, MPI_Ibcast, ...) and waits
-/// for it through the port, which hands control back while it is in flight. Included by
-/// coll/native.hpp only.
+/// collective starts MPI's own nonblocking form (MPI_Iallreduce, MPI_Ibcast, ...,
+/// MPI_Ireduce_scatter) and waits for it through the port, which hands control back while it
+/// is in flight. Included by coll/native.hpp only.
 ///
 /// Reductions with an op of the user's run binomial's schedule over MPI point-to-point
 /// instead: MPI would call the op through native's per-type op pointer, and two collectives
@@ -175,6 +175,56 @@ struct native::nonblocking : native {
     check(p,
           MPI_Ialltoallv(in.data(), sc.data(), sd.data(), type<E>(), out.data(), rc.data(),
                          rd.data(), type<E>(), comm(p), &r.handle),
+          r.call);
+    p.await(r);
+  }
+
+  template <class Port, class E, class Op>
+  static void scan(Port& p, std::span<E> data, Op op) {
+    if (!predefined<Op, E>()) {
+      binomial::scan(p, data, op);
+      return;
+    }
+    const detail::native::reduction_op<Op, E> mpi_op(op);
+    started r(p, "MPI_Iscan");
+    check(p,
+          MPI_Iscan(MPI_IN_PLACE, data.data(), count(data, "iscan"), type<E>(), mpi_op.handle(),
+                    comm(p), &r.handle),
+          r.call);
+    p.await(r);
+  }
+
+  template <class Port, class E, class Op>
+  static void exscan(Port& p, std::span<E> data, Op op) {
+    if (!predefined<Op, E>()) {
+      binomial::exscan(p, data, op);
+      return;
+    }
+    const detail::native::reduction_op<Op, E> mpi_op(op);
+    std::vector<E> kept;  // as native::exscan: rank 0 keeps its data
+    if (p.rank() == 0) kept.assign(data.begin(), data.end());
+    started r(p, "MPI_Iexscan");
+    check(p,
+          MPI_Iexscan(MPI_IN_PLACE, data.data(), count(data, "iexscan"), type<E>(), mpi_op.handle(),
+                      comm(p), &r.handle),
+          r.call);
+    p.await(r);
+    if (p.rank() == 0) std::ranges::copy(kept, data.begin());
+  }
+
+  template <class Port, class E, class Op>
+  static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
+                             Op op) {
+    if (!predefined<Op, E>()) {
+      binomial::reduce_scatter(p, data, counts, op);
+      return;
+    }
+    const detail::native::reduction_op<Op, E> mpi_op(op);
+    const std::vector<int> c = ints(counts, "ireduce_scatter");
+    started r(p, "MPI_Ireduce_scatter");
+    check(p,
+          MPI_Ireduce_scatter(MPI_IN_PLACE, data.data(), c.data(), type<E>(), mpi_op.handle(),
+                              comm(p), &r.handle),
           r.call);
     p.await(r);
   }
