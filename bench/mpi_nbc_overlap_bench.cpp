@@ -11,36 +11,9 @@
 #include <cstdlib>
 #include <vector>
 
-namespace {
+#include "overlap_timing.hpp"
 
-using steady = std::chrono::steady_clock;
-
-double micros(steady::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <class Poke>
-void compute(double us, Poke&& poke) {
-  const auto start = steady::now();
-  auto next_poke = start + std::chrono::microseconds(20);
-  const auto end = start + std::chrono::duration_cast<steady::duration>(
-                               std::chrono::duration<double, std::micro>(us));
-  for (auto now = start; now < end; now = steady::now()) {
-    if (now >= next_poke) {
-      poke();
-      next_poke = now + std::chrono::microseconds(20);
-    }
-  }
-}
-
-double overlap(double pure, double overlapped) {
-  return std::clamp((pure + pure - overlapped) / pure, 0.0, 1.0);
-}
-
-}  // namespace
+using namespace overlap_timing;
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

@@ -23,32 +23,12 @@
 #include <commx/ops.hpp>
 #include <commx/variant.hpp>
 
+#include "overlap_timing.hpp"
+
 namespace {
 
 using comm = commx::variant::communicator;
-using steady = std::chrono::steady_clock;
-
-double micros(steady::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Busy work for `us` microseconds; with `poke`, calls it every 20 us.
-template <class Poke>
-void compute(double us, Poke&& poke) {
-  const auto start = steady::now();
-  auto next_poke = start + std::chrono::microseconds(20);
-  const auto end = start + std::chrono::duration_cast<steady::duration>(
-                               std::chrono::duration<double, std::micro>(us));
-  for (auto now = start; now < end; now = steady::now()) {
-    if (now >= next_poke) {
-      poke();
-      next_poke = now + std::chrono::microseconds(20);
-    }
-  }
-}
+using namespace overlap_timing;
 
 struct figures {
   double pure, start_wait, silent, testing;
@@ -87,10 +67,6 @@ figures measure(comm& world, std::size_t elements, int iterations) {
     testing.push_back(micros(steady::now() - t0));
   }
   return {t_cpu, median(start_wait), median(silent), median(testing)};
-}
-
-double overlap(double pure, double overlapped) {
-  return std::clamp((pure + pure - overlapped) / pure, 0.0, 1.0);
 }
 
 }  // namespace

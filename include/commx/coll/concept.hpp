@@ -149,12 +149,13 @@ concept varying_collectives = requires(port_archetype& p, std::span<double> data
 /// The policy a nonblocking collective runs: `C::nonblocking` where C names one, else C.
 template <class C>
 struct nonblocking_of {
-  using type = C;
+  using type = C;  ///< C itself: its blocking code runs on a fiber
 };
+/// A policy that names its own policy for nonblocking collectives (coll::native).
 template <class C>
 requires requires { typename C::nonblocking; }
 struct nonblocking_of<C> {
-  using type = typename C::nonblocking;
+  using type = typename C::nonblocking;  ///< the policy C names for nonblocking collectives
 };
 
 /// A collectives policy usable over transport T; see the requirements table above.
