@@ -5,7 +5,8 @@
 # and 4 ranks, and prints the comparison table; writes results/md/comparison.{csv,png}. Then the
 # N-body example in each arrangement (one job; two sites in one communicator; as root, each site
 # its own job over an emulated 50 ms link with relays): results/nbody/ (scripts/nbody_compare.py).
-# Extra arguments go to the MD driver (scripts/md_compare.py --help), e.g. --budget 400.
+# Every row runs, the MPI baseline (md_replicated_mpi_raw) first. Extra arguments go to the MD
+# driver (scripts/md_compare.py --help), e.g. --budget 400 to skip what would start later.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -11,9 +11,15 @@ lands later joins the table with no edit here. How a stack is launched:
   mpi_wan          two mpiruns of N/2 ranks, one per site (tests/transport/sites_by_launch.sh)
   anything else    commxrun -n N --timeout T ./md_replicated_<stack>_<policy>
 
+The baseline is md_replicated_mpi_raw, the same kernel written directly against MPI
+(MPI_Allreduce, no commx), launched as the mpi stack and listed as policy "raw": every row
+gives its time per step as a ratio to the baseline's at the same rank count ("vs MPI"), in the
+table, the CSV and the chart.
+
 Every run has a timeout; a run that fails, times out or prints no RESULT line shows up in the
-table as failed. Runs go in order of importance (every stack with the default policy first,
-then the other policies), and once the time budget is spent the rest are listed as skipped.
+table as failed. Runs go in order of importance (the baseline, every stack with the default
+policy, then the other policies). By default every row runs; with --budget, runs that would
+start after the budget is spent are listed as skipped.
 
 For the 2-rank runs it also prints the communication fraction that the stack's own point-to-
 point latency and bandwidth predict for the force sum (one allreduce of 3N+2 doubles per step),
@@ -34,7 +40,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-POLICIES = ["flat", "binomial", "ring", "hierarchical", "tuned", "native"]
+BASELINE_POLICY = "raw"  # md_replicated_mpi_raw: no commx at all
+POLICIES = [BASELINE_POLICY, "flat", "binomial", "ring", "hierarchical", "tuned", "native"]
 DEFAULT_POLICY = "tuned"
 VARIANT = re.compile(
     r"^md_replicated_(?P<stack>[a-z0-9_]+?)_(?P<policy>" + "|".join(POLICIES) + r")$")
@@ -202,15 +209,19 @@ def fmt(value: float | None, spec: str) -> str:
 
 def table(runs: list[Run]) -> list[dict]:
     fastest: dict[tuple[str, int], float] = {}
+    baseline: dict[int, float] = {}
     for r in runs:
         t = r.number("time_per_step_ms")
         if r.status == "ok" and t is not None:
             key = (r.policy, r.ranks)
             fastest[key] = min(fastest.get(key, t), t)
+            if r.policy == BASELINE_POLICY:
+                baseline[r.ranks] = t
     rows = []
     for r in runs:
         t = r.number("time_per_step_ms")
         best = fastest.get((r.policy, r.ranks))
+        mpi = baseline.get(r.ranks)
         rows.append({
             "stack": r.stack, "policy": r.policy, "ranks": r.ranks, "status": r.status,
             "time_per_step_ms": t,
@@ -220,6 +231,7 @@ def table(runs: list[Run]) -> list[dict]:
             "force_ms_per_step": r.number("force_ms"),
             "bytes_per_step": r.number("bytes_per_step"),
             "slowdown": (t / best) if (t is not None and best) else None,
+            "vs_mpi": (t / mpi) if (t is not None and mpi) else None,
             "thermo_match": r.result.get("thermo_match", "-") if r.status == "ok" else r.status,
             "thermo_max_rel_err": r.number("thermo_max_rel_err"),
             "replicas_agree": r.result.get("replicas_agree", "-"),
@@ -230,8 +242,8 @@ def table(runs: list[Run]) -> list[dict]:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = (f"{'stack':<11} {'policy':<13} {'ranks':>5} {'ms/step':>9} {'comm %':>7} "
-            f"{'send ms':>8} {'wait ms':>8} {'slowdown':>8}  thermo")
+    head = (f"{'stack':<11} {'policy':<13} {'ranks':>5} {'ms/step':>9} {'vs MPI':>7} "
+            f"{'comm %':>7} {'send ms':>8} {'wait ms':>8} {'slowdown':>8}  thermo")
     print(head)
     print("-" * len(head))
     for row in rows:
@@ -241,7 +253,7 @@ def print_table(rows: list[dict]) -> None:
             continue
         cf = row["comm_fraction"]
         print(f"{row['stack']:<11} {row['policy']:<13} {row['ranks']:>5} "
-              f"{fmt(row['time_per_step_ms'], '9.2f')} "
+              f"{fmt(row['time_per_step_ms'], '9.2f')} {fmt(row['vs_mpi'], '7.2f')} "
               f"{fmt(None if cf is None else 100 * cf, '7.1f')} "
               f"{fmt(row['send_ms_per_step'], '8.3f')} {fmt(row['wait_ms_per_step'], '8.3f')} "
               f"{fmt(row['slowdown'], '8.2f')}  {row['thermo_match']}")
@@ -273,20 +285,25 @@ def write_chart(rows: list[dict], path: Path, title: str) -> str:
     width = 0.8 / max(len(ranks), 1)
     for ax, policy in zip(axes[0], policies):
         for k, n in enumerate(ranks):
-            heights = []
+            heights, ratios = [], []
             for s in stacks:
-                match = [r["time_per_step_ms"] for r in ok
+                match = [r for r in ok
                          if r["stack"] == s and r["policy"] == policy and r["ranks"] == n]
-                heights.append(match[0] if match else 0)
-            ax.bar([i + (k - (len(ranks) - 1) / 2) * width for i in range(len(stacks))], heights,
-                   width, label=f"{n} rank{'s' if n > 1 else ''}")
+                heights.append(match[0]["time_per_step_ms"] if match else 0)
+                ratios.append(match[0]["vs_mpi"] if match else None)
+            xs = [i + (k - (len(ranks) - 1) / 2) * width for i in range(len(stacks))]
+            ax.bar(xs, heights, width, label=f"{n} rank{'s' if n > 1 else ''}")
+            for x, h, ratio in zip(xs, heights, ratios):  # each bar's ratio to the baseline
+                if ratio is not None:
+                    ax.text(x, h, f"{ratio:.2f}", ha="center", va="bottom", rotation=90,
+                            fontsize=6)
         ax.set_xticks(range(len(stacks)))
         ax.set_xticklabels(stacks)
         ax.set_title(policy)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("time per step (ms)")
     axes[0][0].legend(fontsize="small")
-    fig.suptitle(title)
+    fig.suptitle(title + " (labels: ratio to the MPI baseline at that rank count)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return f"chart: {path}"
@@ -332,8 +349,9 @@ def main() -> int:
                    default=Path("examples/md_replicated/reference/thermo.lj32000.txt"),
                    help="thermo table to match (the default suits --cells 20)")
     p.add_argument("--timeout", type=int, default=300, help="seconds per run")
-    p.add_argument("--budget", type=float, default=150,
-                   help="seconds for all runs; runs that would start later are skipped")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds for all runs; runs that would start later are skipped "
+                        "(default: every run)")
     p.add_argument("--link", action="append", default=[], type=parse_link,
                    help="STACK=LATENCY_US,BANDWIDTH_GBPS for the model, instead of measuring")
     args = p.parse_args()
@@ -350,23 +368,26 @@ def main() -> int:
     if "mpi" in stacks and shutil.which("mpirun") is None:
         print("md_compare: mpirun not found; the mpi runs will fail", file=sys.stderr)
 
-    # Every stack with the default policy first, so a short budget still compares the stacks.
+    # The baseline, then every stack with the default policy, so a short budget still
+    # compares the stacks with MPI.
     def importance(v):
         stack, policy, _ = v
-        return (policy != DEFAULT_POLICY, POLICIES.index(policy), stacks.index(stack))
+        return (policy != BASELINE_POLICY, policy != DEFAULT_POLICY, POLICIES.index(policy),
+                stacks.index(stack))
     runs = [Run(s, pol, n, path) for s, pol, path in sorted(variants, key=importance)
             for n in args.ranks]
 
     print(f"md_compare: {len(runs)} runs ({len(stacks)} stacks: {', '.join(stacks)}; "
           f"{len({v[1] for v in variants})} policies; ranks {' '.join(map(str, args.ranks))}), "
-          f"{4 * args.cells ** 3} atoms, {args.steps} steps, budget {args.budget:.0f} s",
+          f"{4 * args.cells ** 3} atoms, {args.steps} steps, "
+          + (f"budget {args.budget:.0f} s" if args.budget else "no time budget"),
           flush=True)
     start = time.monotonic()
     spent = []
     for k, run in enumerate(runs, 1):
         elapsed = time.monotonic() - start
         expected = max(spent) if spent else 0
-        if elapsed + expected > args.budget:
+        if args.budget is not None and elapsed + expected > args.budget:
             run.detail = f"time budget of {args.budget:.0f} s spent"
             continue
         print(f"[{k:>3}/{len(runs)}] {elapsed:6.1f} s  {run.stack} {run.policy} {run.ranks} "
@@ -381,9 +402,10 @@ def main() -> int:
     skipped = sum(r.status == "skipped" for r in runs)
     print()
     print(f"md_replicated: {4 * args.cells ** 3} atoms, {args.steps} steps. Times are ms per "
-          "step; send/wait are per rank (mean); slowdown is against the fastest stack with the "
-          "same policy and rank count; thermo: matched the LAMMPS reference to 1e-10 (step 0) "
-          "and 1e-8.")
+          "step; vs MPI is the time over the MPI baseline's (mpi raw: the kernel on "
+          "MPI_Allreduce, no commx) at the same rank count; send/wait are per rank (mean); "
+          "slowdown is against the fastest stack with the same policy and rank count; thermo: "
+          "matched the LAMMPS reference to 1e-10 (step 0) and 1e-8.")
     print_table(rows)
     if skipped:
         print(f"{skipped} runs skipped: the {args.budget:.0f} s budget was spent "
