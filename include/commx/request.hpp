@@ -175,8 +175,9 @@ class request {
   /// The status if the operation has completed, without blocking. Throws as `wait` does.
   std::optional<status> test() {
     if (!active_) return finished();
-    if (task_) {
-      if (!task_->advance()) return std::nullopt;
+    if (task_) {  // moves this collective on, and the rank's others too (MPI's progress rule)
+      state_->running.advance_all();
+      if (!task_->done()) return std::nullopt;
       return collective_ended();
     }
     if (!state_->running.empty()) state_->running.advance_all();

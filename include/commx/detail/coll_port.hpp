@@ -159,9 +159,6 @@ class coll_port {
     started.wait();
   }
 
-  /// True when this port runs a nonblocking collective.
-  [[nodiscard]] bool nonblocking() const { return driver_ != nullptr; }
-
  private:
   static constexpr int phases_apart = 64;  // more than there are stats::op kinds
   static constexpr std::uint32_t tags_per_call = 256;
