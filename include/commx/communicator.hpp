@@ -181,8 +181,7 @@ class communicator
   /// (serialized messages are encoded at once and need not).
   template <transferable M>
   [[nodiscard]] request isend(int dest, int tag, M&& message) {
-    static_assert(std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>> ||
-                      transfer_mode_of<M> == transfer_mode::serialized,
+    static_assert(detail::outlives_request<M> || transfer_mode_of<M> == transfer_mode::serialized,
                   "commx: isend sends from the caller's buffer, which must outlive the request: "
                   "pass an lvalue or a span, not a temporary (or use send)");
     return post_send(dest, tag, message, stats::op::isend);
@@ -192,7 +191,7 @@ class communicator
   template <transferable M>
   [[nodiscard]] request irecv(int source, int tag, M&& message) {
     static_assert(
-        std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>>,
+        detail::outlives_request<M>,
         "commx: irecv needs a buffer that outlives the request: pass an lvalue or a span");
     return post_recv(source, tag, message, stats::op::irecv);
   }

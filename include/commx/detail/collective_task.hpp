@@ -75,7 +75,9 @@ class collective_task : public collective_driver {
   std::exception_ptr error_;
 };
 
-/// The nonblocking collectives a rank has in flight; see the file comment.
+/// The nonblocking collectives a rank has in flight; see the file comment. A collective leaves
+/// the list as soon as its code ends, so that a rank with none in flight waits on the
+/// transports' fast paths again even before its requests are waited for.
 class running_collectives {
  public:
   void add(collective_task* task) { tasks_.push_back(task); }
@@ -85,10 +87,11 @@ class running_collectives {
   /// Moves on every collective that is neither ended nor the one running now. A collective
   /// that fails keeps its error for its own request; nothing is thrown here.
   void advance_all() {
-    // By index: a collective's code never adds or removes one of the rank's collectives.
-    for (std::size_t i = 0; i < tasks_.size(); ++i) {
+    // By index: a collective that ends removes itself, and the next one takes its place.
+    for (std::size_t i = 0; i < tasks_.size();) {
       collective_task* task = tasks_[i];
-      if (!task->done() && !task->running()) (void)task->advance();
+      if (!task->running()) (void)task->advance();
+      if (i < tasks_.size() && tasks_[i] == task) ++i;
     }
   }
 
@@ -97,7 +100,7 @@ class running_collectives {
 };
 
 /// A collective whose code is `Body`, a callable `void(collective_driver&)`, run on a fiber.
-/// It is listed in `running` from construction to destruction.
+/// It is listed in `running` from construction until its code ends.
 template <class Body>
 class fiber_collective final : public collective_task {
  public:
@@ -111,9 +114,8 @@ class fiber_collective final : public collective_task {
   ~fiber_collective() override {
     if (!fiber_.finished()) {
       mode_ = drive_mode::abandon;
-      fiber_.resume();
+      fiber_.resume();  // its code unwinds, and leaves `running` as it ends
     }
-    running_.remove(this);
   }
 
   bool advance() override {
@@ -145,6 +147,7 @@ class fiber_collective final : public collective_task {
       } catch (...) {
         self->error_ = std::current_exception();
       }
+      self->running_.remove(self);
     }
   };
 

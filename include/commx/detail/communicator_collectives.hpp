@@ -289,14 +289,11 @@ inline void communicator<T, C, S>::run(Call call, deadline until) {
   detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, when, kind, call_number);
   // A reduction runs under C, or under C with rank-order folds when reproducible bits across
   // policies were asked for.
-  if constexpr (Call::reduces) {
-    if (reduction_ == reduction_order::reproducible) {
-      call.body(port, coll::detail::rank_order_over<C>{});
-      if constexpr (S::enabled) state_->stats.add_collective_time(kind, watch.seconds());
-      return;
-    }
+  if (Call::reduces && reduction_ == reduction_order::reproducible) {
+    call.body(port, coll::detail::rank_order_over<C>{});
+  } else {
+    call.body(port, C{});
   }
-  call.body(port, C{});
   if constexpr (S::enabled) state_->stats.add_collective_time(kind, watch.seconds());
 }
 
@@ -320,13 +317,11 @@ inline auto communicator<T, C, S>::start(Call call) -> request {
     detail::coll_port<T, S> port(*state, *members, ctx, rank, {}, kind, call_number,
                                  /*phase=*/0, &driver);
     using policy = typename coll::nonblocking_of<C>::type;
-    if constexpr (Call::reduces) {
-      if (in_rank_order) {
-        call.body(port, coll::detail::rank_order_over<policy>{});
-        return;
-      }
+    if (in_rank_order) {
+      call.body(port, coll::detail::rank_order_over<policy>{});
+    } else {
+      call.body(port, policy{});
     }
-    call.body(port, policy{});
   };
   req.task_ =
       std::make_unique<detail::fiber_collective<decltype(code)>>(std::move(code), state_->running);

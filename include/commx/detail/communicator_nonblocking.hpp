@@ -22,6 +22,11 @@
 
 namespace commx::detail {
 
+/// A buffer a nonblocking call may keep: an lvalue's, or a view's (it refers elsewhere).
+template <class M>
+inline constexpr bool outlives_request =
+    std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>>;
+
 /// The nonblocking collectives of `Communicator`, whose requests are `Request`s.
 template <class Communicator, class Request>
 class nonblocking_collectives {
@@ -126,11 +131,6 @@ class nonblocking_collectives {
   }
 
  private:
-  // A buffer a nonblocking call may keep: an lvalue's, or a view's (it refers elsewhere).
-  template <class M>
-  static constexpr bool outlives_request =
-      std::is_lvalue_reference_v<M> || std::ranges::view<std::remove_cvref_t<M>>;
-
   Communicator& self() { return static_cast<Communicator&>(*this); }
 };
 
