@@ -18,81 +18,9 @@
 #include "commx/launch.hpp"
 #include "commx/ops.hpp"
 #include "pmb.hpp"
+#include "pmb_pattern.hpp"
 
 namespace {
-
-// One PMB pattern with its buffers, allocated once per job so the timed loop only communicates.
-class pattern {
- public:
-  pattern(std::string_view bench, std::size_t bytes, int ranks)
-      : bench_(bench),
-        n_(bytes / sizeof(double)),
-        p_(static_cast<std::size_t>(ranks)),
-        a_(std::max<std::size_t>(n_ * p_, 1), 1.0),
-        b_(std::max<std::size_t>(n_ * p_, 1), 0.0),
-        counts_(p_, n_) {}
-
-  template <class Comm>
-  void run(Comm& world) {
-    const int me = world.rank();
-    const int right = (me + 1) % world.size();
-    const int left = (me + world.size() - 1) % world.size();
-    const std::span<double> out(a_.data(), n_);
-    const std::span<double> in(b_.data(), n_);
-    if (bench_ == "PingPong") {
-      if (me == 0) {
-        world.send(1, 0, out);
-        world.recv(1, 0, in);
-      } else if (me == 1) {
-        world.recv(0, 0, in);
-        world.send(0, 0, out);
-      }
-    } else if (bench_ == "PingPing") {
-      if (me < 2) {
-        auto sent = world.isend(1 - me, 0, out);
-        world.recv(1 - me, 0, in);
-        sent.wait();
-      }
-    } else if (bench_ == "Sendrecv") {
-      world.sendrecv(right, 0, out, left, 0, in);
-    } else if (bench_ == "Exchange") {
-      const std::span<double> in2(b_.data() + n_, n_);
-      auto to_left = world.isend(left, 0, out);
-      auto to_right = world.isend(right, 1, out);
-      world.recv(right, 0, in);
-      world.recv(left, 1, in2);
-      to_left.wait();
-      to_right.wait();
-    } else if (bench_ == "Allreduce") {
-      world.allreduce(out, std::plus<>{});
-    } else if (bench_ == "Reduce") {
-      world.reduce(out, std::plus<>{}, 0);
-    } else if (bench_ == "Reduce_scatter") {
-      world.reduce_scatter_block(std::span<const double>(a_.data(), (n_ / p_) * p_),
-                                 std::span<double>(b_.data(), n_ / p_), std::plus<>{});
-    } else if (bench_ == "Allgather") {
-      world.allgather(std::span<const double>(out), std::span<double>(b_.data(), n_ * p_));
-    } else if (bench_ == "Allgatherv") {
-      world.allgatherv(std::span<const double>(out), std::span<double>(b_.data(), n_ * p_),
-                       counts_);
-    } else if (bench_ == "Alltoall") {
-      world.alltoall(std::span<const double>(a_.data(), n_ * p_),
-                     std::span<double>(b_.data(), n_ * p_));
-    } else if (bench_ == "Bcast") {
-      world.bcast(out, 0);
-    } else if (bench_ == "Barrier") {
-      world.barrier();
-    }
-  }
-
- private:
-  std::string_view bench_;
-  std::size_t n_;
-  std::size_t p_;
-  std::vector<double> a_;
-  std::vector<double> b_;
-  std::vector<std::size_t> counts_;
-};
 
 template <class Policy>
 void register_policy() {
@@ -112,7 +40,7 @@ void register_policy() {
             for (auto _ : state) {
               std::atomic<double> slowest{0};
               commx::run_inproc<comm>(ranks, [&](comm& world) {
-                pattern work(bench, bytes, ranks);
+                pmb::commx_pattern work(bench, bytes, ranks);
                 work.run(world);  // warm-up: first touch of the buffers
                 world.barrier();
                 const auto start = commx::clock::now();

@@ -9,6 +9,7 @@
 #include <benchmark/benchmark.h>
 #include <mpi.h>
 
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -114,7 +115,12 @@ class silent_reporter : public benchmark::BenchmarkReporter {
   void ReportRuns(const std::vector<Run>&) override {}
 };
 
+// PMB_MPI_LABEL names the run ("openmpi-tcp" for Open MPI over its TCP BTL only), else the
+// library does.
 std::string library_name() {
+  if (const char* label = std::getenv("PMB_MPI_LABEL"); label != nullptr && *label != '\0') {
+    return label;
+  }
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int length = 0;
   MPI_Get_library_version(version, &length);

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from md_compare import RANK_PREFIX, launched  # noqa: E402  (the main job's launch rules)
+from launching import RANK_PREFIX, launched  # noqa: E402  (the main job's launch rules)
 
 UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 

@@ -1,28 +1,29 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Runs the benchmarks side by side: commx's policies (bench_collectives) and Open MPI's own
-# collectives (bench_mpi_collectives under mpirun), the PMB/IMB set at 2 and 4 ranks, then
-# prints the comparison table and the tuned table those runs imply. Results: results/bench/.
+# Runs the PMB/IMB set (seed 002) side by side on every stack: commx's policies in-process
+# (bench_collectives) and on every stack whose ranks are processes (bench_pmb_<stack>), and
+# Open MPI's own collectives over its default transports and over TCP only
+# (bench_mpi_collectives), at 2 and 4 ranks in interleaved rounds (scripts/pmb_sweep.py).
+# Then prints the comparison per stack (scripts/pmb_report.py) and writes the coll::tuned
+# table each stack's runs imply (scripts/tune_collectives.py). Results: results/bench/.
+#   bash scripts/bench.sh [ROUNDS]     (default 5)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
 cmake --preset release --fresh >/dev/null
-cmake --build --preset release -j "$(nproc)" --target bench_collectives bench_mpi_collectives bench_p2p
+cmake --build --preset release -j "$(nproc)" --target bench_collectives bench_mpi_collectives \
+  bench_pmb_all commxrun
 
 out=results/bench
-mkdir -p "$out"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for np in 2 4; do
-  echo "=== commx policies, ${np} ranks"
-  PMB_RANKS=$np ./build/release/bench/bench_collectives \
-    --benchmark_out="$out/commx-np$np.json" --benchmark_out_format=json >/dev/null
-  echo "=== Open MPI, ${np} ranks"
-  timeout 1200 mpirun -np "$np" --oversubscribe ./build/release/bench/bench_mpi_collectives \
-    --benchmark_out="$out/openmpi-np$np.json" --benchmark_out_format=json >/dev/null
+rm -rf "$out"
+python3 scripts/pmb_sweep.py --results "$out" --rounds "${1:-5}" | tee "$out.log"
+mv "$out.log" "$out/sweep.log"
+python3 scripts/pmb_report.py "$out"/round*/*.json | tee "$out/pmb.txt"
+mkdir -p "$out/tuned_tables"
+for stack in inproc shm tcp wan mpi; do
+  python3 scripts/tune_collectives.py --stack "$stack" "$out"/round*/"$stack"-np*.json \
+    > "$out/tuned_tables/$stack.hpp"
 done
-
-python3 scripts/pmb_report.py "$out"/commx-np*.json "$out"/openmpi-np*.json | tee "$out/pmb.txt"
-python3 scripts/tune_collectives.py "$out"/commx-np*.json > "$out/tuned_table.hpp"
-echo "=== proposed tuned table: $out/tuned_table.hpp (copy to include/commx/coll/ to adopt)"
+echo "=== tuned tables: $out/tuned_tables/*.hpp (copy to include/commx/coll/tuned_tables/ to adopt)"

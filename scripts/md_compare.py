@@ -5,7 +5,7 @@ collectives policy) at 1, 2 and 4 ranks, and prints one comparison table; writes
 a PNG chart under results/md/.
 
 Variants are discovered from the build tree (md_replicated_<stack>_<policy>), so a stack that
-lands later joins the table with no edit here. How a stack is launched:
+lands later joins the table with no edit here. How a stack is launched (scripts/launching.py):
   inproc           COMMX_INPROC_RANKS=N ./md_replicated_inproc_<policy>
   mpi              mpirun -np N --oversubscribe ./md_replicated_mpi_<policy>
   mpi_wan          two mpiruns of N/2 ranks, one per site (tests/transport/sites_by_launch.sh)
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import re
 import shutil
@@ -40,12 +39,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from alpha_beta import fit, measure  # noqa: E402  (seed 000's model, fitted per stack)
+from launching import RANK_PREFIX, launched  # noqa: E402
+
 BASELINE_POLICY = "raw"  # md_replicated_mpi_raw: no commx at all
 POLICIES = [BASELINE_POLICY, "flat", "binomial", "ring", "hierarchical", "tuned", "native"]
 DEFAULT_POLICY = "tuned"
 VARIANT = re.compile(
     r"^md_replicated_(?P<stack>[a-z0-9_]+?)_(?P<policy>" + "|".join(POLICIES) + r")$")
-RANK_PREFIX = re.compile(r"^\[\d+\] ")  # commxrun's "[rank] " prefix
 
 
 @dataclass
@@ -75,35 +77,6 @@ def discover(build_dir: Path) -> list[tuple[str, str, Path]]:
             if m and path.is_file() and os.access(path, os.X_OK):
                 found.append((m["stack"], m["policy"], path))
     return found
-
-
-def launched(stack: str, ranks: int, program: list[str], timeout: float,
-             commxrun: Path) -> tuple[list[str], dict]:
-    """The command and environment that run `program` on `ranks` ranks of `stack`."""
-    env = dict(os.environ)
-    if stack == "inproc":
-        env["COMMX_INPROC_RANKS"] = str(ranks)
-        return program, env
-    if stack == "mpi":
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-        # As the tests run it: no core binding and yielding while idle, since ranks share 2
-        # cores with each other (busy-polling ranks would starve one another).
-        return ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
-                "--mca", "mpi_yield_when_idle", "1"] + program, env
-    if stack == "mpi_wan" and ranks > 1:
-        # Two sites, each its own mpirun, joined over wan (as the tests launch it).
-        script = Path(__file__).resolve().parent.parent / "tests" / "transport" / "sites_by_launch.sh"
-        return ["bash", str(script), "mpirun", str(ranks)] + program, env
-    if stack == "mpi_wan":
-        return launched("mpi", ranks, program, timeout, commxrun)
-    # The layered stacks on two simulated nodes of this machine (shm_tcp_wan: at two sites).
-    places = []
-    if ranks > 1 and stack == "shm_tcp":
-        places = ["--nodes", "2"]
-    elif ranks > 1 and stack == "shm_tcp_wan":
-        places = ["--nodes", "2", "--sites", "2"]
-    return [str(commxrun), "-n", str(ranks), *places, "--timeout", str(int(timeout))] + program, env
 
 
 def command_for(run: Run, args, commxrun: Path) -> tuple[list[str], dict]:
@@ -148,32 +121,19 @@ def execute(run: Run, args, commxrun: Path) -> None:
 
 # --- the communication model -----------------------------------------------------------------
 
-def measure_link(stack: str, bench_dir: Path, commxrun: Path) -> tuple[float, float] | None:
-    """(latency s, bandwidth B/s) from this stack's own ping-pong, bench_pingpong_<stack> on 2
-    ranks (bench/pingpong_bench.cpp), if it was built: 8 B and 1 MiB half round trips."""
-    program = bench_dir / f"bench_pingpong_{stack}"
-    if not (program.is_file() and os.access(program, os.X_OK)):
-        return None
-    command, env = launched(stack, 2, [
-        # The bench names its stack by the stack's own name ("shm+tcp"), the only one in it.
-        str(program), "--benchmark_filter=^pingpong/commx-[^/]*/(8|1048576)/",
-        "--benchmark_format=json", "--benchmark_repetitions=3",
-        "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.1"], 120, commxrun)
+def measure_link(stack: str, build_dir: Path) -> tuple[float, float] | None:
+    """(alpha s, 1 / beta B/s): seed 000's C(n) = alpha + n * beta fitted to this stack's own
+    ping-pong, bench_pingpong_<stack> on 2 ranks at every size from 0 B to 4 MiB, as
+    scripts/alpha_beta.py fits it; None if the bench was not built or the fit is not a cost."""
     try:
-        out = subprocess.run(command, env=env, capture_output=True, text=True, timeout=150).stdout
-        # Rank 0 prints the report; a launcher prefixes each line with "[0] ".
-        report = "\n".join(RANK_PREFIX.sub("", line) for line in out.splitlines())
-        unit = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-        one_way = {}  # bytes -> seconds, half a round trip
-        for b in json.loads(report[report.index("{"):])["benchmarks"]:
-            if b.get("aggregate_name") == "median":
-                size = int(b["run_name"].split("/")[2])
-                one_way[size] = b["real_time"] * unit[b["time_unit"]] / 2
-        latency = one_way[8]
-        bandwidth = (1048576 - 8) / max(one_way[1048576] - latency, 1e-12)
-    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, IndexError):
+        alpha, beta, _ = fit(measure(stack, build_dir, repetitions=3, min_time=0.05,
+                                     timeout=120))
+    except (OSError, RuntimeError, ValueError, KeyError, IndexError,
+            subprocess.TimeoutExpired):
         return None
-    return latency, bandwidth
+    if alpha <= 0 or beta <= 0:
+        return None
+    return alpha, 1 / beta
 
 
 def parse_link(text: str) -> tuple[str, float, float]:
@@ -415,11 +375,13 @@ def main() -> int:
     for stack in stacks:
         if stack not in links and any(r.stack == stack and r.ranks == 2 and r.status == "ok"
                                       for r in runs):
-            measured = measure_link(stack, args.build_dir / "bench", commxrun)
+            measured = measure_link(stack, args.build_dir)
             if measured:
                 links[stack] = measured
     print("\ncommunication model, 2 ranks: one allreduce of 3N+2 doubles per step from the "
-          "stack's ping-pong latency and bandwidth plus one local add of the buffer.\n"
+          "stack's latency alpha and bandwidth 1/beta (seed 000's C(n) = alpha + n beta, fitted "
+          "to its ping-pong at 0 B-4 MiB as scripts/alpha_beta.py fits it) plus one local add "
+          "of the buffer.\n"
           "  'transfer' is the measured time in the allreduce after the last rank arrived "
           "(load imbalance taken out); 'all comm' also counts waiting for the slower rank.")
     for stack, (lat, bw) in sorted(links.items()):

@@ -103,6 +103,41 @@ TEMPLATE_LIST_TEST_CASE("bcast, reduce, allreduce", "[coll]", policies) {
   }
 }
 
+TEMPLATE_LIST_TEST_CASE("collectives of nothing end where they start, as MPI's of count 0",
+                        "[coll]", policies) {
+  using comm = comm_for<TestType>;
+  for (int n : commx::test::job_rank_counts()) {
+    REQUIRE_NOTHROW(job<comm>(n, [](comm& world) {
+      world.set_checks(commx::check_level::basic);  // the cross-rank check would send
+      const auto before = world.stats().total();    // making this communicator sent messages
+      const std::vector<std::size_t> zeros(static_cast<std::size_t>(world.size()), 0);
+      std::vector<double> none;
+      std::vector<double> out;
+      world.bcast(none, 0);
+      world.reduce(none, std::plus<>{}, 0);
+      world.allreduce(none, std::plus<>{});
+      world.gather(std::span<const double>(none), std::span<double>(out), 0);
+      world.scatter(std::span<const double>(none), std::span<double>(out), 0);
+      world.allgather(std::span<const double>(none), std::span<double>(out));
+      world.alltoall(std::span<const double>(none), std::span<double>(out));
+      world.scan(none, std::plus<>{});
+      world.exscan(none, std::plus<>{});
+      world.allgatherv(std::span<const double>(none), std::span<double>(out), zeros);
+      world.reduce_scatter(std::span<const double>(none), std::span<double>(out), zeros,
+                           std::plus<>{});
+      world.iallreduce(none, std::plus<>{}).wait();
+      world.ibcast(none, 0).wait();
+      const auto after = world.stats().total();
+      COMMX_CHECK_EQ(after.messages_sent, before.messages_sent);
+      COMMX_CHECK_EQ(after.messages_received, before.messages_received);
+      // They were numbered alike on every rank: the next collective still meets its peers.
+      double one = 1.0;
+      world.allreduce(one, std::plus<>{});
+      COMMX_CHECK(one == static_cast<double>(world.size()));
+    }));
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("gather, scatter, allgather, alltoall", "[coll]", policies) {
   using comm = comm_for<TestType>;
   for (int n : commx::test::job_rank_counts()) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "commx/coll/binomial.hpp"
@@ -159,18 +160,25 @@ TEST_CASE("reproducible reductions give the same bits on every policy", "[coll][
   }
 }
 
-TEST_CASE("tuned picks from its table", "[coll][tuned]") {
+TEST_CASE("tuned picks from the table of the stack it runs over", "[coll][tuned]") {
   using commx::coll::tuned;
   using commx::coll::detail::algorithm;
-  // A collective the table has no rule for is binomial's.
-  CHECK(tuned::choose(op::scan, 8, 8) == algorithm::binomial);
-  // The last rule for a collective wins wherever it applies.
-  for (const auto& rule : commx::coll::detail::tuned_rules) {
-    bool last = true;
-    for (const auto& later : commx::coll::detail::tuned_rules) {
-      if (&later > &rule && later.collective == rule.collective) last = false;
+  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi"}) {
+    INFO(stack);
+    const auto table = commx::coll::detail::tuned_rules_for(stack);
+    CHECK_FALSE(table.empty());
+    // A collective the table has no rule for is binomial's.
+    CHECK(tuned::choose(stack, op::scan, 8, 8) == algorithm::binomial);
+    // The last rule for a collective wins wherever it applies.
+    for (const auto& rule : table) {
+      bool last = true;
+      for (const auto& later : table) {
+        if (&later > &rule && later.collective == rule.collective) last = false;
+      }
+      if (last) {
+        CHECK(tuned::choose(stack, rule.collective, rule.min_ranks, rule.min_bytes) == rule.use);
+      }
     }
-    if (last) CHECK(tuned::choose(rule.collective, rule.min_ranks, rule.min_bytes) == rule.use);
   }
   CHECK(commx::coll::detail::name(algorithm::hierarchical) == "hierarchical");
 }
@@ -178,7 +186,7 @@ TEST_CASE("tuned picks from its table", "[coll][tuned]") {
 // Run by the CTest coll.tuned_forced with COMMX_COLL_ALLREDUCE=flat in its environment.
 TEST_CASE("tuned obeys COMMX_COLL_<COLLECTIVE>", "[.forced]") {
   using commx::coll::tuned;
-  REQUIRE(tuned::choose(op::allreduce, 8, std::size_t{1} << 20) ==
+  REQUIRE(tuned::choose("inproc", op::allreduce, 8, std::size_t{1} << 20) ==
           commx::coll::detail::algorithm::flat);
   commx::test::inproc_job<counted<tuned>>(4, [](auto& world) {
     std::vector<double> data(std::size_t{1} << 16, 1.0);

@@ -13,8 +13,11 @@
 #include "commx/coll/tuned.hpp"
 #include "support/job.hpp"
 
+// The collectives suites count (tests/CMakeLists.txt sets COMMX_TEST_STATS=counting): some
+// cases check what a collective sent.
 template <class Policy>
-using comm_for = commx::communicator<commx::test::transport_under_test, Policy>;
+using comm_for =
+    commx::communicator<commx::test::transport_under_test, Policy, commx::test::stats_under_test>;
 // Node layouts of one's choosing exist only in process: those tests run on inproc.
 template <class Policy>
 using inproc_comm_for = commx::communicator<commx::transport::inproc, Policy>;

@@ -42,6 +42,14 @@ using transport_under_test = commx::transport::COMMX_TEST_TRANSPORT;
 using transport_under_test = commx::transport::inproc;
 #endif
 
+/// The stats policy of every communicator a test program's jobs use: COMMX_TEST_STATS, else
+/// none. A launched process joins one world, of one type, and splits every job from it.
+#ifdef COMMX_TEST_STATS
+using stats_under_test = stats::COMMX_TEST_STATS;
+#else
+using stats_under_test = stats::none;
+#endif
+
 /// True when the ranks of a job are the processes a launcher started.
 inline constexpr bool multi_process = !std::is_same_v<transport_under_test, transport::inproc>;
 
@@ -81,7 +89,7 @@ communicator<transport_under_test, coll::flat, Stats>& process_world() {
 /// else test_rank_counts().
 inline std::vector<int> job_rank_counts() {
   if constexpr (multi_process) {
-    return {job_internals::process_world<stats::none>().size()};
+    return {job_internals::process_world<stats_under_test>().size()};
   } else {
     return test_rank_counts();
   }
@@ -93,6 +101,8 @@ template <class Comm, class Fn>
 void job(int n, Fn&& fn, std::vector<int> nodes = {}, std::vector<int> sites = {}) {
   static_assert(std::is_same_v<typename Comm::transport_type, transport_under_test>,
                 "a test job runs on the transport under test");
+  static_assert(!multi_process || std::is_same_v<typename Comm::stats_type, stats_under_test>,
+                "a launched test's jobs use the stats policy under test (COMMX_TEST_STATS)");
   if constexpr (!multi_process) {
     inproc_job<Comm>(n, std::forward<Fn>(fn), std::move(nodes), std::move(sites));
   } else {

@@ -7,19 +7,24 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "commx/communicator.hpp"
+#include "commx/transport/detail/shm/waiting.hpp"
 #include "commx/transport/shm.hpp"
 #include "transport/shm_ranks.hpp"
 
@@ -348,4 +353,58 @@ TEST_CASE("more large messages in flight both ways than there are offer tickets"
   wait_all(ranks, 120s);
   INFO(commx::test::shm_ranks::failures(ranks));
   CHECK(commx::test::shm_ranks::failures(ranks).empty());
+}
+
+// How a waiting rank spends the time before it yields (detail/shm/waiting.hpp): spinning
+// long only while its core is its own, judged at run time.
+TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is shared",
+          "[shm][waiting]") {
+  using commx::detail::shm::waiting;
+  const auto far = commx::clock::now() + 10s;
+  int polls = 0;
+  const auto arrives_at = [&](int n) {
+    polls = 0;
+    return [&polls, n] { return ++polls >= n; };
+  };
+  // COMMX_SHM_SPIN=n: n polls, whatever the host.
+  const waiting fixed(5, 1s, 1);
+  CHECK_FALSE(fixed.spin(arrives_at(1000), far));
+  CHECK(polls == 5);
+  // More ranks than the cores this process may use: the few polls that suit a shared core.
+  const waiting oversubscribed(std::nullopt, 1s, waiting::usable_cores() + 1);
+  CHECK_FALSE(oversubscribed.spin(arrives_at(1000), far));
+  CHECK(polls == waiting::shared_spins);
+  // A core per rank: it spins on, far beyond those few polls, until the message comes...
+  waiting own(std::nullopt, 1s, 1);
+  CHECK(own.spin(arrives_at(20000), far));
+  CHECK(polls == 20000);
+  // ... and no longer than its budget or the deadline.
+  const waiting short_budget(std::nullopt, 1ms, 1);
+  const auto start = commx::clock::now();
+  CHECK_FALSE(short_budget.spin([] { return false; }, far));
+  CHECK_FALSE(own.spin([] { return false; }, commx::clock::now() + 1ms));
+  CHECK(commx::clock::now() - start < 1s);
+
+  // A yield that another task takes the core for: pin this thread and a busy one to one core.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  cpu_set_t mine;
+  REQUIRE(::sched_getaffinity(0, sizeof(mine), &mine) == 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &mine)) ++cpu;
+  CPU_SET(cpu, &one);
+  REQUIRE(::sched_setaffinity(0, sizeof(one), &one) == 0);
+  std::atomic<bool> stop{false};
+  std::thread busy([&] {
+    (void)::sched_setaffinity(0, sizeof(one), &one);
+    while (!stop.load(std::memory_order_relaxed)) {
+    }
+  });
+  // The busy thread runs whenever we yield; a few yields are enough for one to take long.
+  for (int i = 0; i < 50; ++i) own.yield();
+  stop = true;
+  busy.join();
+  REQUIRE(::sched_setaffinity(0, sizeof(mine), &mine) == 0);
+  CHECK_FALSE(own.spin(arrives_at(1000), far));
+  CHECK(polls == waiting::shared_spins);
 }

@@ -20,6 +20,7 @@
 /// | `p.recv(peer, in)` | `void` | blocking receive of exactly `in.size()` elements; any other size is errc::collective_mismatch |
 /// | `p.isend(peer, out)`, `p.irecv(peer, in)` | `P::pending` | nonblocking; buffers stay valid until completion |
 /// | `p.wait_all(span<P::pending>)` | `void` | completes them all (a default-constructed pending is complete) |
+/// | `P::stack` (optional) | `std::string_view` | the name of the stack the port runs over (the transport's `name`); coll::tuned picks its measured table by it |
 /// | `p.site_of(peer)` (optional) | `int` | site id of `peer`: equal ids share a site; a node is inside one site. The communicator's port has it (0 for all on a transport without sites) |
 ///
 /// Policy requirements, for `C` the policy, `T` the transport, `data` a `std::span<E>`, `in` a
@@ -76,6 +77,16 @@ concept port = requires(P& p, const P& cp, int peer, std::span<const double> out
   { p.irecv(peer, in) } -> std::same_as<typename P::pending>;
   p.wait_all(pending);
 };
+
+/// The name of the stack port P runs over (`P::stack`), or an empty name if P names none.
+template <class P>
+[[nodiscard]] constexpr std::string_view stack_of() {
+  if constexpr (requires { P::stack; }) {
+    return P::stack;
+  } else {
+    return {};
+  }
+}
 
 /// A port with nothing behind it: the concept below checks policies against it, so a policy is
 /// checked without instantiating any communicator. Declared only, never called.

@@ -2,7 +2,8 @@
 #pragma once
 /// @file
 /// `coll::tuned`: picks an algorithm (flat, binomial, ring, hierarchical) for each call by
-/// collective, rank count and message size from a measured table (tuned_table.hpp). The choice
+/// collective, rank count and message size from the table measured on the stack it runs over
+/// (tuned_table.hpp: one table per stack, chosen at compile time by the port's stack). The choice
 /// can be forced per collective from the environment, e.g. COMMX_COLL_ALLREDUCE=ring or
 /// COMMX_COLL_BCAST=flat; every rank must see the same setting.
 ///
@@ -86,13 +87,15 @@ struct tuned {
   template <class Transport>
   static constexpr bool supports = true;
 
-  /// The algorithm tuned uses for `collective` on `ranks` ranks with `bytes` bytes per rank.
-  static detail::algorithm choose(stats::op collective, int ranks, std::size_t bytes) {
+  /// The algorithm tuned uses on the stack named `stack` (a transport's name) for
+  /// `collective` on `ranks` ranks with `bytes` bytes per rank.
+  static detail::algorithm choose(std::string_view stack, stats::op collective, int ranks,
+                                  std::size_t bytes) {
     if (auto forced = detail::forced_algorithms()[static_cast<std::size_t>(collective)]) {
       return *forced;
     }
     detail::algorithm choice = detail::algorithm::binomial;
-    for (const detail::tuning_rule& rule : detail::tuned_rules) {
+    for (const detail::tuning_rule& rule : detail::tuned_rules_for(stack)) {
       if (rule.collective == collective && ranks >= rule.min_ranks && bytes >= rule.min_bytes) {
         choice = rule.use;
       }
@@ -103,83 +106,84 @@ struct tuned {
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port>
   static void barrier(Port& p) {
-    dispatch(stats::op::barrier, p.size(), 0, [&](auto algo) { algo.barrier(p); });
+    dispatch<Port>(stats::op::barrier, p.size(), 0, [&](auto algo) { algo.barrier(p); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
-    dispatch(stats::op::bcast, p.size(), data.size_bytes(),
-             [&](auto algo) { algo.bcast(p, data, root); });
+    dispatch<Port>(stats::op::bcast, p.size(), data.size_bytes(),
+                   [&](auto algo) { algo.bcast(p, data, root); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
-    dispatch(stats::op::reduce, p.size(), data.size_bytes(),
-             [&](auto algo) { algo.reduce(p, data, op, root); });
+    dispatch<Port>(stats::op::reduce, p.size(), data.size_bytes(),
+                   [&](auto algo) { algo.reduce(p, data, op, root); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
-    dispatch(stats::op::allreduce, p.size(), data.size_bytes(),
-             [&](auto algo) { algo.allreduce(p, data, op); });
+    dispatch<Port>(stats::op::allreduce, p.size(), data.size_bytes(),
+                   [&](auto algo) { algo.allreduce(p, data, op); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
-    dispatch(stats::op::gather, p.size(), in.size_bytes(),
-             [&](auto algo) { algo.gather(p, in, out, root); });
+    dispatch<Port>(stats::op::gather, p.size(), in.size_bytes(),
+                   [&](auto algo) { algo.gather(p, in, out, root); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
-    dispatch(stats::op::scatter, p.size(), out.size_bytes(),
-             [&](auto algo) { algo.scatter(p, in, out, root); });
+    dispatch<Port>(stats::op::scatter, p.size(), out.size_bytes(),
+                   [&](auto algo) { algo.scatter(p, in, out, root); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
-    dispatch(stats::op::allgather, p.size(), in.size_bytes(),
-             [&](auto algo) { algo.allgather(p, in, out); });
+    dispatch<Port>(stats::op::allgather, p.size(), in.size_bytes(),
+                   [&](auto algo) { algo.allgather(p, in, out); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void alltoall(Port& p, std::span<const E> in, std::span<E> out) {
-    dispatch(stats::op::alltoall, p.size(), in.size_bytes() / static_cast<std::size_t>(p.size()),
-             [&](auto algo) { algo.alltoall(p, in, out); });
+    dispatch<Port>(stats::op::alltoall, p.size(),
+                   in.size_bytes() / static_cast<std::size_t>(p.size()),
+                   [&](auto algo) { algo.alltoall(p, in, out); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void scan(Port& p, std::span<E> data, Op op) {
-    dispatch(stats::op::scan, p.size(), data.size_bytes(),
-             [&](auto algo) { algo.scan(p, data, op); });
+    dispatch<Port>(stats::op::scan, p.size(), data.size_bytes(),
+                   [&](auto algo) { algo.scan(p, data, op); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void exscan(Port& p, std::span<E> data, Op op) {
-    dispatch(stats::op::exscan, p.size(), data.size_bytes(),
-             [&](auto algo) { algo.exscan(p, data, op); });
+    dispatch<Port>(stats::op::exscan, p.size(), data.size_bytes(),
+                   [&](auto algo) { algo.exscan(p, data, op); });
   }
   /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void gatherv(Port& p, std::span<const E> in, std::span<E> out,
                       std::span<const std::size_t> counts, std::span<const std::size_t> displs,
                       int root) {
-    dispatch(stats::op::gatherv, p.size(), 0,
-             [&](auto algo) { algo.gatherv(p, in, out, counts, displs, root); });
+    dispatch<Port>(stats::op::gatherv, p.size(), 0,
+                   [&](auto algo) { algo.gatherv(p, in, out, counts, displs, root); });
   }
   /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void scatterv(Port& p, std::span<const E> in, std::span<const std::size_t> counts,
                        std::span<const std::size_t> displs, std::span<E> out, int root) {
-    dispatch(stats::op::scatterv, p.size(), 0,
-             [&](auto algo) { algo.scatterv(p, in, counts, displs, out, root); });
+    dispatch<Port>(stats::op::scatterv, p.size(), 0,
+                   [&](auto algo) { algo.scatterv(p, in, counts, displs, out, root); });
   }
   /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
-    dispatch(stats::op::allgatherv, p.size(), 0,
-             [&](auto algo) { algo.allgatherv(p, in, out, counts, displs); });
+    dispatch<Port>(stats::op::allgatherv, p.size(), 0,
+                   [&](auto algo) { algo.allgatherv(p, in, out, counts, displs); });
   }
   /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
@@ -187,7 +191,7 @@ struct tuned {
                         std::span<const std::size_t> send_displs, std::span<E> out,
                         std::span<const std::size_t> recv_counts,
                         std::span<const std::size_t> recv_displs) {
-    dispatch(stats::op::alltoallv, p.size(), 0, [&](auto algo) {
+    dispatch<Port>(stats::op::alltoallv, p.size(), 0, [&](auto algo) {
       algo.alltoallv(p, in, send_counts, send_displs, out, recv_counts, recv_displs);
     });
   }
@@ -195,15 +199,15 @@ struct tuned {
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {
-    dispatch(stats::op::reduce_scatter, p.size(), 0,
-             [&](auto algo) { algo.reduce_scatter(p, data, counts, op); });
+    dispatch<Port>(stats::op::reduce_scatter, p.size(), 0,
+                   [&](auto algo) { algo.reduce_scatter(p, data, counts, op); });
   }
 
  private:
   // Calls `run` with a value of the chosen policy type: one switch, no virtual dispatch.
-  template <class Run>
+  template <class Port, class Run>
   static void dispatch(stats::op collective, int ranks, std::size_t bytes, Run&& run) {
-    switch (choose(collective, ranks, bytes)) {
+    switch (choose(stack_of<Port>(), collective, ranks, bytes)) {
       case detail::algorithm::flat:
         return run(flat{});
       case detail::algorithm::binomial:

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,9 @@ class coll_port {
                               static_cast<std::uint32_t>(phase * phases_apart) +
                               static_cast<std::uint32_t>(kind))),
         driver_(driver) {}
+
+  /// The stack's name, by which coll::tuned picks its table.
+  static constexpr std::string_view stack = T::name;
 
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return group_.size(); }

@@ -17,16 +17,21 @@ namespace commx::detail {
 /// whether it reduces (so reduction_order applies), and `body(port, policy)`, which runs the
 /// policy's collective on the call's buffers. The body owns what it needs but the caller's
 /// buffers, so a nonblocking call can outlive the function that started it.
+/// `moves_nothing`: every rank knows that no rank has an element to send or receive (the sizes
+/// that say so are the same on every rank), so the call ends where it starts, as MPI's
+/// collectives of count 0 do.
 template <bool Reduces, class Body>
 struct collective_call {
   static constexpr bool reduces = Reduces;
   call_signature signature;
   Body body;
+  bool moves_nothing = false;
 };
 
 template <bool Reduces, class Body>
-collective_call<Reduces, Body> make_call(const call_signature& signature, Body body) {
-  return {signature, std::move(body)};
+collective_call<Reduces, Body> make_call(const call_signature& signature, Body body,
+                                         bool moves_nothing = false) {
+  return {signature, std::move(body), moves_nothing};
 }
 
 inline std::vector<std::size_t> owned(std::span<const std::size_t> values) {

@@ -40,7 +40,7 @@ inline auto communicator<T, C, S>::bcast_call(M& data, int root) {
   const std::span<E> d(elements.data(), elements.size());
   return detail::make_call<false>(
       signature<E>(stats::op::bcast, root, d.size()),
-      [d, root](auto& port, auto policy) { policy.bcast(port, d, root); });
+      [d, root](auto& port, auto policy) { policy.bcast(port, d, root); }, d.empty());
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -53,7 +53,7 @@ inline auto communicator<T, C, S>::reduce_call(M& data, Op op, int root) {
   const std::span<E> d(elements.data(), elements.size());
   return detail::make_call<true>(
       signature<E>(stats::op::reduce, root, d.size(), op),
-      [d, op, root](auto& port, auto policy) { policy.reduce(port, d, op, root); });
+      [d, op, root](auto& port, auto policy) { policy.reduce(port, d, op, root); }, d.empty());
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -66,7 +66,7 @@ inline auto communicator<T, C, S>::allreduce_call(M& data, Op op) {
   const std::span<E> d(elements.data(), elements.size());
   return detail::make_call<true>(
       signature<E>(stats::op::allreduce, -1, d.size(), op),
-      [d, op](auto& port, auto policy) { policy.allreduce(port, d, op); });
+      [d, op](auto& port, auto policy) { policy.allreduce(port, d, op); }, d.empty());
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -81,7 +81,7 @@ inline auto communicator<T, C, S>::gather_call(const In& in, Out& out, int root)
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
       signature<E>(stats::op::gather, root, i.size()),
-      [i, o, root](auto& port, auto policy) { policy.gather(port, i, o, root); });
+      [i, o, root](auto& port, auto policy) { policy.gather(port, i, o, root); }, i.empty());
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -96,7 +96,7 @@ inline auto communicator<T, C, S>::scatter_call(const In& in, Out& out, int root
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
       signature<E>(stats::op::scatter, root, o.size()),
-      [i, o, root](auto& port, auto policy) { policy.scatter(port, i, o, root); });
+      [i, o, root](auto& port, auto policy) { policy.scatter(port, i, o, root); }, o.empty());
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -111,7 +111,7 @@ inline auto communicator<T, C, S>::allgather_call(const In& in, Out& out) {
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
       signature<E>(stats::op::allgather, -1, i.size()),
-      [i, o](auto& port, auto policy) { policy.allgather(port, i, o); });
+      [i, o](auto& port, auto policy) { policy.allgather(port, i, o); }, i.empty());
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -128,8 +128,9 @@ inline auto communicator<T, C, S>::alltoall_call(const In& in, Out& out) {
   using E = element_of<decltype(got)>;
   const std::span<const E> i(sent.data(), sent.size());
   const std::span<E> o(got.data(), got.size());
-  return detail::make_call<false>(signature<E>(stats::op::alltoall, -1, i.size()),
-                                  [i, o](auto& port, auto policy) { policy.alltoall(port, i, o); });
+  return detail::make_call<false>(
+      signature<E>(stats::op::alltoall, -1, i.size()),
+      [i, o](auto& port, auto policy) { policy.alltoall(port, i, o); }, i.empty());
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -140,8 +141,9 @@ inline auto communicator<T, C, S>::scan_call(M& data, Op op) {
   check_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
   const std::span<E> d(elements.data(), elements.size());
-  return detail::make_call<true>(signature<E>(stats::op::scan, -1, d.size(), op),
-                                 [d, op](auto& port, auto policy) { policy.scan(port, d, op); });
+  return detail::make_call<true>(
+      signature<E>(stats::op::scan, -1, d.size(), op),
+      [d, op](auto& port, auto policy) { policy.scan(port, d, op); }, d.empty());
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -152,8 +154,9 @@ inline auto communicator<T, C, S>::exscan_call(M& data, Op op) {
   check_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
   const std::span<E> d(elements.data(), elements.size());
-  return detail::make_call<true>(signature<E>(stats::op::exscan, -1, d.size(), op),
-                                 [d, op](auto& port, auto policy) { policy.exscan(port, d, op); });
+  return detail::make_call<true>(
+      signature<E>(stats::op::exscan, -1, d.size(), op),
+      [d, op](auto& port, auto policy) { policy.exscan(port, d, op); }, d.empty());
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -220,7 +223,8 @@ inline auto communicator<T, C, S>::allgatherv_call(const In& in, Out& out,
       [i, o, c = detail::owned(counts), d = detail::owned(displs)](auto& port, auto policy) {
         policy.allgatherv(port, i, o, std::span<const std::size_t>(c),
                           std::span<const std::size_t>(d));
-      });
+      },
+      total(counts) == 0);
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -268,7 +272,8 @@ inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
           auto& port, auto policy) mutable {
         policy.reduce_scatter(port, std::span<E>(work), std::span<const std::size_t>(c), op);
         std::copy_n(work.begin(), o.size(), o.begin());
-      });
+      },
+      total(counts) == 0);
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -286,6 +291,7 @@ inline void communicator<T, C, S>::run(Call call, deadline until) {
                                   /*phase=*/1);
     detail::check_same_call(check, call.signature, rank_);
   }
+  if (call.moves_nothing) return;
   detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, when, kind, call_number);
   // A reduction runs under C, or under C with rank-order folds when reproducible bits across
   // policies were asked for.
@@ -314,6 +320,7 @@ inline auto communicator<T, C, S>::start(Call call) -> request {
                                     /*phase=*/1, &driver);
       detail::check_same_call(check, call.signature, rank);
     }
+    if (call.moves_nothing) return;
     detail::coll_port<T, S> port(*state, *members, ctx, rank, {}, kind, call_number,
                                  /*phase=*/0, &driver);
     using policy = typename coll::nonblocking_of<C>::type;

@@ -8,8 +8,11 @@
 
 #include <cstddef>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "commx/coll/concept.hpp"
 
 namespace commx::coll::detail {
 
@@ -17,6 +20,7 @@ template <class Port>
 class sub_port {
  public:
   using pending = typename Port::pending;
+  static constexpr std::string_view stack = stack_of<Port>();
 
   /// `members` are parent ranks in the order they get sub-port ranks; `me` is this rank's
   /// index among them.
@@ -65,6 +69,7 @@ template <class Port>
 class site_level_port {
  public:
   using pending = typename Port::pending;
+  static constexpr std::string_view stack = stack_of<Port>();
 
   explicit site_level_port(Port& below) : below_(below) {}
 

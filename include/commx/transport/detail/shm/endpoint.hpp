@@ -18,7 +18,8 @@
 /// until the receiver has made room. Nothing ever blocks on another rank's cooperation except a
 /// large message, whose sender waits (without blocking anything else) for the receive.
 ///
-/// Waiting: spin a little, yield a few turns, then sleep on the rank's futex word. A rank that
+/// Waiting: spin (long while the rank has a core of its own: waiting.hpp), yield a few turns,
+/// then sleep on the rank's futex word. A rank that
 /// writes to a ring, or frees space in one, wakes the other end if (and only if) it announced
 /// that it may sleep. Sleeps are capped at the liveness period, after which the peers' pidfds
 /// are polled: a process that is gone without saying goodbye is marked failed in the segment
@@ -54,6 +55,7 @@
 #include "commx/transport/detail/shm/options.hpp"
 #include "commx/transport/detail/shm/ring.hpp"
 #include "commx/transport/detail/shm/segment.hpp"
+#include "commx/transport/detail/shm/waiting.hpp"
 
 namespace commx::detail::shm {
 
@@ -70,7 +72,12 @@ constexpr std::uint32_t word(std::uint64_t generation, std::uint32_t state) {
 class endpoint {
  public:
   endpoint(segment seg, int rank, int size, const options& opts)
-      : segment_(std::move(seg)), rank_(rank), size_(size), opts_(opts), log_{"shm", rank} {
+      : segment_(std::move(seg)),
+        rank_(rank),
+        size_(size),
+        opts_(opts),
+        waiting_(opts.spin_rounds, opts.spin_budget, size),
+        log_{"shm", rank} {
     const auto n = static_cast<std::size_t>(size);
     const std::size_t ring = segment_.ring(0, 0).capacity();
     // A whole eager message must fit in a ring with room to spare; pieces are a quarter ring.
@@ -103,6 +110,7 @@ class endpoint {
               cross_memory_                     ? "copied once by cma (process_vm_readv)"
               : opts_.large == large_path::copy ? "copied through the ring (COMMX_SHM_LARGE=copy)"
                                                 : "copied through the ring");
+    COMMX_LOG(info, log_, "waiting {}", waiting_.describe());
   }
 
   endpoint(const endpoint&) = delete;
@@ -248,20 +256,18 @@ class endpoint {
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     progress();
     if (events_ != seen) return;
-    // Poll a few times only: measured on this loaded 2-core machine, 64 pauses (~4 us) doubled
-    // the 8-byte latency, since the peer usually needs our core to answer. Then give the core
-    // away, turn after turn, for a while: a yield that finds nobody else runnable costs less
-    // than a futex sleep and wake-up. Only then sleep.
-    for (int spin = 0; spin < opts_.spin_rounds; ++spin) {
-      if (incoming()) {
-        progress();
-        if (events_ != seen) return;
-      }
-      pause();
-    }
+    // Spin as long as the core is ours (waiting.hpp). Then give the core away, turn after
+    // turn, for a while: a yield that finds nobody else runnable costs less than a futex sleep
+    // and wake-up. Only then sleep.
+    const auto arrived = [&] {
+      if (!incoming()) return false;
+      progress();
+      return events_ != seen;
+    };
+    if (waiting_.spin(arrived, when)) return;
     const auto yield_until = std::min(when, clock::now() + opts_.yield_period);
     while (clock::now() < yield_until) {
-      ::sched_yield();
+      waiting_.yield();
       if (incoming()) {
         progress();
         if (events_ != seen) return;
@@ -299,14 +305,6 @@ class endpoint {
     record header;
     std::shared_ptr<operation> op;  // eager, offer and pieces
   };
-
-  static void pause() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#else
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-#endif
-  }
 
   static record eager_record(context_id ctx, int tag, std::size_t bytes) {
     record header{};
@@ -373,6 +371,7 @@ class endpoint {
   int rank_;
   int size_;
   options opts_;
+  waiting waiting_;
   std::size_t eager_limit_ = 0;
   std::size_t chunk_ = 0;
   bool cross_memory_ = false;

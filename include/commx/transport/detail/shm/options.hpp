@@ -9,7 +9,7 @@
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768 |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, >= 4096); same on every rank | by rank count |
 /// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
-/// | COMMX_SHM_SPIN | polls (with a pause between) before a waiting rank yields | 8 |
+/// | COMMX_SHM_SPIN | `auto`: a waiting rank spins up to 50 us before it yields while its core is its own, else 8 polls; `n`: n polls (with a pause between) before it yields (waiting.hpp) | auto |
 /// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 200 |
 
 #include <algorithm>
@@ -43,8 +43,11 @@ struct options {
   /// How long start-up waits for every rank to arrive.
   std::chrono::milliseconds startup_timeout{60'000};
   /// How many times a waiting rank polls its rings, with a pause instruction between, before it
-  /// starts yielding its core.
-  int spin_rounds = 8;
+  /// starts yielding its core; none: decided at run time (waiting.hpp).
+  std::optional<int> spin_rounds;
+  /// How long a waiting rank that has a core of its own spins before it yields (when
+  /// spin_rounds is none).
+  std::chrono::microseconds spin_budget{50};
   /// How long a waiting rank yields its core, turn after turn, before it sleeps on its futex.
   std::chrono::microseconds yield_period{200};
   /// How often a waiting rank checks that its peers' processes still exist.
@@ -71,7 +74,7 @@ struct options {
     if (auto text = get("COMMX_SHM_RING_BYTES")) {
       opts.ring_bytes = parse_bytes(*text, "COMMX_SHM_RING_BYTES");
     }
-    if (auto text = get("COMMX_SHM_SPIN")) {
+    if (auto text = get("COMMX_SHM_SPIN"); text && *text != "auto") {
       opts.spin_rounds = static_cast<int>(
           std::min<std::size_t>(parse_bytes(*text, "COMMX_SHM_SPIN"), std::size_t{1} << 20));
     }

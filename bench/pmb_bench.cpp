@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+// The PMB/IMB set (seed 002) on a stack whose ranks are processes: every collectives policy
+// over the stack commx_add_variants built this program for (bench_pmb_shm, _tcp, _wan, _mpi),
+// named as bench_collectives names the in-process runs ("Allreduce/commx-shm-ring/np4/1024"),
+// so pmb_report.py sets them beside bench_mpi_collectives and tune_collectives.py makes the
+// stack's table for coll::tuned from them.
+//
+//   commxrun -n 4 ./bench_pmb_shm --benchmark_out=shm.json --benchmark_out_format=json
+//
+// Every rank runs every benchmark with the same fixed repetitions (Google Benchmark's adaptive
+// iteration counts would differ between ranks and deadlock them); rank 0 reports the slowest
+// rank's time per call (IMB's t_max) and the other ranks report nothing.
+
+#include <benchmark/benchmark.h>
+
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <commx/coll/binomial.hpp>
+#include <commx/coll/flat.hpp>
+#include <commx/coll/hierarchical.hpp>
+#include <commx/coll/ring.hpp>
+#include <commx/coll/tuned.hpp>
+#include <commx/ops.hpp>
+#include <commx/variant.hpp>
+
+#include "pmb.hpp"
+#include "pmb_pattern.hpp"
+
+namespace {
+
+using world_comm = commx::variant::communicator;
+using stack = world_comm::transport_type;
+
+class silent_reporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+template <class Policy>
+void register_policy(world_comm& world) {
+  using comm = commx::communicator<stack, Policy, world_comm::stats_type>;
+  for (std::string_view bench : pmb::collectives) {
+    const bool p2p =
+        bench == "PingPong" || bench == "PingPing" || bench == "Sendrecv" || bench == "Exchange";
+    if (p2p && Policy::name != commx::coll::flat::name) continue;  // no policy involved
+    const int ranks = pmb::two_ranks_only(bench) ? 2 : world.size();
+    const std::string label = p2p ? fmt::format("commx-{}", stack::name)
+                                  : fmt::format("commx-{}-{}", stack::name, Policy::name);
+    for (std::size_t bytes : pmb::sizes) {
+      if (bench == "Barrier" && bytes != 0) continue;
+      benchmark::RegisterBenchmark(
+          pmb::name(bench, label, ranks, bytes).c_str(),
+          [&world, bench, bytes, ranks](benchmark::State& state) {
+            // Ranks beyond a 2-rank pattern sit in the split and the broadcast only.
+            comm part = world.template with_collectives<Policy>().split(
+                world.rank() < ranks ? 0 : commx::undefined_color, world.rank());
+            const int reps = pmb::repetitions(bytes);
+            for (auto _ : state) {
+              double slowest = 0;
+              if (!part.is_null()) {
+                pmb::commx_pattern work(bench, bytes, ranks);
+                work.run(part);  // warm-up: first touch of the buffers, connections made
+                part.barrier();
+                const auto start = commx::clock::now();
+                for (int i = 0; i < reps; ++i) work.run(part);
+                slowest = std::chrono::duration<double>(commx::clock::now() - start).count();
+                part.allreduce(slowest, commx::op::max{});
+              }
+              world.bcast(slowest, 0);
+              state.SetIterationTime(slowest / reps);
+            }
+            state.counters["bytes"] = static_cast<double>(bytes);
+            state.counters["ranks"] = ranks;
+          })
+          ->Iterations(1)
+          ->Repetitions(3)
+          ->ReportAggregatesOnly(true)
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+template <class... Policies>
+void register_policies(world_comm& world) {
+  (register_policy<Policies>(world), ...);
+  // The stack's own collectives (coll::native on mpi), when the variant names one.
+  using own = world_comm::collectives_type;
+  if constexpr (!(std::is_same_v<own, Policies> || ...)) register_policy<own>(world);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    commx::run<world_comm>([&](world_comm& world) {
+      if (world.size() < 2) {
+        throw commx::error(commx::errc::invalid_argument,
+                           fmt::format("{} needs at least 2 ranks, not {}",
+                                       commx::variant::target_name, world.size()));
+      }
+      register_policies<commx::coll::flat, commx::coll::binomial, commx::coll::ring,
+                        commx::coll::hierarchical, commx::coll::tuned>(world);
+      // Only rank 0 reports; the others run the same benchmarks silently and write no file.
+      std::vector<char*> args(argv, argv + argc);
+      if (world.rank() != 0) {
+        std::erase_if(args, [](const char* arg) {
+          return std::string_view(arg).starts_with("--benchmark_out");
+        });
+      }
+      int count = static_cast<int>(args.size());
+      benchmark::Initialize(&count, args.data());
+      if (world.rank() == 0) {
+        benchmark::RunSpecifiedBenchmarks();
+      } else {
+        silent_reporter quiet;
+        benchmark::RunSpecifiedBenchmarks(&quiet);
+      }
+      benchmark::Shutdown();
+    });
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: {}\n", commx::variant::target_name, e.what());
+    return 1;
+  }
+}

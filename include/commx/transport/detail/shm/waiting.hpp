@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// How a waiting shm rank spends the time before it yields its core.
+///
+/// Spinning (polling the rings with a pause instruction between) answers a message within
+/// nanoseconds, and costs nothing when the rank has a core of its own; when it shares one, the
+/// spin takes the core from the very rank that would answer (measured on a loaded 2-core
+/// machine: 64 pauses doubled the 8-byte latency). So the choice is made at run time:
+/// - `COMMX_SHM_SPIN=auto` (the default): spin for up to `spin_budget` while this rank has a
+///   core to itself: the host has at least as many usable cores as the segment has ranks, and
+///   no recent yield gave the core to another task (a yield that takes long did: another job,
+///   or ranks of simulated nodes beyond this segment's). Otherwise `shared_spins` pauses only.
+/// - `COMMX_SHM_SPIN=n`: n pauses, whatever the host.
+/// Then the endpoint yields its core for a while, and then sleeps on its futex word.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include "commx/deadline.hpp"
+
+namespace commx::detail::shm {
+
+class waiting {
+ public:
+  /// Pauses a rank spins where its core is shared: the measured best on a loaded machine.
+  static constexpr int shared_spins = 8;
+  /// A yield that returns later than this ran another task: the core is shared.
+  static constexpr clock::duration shared_yield = std::chrono::microseconds(20);
+  /// How long one such yield keeps automatic spinning off.
+  static constexpr clock::duration shared_memory = std::chrono::milliseconds(100);
+
+  /// `fixed_spins`: COMMX_SHM_SPIN=n, or none for auto; `ranks` on this segment.
+  waiting(std::optional<int> fixed_spins, clock::duration spin_budget, int ranks)
+      : fixed_(fixed_spins), budget_(spin_budget), ranks_(ranks), cores_(usable_cores()) {}
+
+  /// Cores this process may run on (its affinity mask; the online count if unknown).
+  static int usable_cores() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<int>(n) : 1;
+  }
+
+  /// Spins until `arrived()` (true) or the spin is over (false).
+  template <class Arrived>
+  bool spin(Arrived&& arrived, clock::time_point when) const {
+    if (fixed_ || !own_core()) {
+      for (int i = 0; i < fixed_.value_or(shared_spins); ++i) {
+        if (arrived()) return true;
+        pause();
+      }
+      return false;
+    }
+    const clock::time_point until = std::min(when, clock::now() + budget_);
+    for (unsigned turn = 0;; ++turn) {
+      if (arrived()) return true;
+      pause();
+      // A clock read costs some 20 ns: once per 64 pauses keeps it out of the way.
+      if ((turn & 63U) == 63U && clock::now() >= until) return false;
+    }
+  }
+
+  /// Gives the core away once, and notes whether another task took it.
+  void yield() {
+    const clock::time_point before = clock::now();
+    ::sched_yield();
+    const clock::time_point after = clock::now();
+    if (after - before > shared_yield) shared_until_ = after + shared_memory;
+  }
+
+  /// What was chosen and why, for the log.
+  [[nodiscard]] std::string describe() const {
+    if (fixed_) return fmt::format("spins {} times before yielding (COMMX_SHM_SPIN)", *fixed_);
+    if (ranks_ <= cores_) {
+      return fmt::format(
+          "spins up to {} us before yielding while its core is its own ({} ranks, {} cores)",
+          std::chrono::duration_cast<std::chrono::microseconds>(budget_).count(), ranks_, cores_);
+    }
+    return fmt::format("spins {} times before yielding ({} ranks, {} cores: oversubscribed)",
+                       shared_spins, ranks_, cores_);
+  }
+
+  static void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+#endif
+  }
+
+ private:
+  [[nodiscard]] bool own_core() const {
+    return ranks_ <= cores_ &&
+           (shared_until_ == clock::time_point{} || clock::now() >= shared_until_);
+  }
+
+  std::optional<int> fixed_;
+  clock::duration budget_;
+  int ranks_;
+  int cores_;
+  clock::time_point shared_until_{};
+};
+
+}  // namespace commx::detail::shm

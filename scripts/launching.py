@@ -1,0 +1,47 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""How a stack's ranks are started on this machine, as the main job (md_compare.py), the
+alpha-beta probe (alpha_beta.py) and the PMB sweep (pmb_sweep.py) all start them:
+  inproc           COMMX_INPROC_RANKS=N ./program
+  mpi              mpirun -np N --oversubscribe ./program
+  mpi_wan          two mpiruns of N/2 ranks, one per site (tests/transport/sites_by_launch.sh)
+  anything else    commxrun -n N --timeout T ./program (shm_tcp on two simulated nodes,
+                   shm_tcp_wan on two nodes at two sites)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+RANK_PREFIX = re.compile(r"^\[\d+\] ")  # a launcher's "[rank] " prefix on each output line
+
+
+def launched(stack: str, ranks: int, program: list[str], timeout: float,
+             commxrun: Path) -> tuple[list[str], dict]:
+    """The command and environment that run `program` on `ranks` ranks of `stack`."""
+    env = dict(os.environ)
+    if stack == "inproc":
+        env["COMMX_INPROC_RANKS"] = str(ranks)
+        return program, env
+    if stack == "mpi":
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+        # As the tests run it: no core binding and yielding while idle, since ranks share 2
+        # cores with each other (busy-polling ranks would starve one another).
+        return ["mpirun", "-np", str(ranks), "--oversubscribe", "--bind-to", "none",
+                "--mca", "mpi_yield_when_idle", "1"] + program, env
+    if stack == "mpi_wan" and ranks > 1:
+        # Two sites, each its own mpirun, joined over wan (as the tests launch it).
+        script = Path(__file__).resolve().parent.parent / "tests" / "transport" / "sites_by_launch.sh"
+        return ["bash", str(script), "mpirun", str(ranks)] + program, env
+    if stack == "mpi_wan":
+        return launched("mpi", ranks, program, timeout, commxrun)
+    # The layered stacks on two simulated nodes of this machine (shm_tcp_wan: at two sites).
+    places = []
+    if ranks > 1 and stack == "shm_tcp":
+        places = ["--nodes", "2"]
+    elif ranks > 1 and stack == "shm_tcp_wan":
+        places = ["--nodes", "2", "--sites", "2"]
+    return [str(commxrun), "-n", str(ranks), *places, "--timeout", str(int(timeout))] + program, env

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Runs the PMB/IMB set (seed 002) on every stack side by side, in interleaved rounds: each
+round runs every stack once at every rank count, so a slow spell of a shared machine falls on
+all of them alike. Writes one Google Benchmark JSON file per round, stack and rank count under
+RESULTS/round<k>/, which scripts/pmb_report.py (the side-by-side table) and
+scripts/tune_collectives.py (coll::tuned's table per stack) read, taking medians over rounds.
+
+    python3 scripts/pmb_sweep.py [--build-dir build/release] [--ranks 2 4] [--rounds 5]
+                                 [--stacks inproc shm tcp wan mpi openmpi openmpi-tcp]
+
+Stacks: inproc is bench_collectives (ranks as threads); shm, tcp, wan and mpi are
+bench_pmb_<stack>, launched as the main job launches them (scripts/md_compare.py); openmpi is
+Open MPI's own collectives (bench_mpi_collectives) on its default transports (vader on one
+node), openmpi-tcp the same over its TCP BTL only, the layout tcp and wan have.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launching import launched  # noqa: E402  (the main job's launch rules)
+
+STACKS = ["inproc", "shm", "tcp", "wan", "mpi", "openmpi", "openmpi-tcp"]
+
+
+def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
+            extra: list[str]) -> tuple[list[str], dict]:
+    bench = build_dir / "bench"
+    flags = [f"--benchmark_out={out}", "--benchmark_out_format=json", *extra]
+    if stack == "inproc":
+        env = dict(os.environ, PMB_RANKS=str(ranks))
+        return [str(bench / "bench_collectives"), *flags], env
+    if stack.startswith("openmpi"):
+        cmd, env = launched("mpi", ranks, [str(bench / "bench_mpi_collectives"), *flags],
+                            timeout, Path())
+        env["PMB_MPI_LABEL"] = stack
+        if stack == "openmpi-tcp":
+            cmd[1:1] = ["--mca", "btl", "self,tcp"]
+        return cmd, env
+    commxrun = build_dir / "tools" / "commxrun" / "commxrun"
+    return launched(stack, ranks, [str(bench / f"bench_pmb_{stack}"), *flags], timeout,
+                    commxrun)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", type=Path, default=Path("build/release"))
+    p.add_argument("--results", type=Path, default=Path("results/bench"))
+    p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--stacks", nargs="+", default=STACKS, choices=STACKS)
+    p.add_argument("--timeout", type=float, default=1200, help="seconds per run")
+    p.add_argument("--filter", help="--benchmark_filter for every run")
+    args = p.parse_args()
+    extra = [f"--benchmark_filter={args.filter}"] if args.filter else []
+    failed = 0
+    print(f"pmb_sweep: {args.rounds} rounds of {' '.join(args.stacks)} at "
+          f"{' '.join(map(str, args.ranks))} ranks; load average {os.getloadavg()[0]:.2f}",
+          flush=True)
+    for k in range(1, args.rounds + 1):
+        folder = args.results / f"round{k}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for ranks in args.ranks:
+            for stack in args.stacks:
+                out = folder / f"{stack}-np{ranks}.json"
+                cmd, env = command(stack, ranks, args.build_dir, out, args.timeout, extra)
+                start = time.monotonic()
+                try:
+                    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.PIPE, text=True,
+                                          timeout=args.timeout)
+                    status = "ok" if done.returncode == 0 else \
+                        f"exit {done.returncode}: {done.stderr.strip()[-200:]}"
+                except subprocess.TimeoutExpired:
+                    status = f"timed out after {args.timeout:.0f} s"
+                if status != "ok":
+                    failed += 1
+                    out.unlink(missing_ok=True)
+                print(f"round {k} np{ranks} {stack:<12} {time.monotonic() - start:7.1f} s  "
+                      f"{status}  (load {os.getloadavg()[0]:.2f})", flush=True)
+    print(f"pmb_sweep: done; load average {os.getloadavg()[0]:.2f}; results in {args.results}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+// coll::tuned on the transport under test (support/job.hpp) follows the table measured on that
+// stack (coll/tuned_tables/<stack>.hpp): at each size where the table changes its choice, rank 0
+// sends exactly the messages and bytes of the algorithm the table names.
+
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdint>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <set>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "commx/coll/binomial.hpp"
+#include "commx/coll/flat.hpp"
+#include "commx/coll/hierarchical.hpp"
+#include "commx/coll/ring.hpp"
+#include "commx/coll/tuned.hpp"
+#include "commx/detail/coll_port.hpp"
+#include "coll/policies.hpp"
+#include "support/job.hpp"
+
+namespace {
+
+using stack = commx::test::transport_under_test;
+using commx::coll::detail::algorithm;
+using commx::stats::op;
+template <class Policy>
+using counted = comm_for<Policy>;  // counting stats
+
+static_assert(commx::coll::stack_of<commx::detail::coll_port<stack, commx::stats::none>>() ==
+                  stack::name,
+              "a collective's port names the stack it runs over");
+
+// What one rank sent in one collective: messages and bytes.
+using sent = std::pair<std::uint64_t, std::uint64_t>;
+// (collective, bytes per rank) -> what this rank sent.
+using footprint = std::map<std::pair<op, std::size_t>, sent>;
+
+constexpr std::array measured{op::allreduce, op::bcast, op::allgather};
+
+// The sizes at which this stack's table starts a rule for the collectives measured here, up to
+// 1 MiB (larger ones cost time and choose among the same algorithms).
+std::set<std::size_t> sizes_of_rules() {
+  std::set<std::size_t> sizes{8};
+  for (const auto& rule : commx::coll::detail::tuned_rules_for(stack::name)) {
+    const bool here = rule.collective == op::allreduce || rule.collective == op::bcast ||
+                      rule.collective == op::allgather;
+    if (here && rule.min_bytes > 0 && rule.min_bytes <= (std::size_t{1} << 20)) {
+      sizes.insert(rule.min_bytes);
+    }
+  }
+  return sizes;
+}
+
+template <class Policy>
+footprint footprint_of(int n, const std::set<std::size_t>& sizes) {
+  footprint result;
+  commx::test::job<counted<Policy>>(n, [&](counted<Policy>& world) {
+    const auto p = static_cast<std::size_t>(world.size());
+    for (std::size_t bytes : sizes) {
+      std::vector<double> data(bytes / sizeof(double), 1.0);
+      std::vector<double> all(data.size() * p);
+      for (op kind : measured) {
+        const auto before = world.stats().of(kind);
+        if (kind == op::allreduce) world.allreduce(std::span<double>(data), std::plus<>{});
+        if (kind == op::bcast) world.bcast(std::span<double>(data), 0);
+        if (kind == op::allgather) {
+          world.allgather(std::span<const double>(data), std::span<double>(all));
+        }
+        const auto& after = world.stats().of(kind);
+        // Rank 0 alone records: on inproc the ranks are threads sharing `result`.
+        if (world.rank() == 0) {
+          result[{kind, bytes}] = {after.messages_sent - before.messages_sent,
+                                   after.bytes_sent - before.bytes_sent};
+        }
+      }
+    }
+  });
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("tuned follows the table measured on the stack it runs over", "[coll][tuned]") {
+  const auto sizes = sizes_of_rules();
+  for (int n : commx::test::job_rank_counts()) {
+    if (n < 2) continue;
+    const std::map<algorithm, footprint> by_algorithm{
+        {algorithm::flat, footprint_of<commx::coll::flat>(n, sizes)},
+        {algorithm::binomial, footprint_of<commx::coll::binomial>(n, sizes)},
+        {algorithm::ring, footprint_of<commx::coll::ring>(n, sizes)},
+        {algorithm::hierarchical, footprint_of<commx::coll::hierarchical>(n, sizes)}};
+    const footprint tuned = footprint_of<commx::coll::tuned>(n, sizes);
+    if (tuned.empty()) continue;  // not rank 0 of this job
+    for (const auto& [what, got] : tuned) {
+      const auto [kind, bytes] = what;
+      const algorithm named = commx::coll::tuned::choose(stack::name, kind, n, bytes);
+      INFO(commx::stats::name(kind)
+           << " of " << bytes << " B on " << n << " ranks of " << stack::name
+           << ": the table names " << commx::coll::detail::name(named));
+      const sent expected = by_algorithm.at(named).at(what);
+      CHECK(got.first == expected.first);
+      CHECK(got.second == expected.second);
+    }
+  }
+}
+
+TEST_CASE("a layered stack takes its outermost level's table, an unknown one inproc's",
+          "[coll][tuned]") {
+  using commx::coll::detail::tuned_rules_for;
+  CHECK(tuned_rules_for("shm+tcp").data() == tuned_rules_for("tcp").data());
+  CHECK(tuned_rules_for("shm+tcp+wan").data() == tuned_rules_for("wan").data());
+  CHECK(tuned_rules_for("mpi+wan").data() == tuned_rules_for("wan").data());
+  CHECK(tuned_rules_for("").data() == tuned_rules_for("inproc").data());
+  CHECK(tuned_rules_for("shm").data() != tuned_rules_for("inproc").data());
+}

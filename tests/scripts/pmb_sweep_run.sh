@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# One short round of scripts/pmb_sweep.py over shm and tcp, then the table for each stack from
+# it: the path by which coll::tuned's tables are remade, run end to end on real processes.
+#   pmb_sweep_run.sh BUILD_DIR RESULTS_DIR
+set -euo pipefail
+build=$1
+out=$2
+scripts="$(dirname "$0")/../../scripts"
+rm -rf "$out"
+python3 "$scripts/pmb_sweep.py" --build-dir "$build" --results "$out" --rounds 1 --ranks 2 \
+  --stacks shm tcp --filter '^(Allreduce|Bcast)/.*/(8|65536)/' --timeout 120
+for stack in shm tcp; do
+  python3 "$scripts/tune_collectives.py" --stack "$stack" "$out"/round1/"$stack"-np2.json \
+    > "$out/$stack.hpp"
+  # Both collectives at both sizes were measured, so the table has a rule for each.
+  grep -q "inline constexpr std::array tuned_rules_$stack{" "$out/$stack.hpp"
+  grep -q "stats::op::allreduce, 1, 0, algorithm::" "$out/$stack.hpp"
+  grep -q "stats::op::bcast, 1, 0, algorithm::" "$out/$stack.hpp"
+done
+python3 "$scripts/pmb_report.py" "$out"/round1/*.json | grep -q "=== commx tcp"
+echo "pmb_sweep_run: tables for shm and tcp made from one round"

@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: MIT
+"""scripts/tune_collectives.py: a stack's table comes from that stack's runs only, from the
+median over rounds, with hysteresis against near-ties, and as a header named for the stack."""
+
+import json
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from tune_collectives import header, load, rules  # noqa: E402
+
+
+def write_round(folder: Path, name: str, times: dict) -> Path:
+    """times: (bench, label, np, bytes) -> microseconds, as a Google Benchmark JSON file."""
+    runs = [{"run_name": f"{bench}/{label}/np{np_}/{size}/iterations:1/repeats:3/manual_time",
+             "aggregate_name": "median", "real_time": us, "time_unit": "us"}
+            for (bench, label, np_, size), us in times.items()]
+    path = folder / name
+    path.write_text(json.dumps({"benchmarks": runs}))
+    return path
+
+
+class TuneTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.folder = Path(self.dir.name)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def rounds(self, ring_at_1mib):
+        """Three rounds on shm and one on tcp; on shm binomial is fastest at 8 B and ring at
+        1 MiB wins or loses by round, as `ring_at_1mib` says."""
+        paths = []
+        for k, ring in enumerate(ring_at_1mib):
+            paths.append(write_round(self.folder, f"shm{k}.json", {
+                ("Allreduce", "commx-shm-binomial", 4, 8): 1.0,
+                ("Allreduce", "commx-shm-flat", 4, 8): 2.0,
+                ("Allreduce", "commx-shm-ring", 4, 8): 3.0,
+                ("Allreduce", "commx-shm-binomial", 4, 1048576): 100.0,
+                ("Allreduce", "commx-shm-flat", 4, 1048576): 300.0,
+                ("Allreduce", "commx-shm-ring", 4, 1048576): ring,
+                ("Allreduce", "openmpi", 4, 8): 0.1,  # not a commx policy: ignored
+            }))
+        # Another stack where flat wins everywhere: must not leak into shm's table.
+        paths.append(write_round(self.folder, "tcp.json", {
+            ("Allreduce", "commx-tcp-flat", 4, 8): 0.5,
+            ("Allreduce", "commx-tcp-binomial", 4, 8): 9.0,
+        }))
+        return paths
+
+    def test_median_over_rounds_picks_the_winner(self):
+        # ring beats binomial at 1 MiB in two rounds of three: the median says ring.
+        table = rules(load(self.rounds([50.0, 60.0, 500.0]), "shm"))
+        self.assertEqual(table, [("allreduce", 1, 0, "binomial"),
+                                 ("allreduce", 1, 1048576, "ring")])
+
+    def test_a_near_tie_keeps_the_choice(self):
+        # ring 5% faster than binomial at 1 MiB: within the 10% hysteresis, no new rule.
+        table = rules(load(self.rounds([95.0, 95.0, 95.0]), "shm"))
+        self.assertEqual(table, [("allreduce", 1, 0, "binomial")])
+
+    def test_each_stack_its_own_table(self):
+        paths = self.rounds([50.0, 50.0, 50.0])
+        self.assertEqual(rules(load(paths, "tcp")), [("allreduce", 1, 0, "flat")])
+        self.assertEqual(rules(load(paths, "wan")), [])
+
+    def test_header_names_the_stack(self):
+        text = header("shm+tcp", [("allreduce", 1, 0, "ring")], 3)
+        self.assertIn("inline constexpr std::array tuned_rules_shm_tcp{", text)
+        self.assertIn("tuning_rule{stats::op::allreduce, 1, 0, algorithm::ring},", text)
+
+
+if __name__ == "__main__":
+    unittest.main()
