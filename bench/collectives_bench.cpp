@@ -51,14 +51,9 @@ void register_policy() {
               });
               state.SetIterationTime(slowest / reps);
             }
-            state.counters["bytes"] = static_cast<double>(bytes);
-            state.counters["ranks"] = ranks;
+            pmb::label(state, bytes, ranks);
           })
-          ->Iterations(1)
-          ->Repetitions(3)
-          ->ReportAggregatesOnly(true)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
+          ->Apply(pmb::configure);
     }
   }
 }

@@ -109,12 +109,6 @@ class pattern {
   std::vector<int> displs_;
 };
 
-class silent_reporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 // PMB_MPI_LABEL names the run ("openmpi-tcp" for Open MPI over its TCP BTL only), else the
 // library does.
 std::string library_name() {
@@ -165,31 +159,12 @@ int main(int argc, char** argv) {
               state.SetIterationTime(slowest / reps);
             }
             if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
-            state.counters["bytes"] = static_cast<double>(bytes);
-            state.counters["ranks"] = ranks;
+            pmb::label(state, bytes, ranks);
           })
-          ->Iterations(1)
-          ->Repetitions(3)
-          ->ReportAggregatesOnly(true)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
+          ->Apply(pmb::configure);
     }
   }
-  // Only rank 0 reports; the others run the same benchmarks silently and write no file.
-  std::vector<char*> args(argv, argv + argc);
-  if (rank != 0) {
-    std::erase_if(
-        args, [](const char* arg) { return std::string_view(arg).starts_with("--benchmark_out"); });
-  }
-  int count = static_cast<int>(args.size());
-  benchmark::Initialize(&count, args.data());
-  if (rank == 0) {
-    benchmark::RunSpecifiedBenchmarks();
-  } else {
-    silent_reporter quiet;
-    benchmark::RunSpecifiedBenchmarks(&quiet);
-  }
-  benchmark::Shutdown();
+  pmb::run_on_every_rank(rank, argc, argv);
   MPI_Finalize();
   return 0;
 }

@@ -4,12 +4,15 @@
 /// The Pallas/IMB benchmark set (seed 002) as both bench drivers run it, so that commx and raw
 /// MPI are measured on the same sizes with the same repetition counts and names.
 
+#include <benchmark/benchmark.h>
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace pmb {
 
@@ -42,6 +45,44 @@ inline std::string name(std::string_view bench, std::string_view stack, int rank
                         std::size_t bytes) {
   return std::string(bench) + "/" + std::string(stack) + "/np" + std::to_string(ranks) + "/" +
          std::to_string(bytes);
+}
+
+/// How every PMB measurement runs: one timed job per repetition, the same on every rank (Google
+/// Benchmark's adaptive iteration counts would differ between ranks and deadlock them), its
+/// manual time the slowest rank's per call; medians of 3 repetitions.
+inline void configure(benchmark::internal::Benchmark* b) {
+  b->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true)->UseManualTime()->Unit(
+      benchmark::kMicrosecond);
+}
+
+/// The counters every PMB measurement reports.
+inline void label(benchmark::State& state, std::size_t bytes, int ranks) {
+  state.counters["bytes"] = static_cast<double>(bytes);
+  state.counters["ranks"] = ranks;
+}
+
+/// Runs the registered benchmarks on every rank of a multi-process job; rank 0 alone reports
+/// and writes --benchmark_out, the others run the same benchmarks silently.
+inline void run_on_every_rank(int rank, int argc, char** argv) {
+  class silent_reporter : public benchmark::BenchmarkReporter {
+   public:
+    bool ReportContext(const Context&) override { return true; }
+    void ReportRuns(const std::vector<Run>&) override {}
+  };
+  std::vector<char*> args(argv, argv + argc);
+  if (rank != 0) {
+    std::erase_if(
+        args, [](const char* arg) { return std::string_view(arg).starts_with("--benchmark_out"); });
+  }
+  int count = static_cast<int>(args.size());
+  benchmark::Initialize(&count, args.data());
+  if (rank == 0) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    silent_reporter quiet;
+    benchmark::RunSpecifiedBenchmarks(&quiet);
+  }
+  benchmark::Shutdown();
 }
 
 }  // namespace pmb

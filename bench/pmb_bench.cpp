@@ -36,12 +36,6 @@ namespace {
 using world_comm = commx::variant::communicator;
 using stack = world_comm::transport_type;
 
-class silent_reporter : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>&) override {}
-};
-
 template <class Policy>
 void register_policy(world_comm& world) {
   using comm = commx::communicator<stack, Policy, world_comm::stats_type>;
@@ -75,14 +69,9 @@ void register_policy(world_comm& world) {
               world.bcast(slowest, 0);
               state.SetIterationTime(slowest / reps);
             }
-            state.counters["bytes"] = static_cast<double>(bytes);
-            state.counters["ranks"] = ranks;
+            pmb::label(state, bytes, ranks);
           })
-          ->Iterations(1)
-          ->Repetitions(3)
-          ->ReportAggregatesOnly(true)
-          ->UseManualTime()
-          ->Unit(benchmark::kMicrosecond);
+          ->Apply(pmb::configure);
     }
   }
 }
@@ -107,22 +96,7 @@ int main(int argc, char** argv) {
       }
       register_policies<commx::coll::flat, commx::coll::binomial, commx::coll::ring,
                         commx::coll::hierarchical, commx::coll::tuned>(world);
-      // Only rank 0 reports; the others run the same benchmarks silently and write no file.
-      std::vector<char*> args(argv, argv + argc);
-      if (world.rank() != 0) {
-        std::erase_if(args, [](const char* arg) {
-          return std::string_view(arg).starts_with("--benchmark_out");
-        });
-      }
-      int count = static_cast<int>(args.size());
-      benchmark::Initialize(&count, args.data());
-      if (world.rank() == 0) {
-        benchmark::RunSpecifiedBenchmarks();
-      } else {
-        silent_reporter quiet;
-        benchmark::RunSpecifiedBenchmarks(&quiet);
-      }
-      benchmark::Shutdown();
+      pmb::run_on_every_rank(world.rank(), argc, argv);
     });
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: {}\n", commx::variant::target_name, e.what());

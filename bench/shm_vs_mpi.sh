@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Ping-pong and bandwidth on commx's shm transport (both large-message paths), Open MPI and
-# MPICH (each as installed, and each told to yield while it polls), interleaved round by round
-# on this machine so that their ratios are measured side by side:
+# Ping-pong and bandwidth on commx's shm transport (both large-message paths, and the fixed
+# 8-pause spin of before the run-time choice), Open MPI and MPICH (each as installed, and each
+# told to yield while it polls), interleaved round by round on this machine so that their
+# ratios are measured side by side:
 #   bash bench/shm_vs_mpi.sh [rounds]          (after: cmake --preset release && build)
 # Builds the raw-MPI driver against MPICH by hand (mpicxx.mpich) into build/mpich/ when no
 # MPICH build of it exists. JSON per run goes to results/bench/shm/; the summary (medians over
@@ -23,6 +24,10 @@ fi
 for ((r = 1; r <= rounds; r++)); do
   "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$release/bench/bench_pingpong_shm" \
     "${common[@]}" --benchmark_out="$out/shm.$r.json" > /dev/null
+  # The waiting of before 2026-11-26 (8 pauses, then yields), against the default (auto).
+  COMMX_SHM_SPIN=8 "$release/tools/commxrun/commxrun" -n 2 --timeout 300 \
+    "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-spin8.$r.json" \
+    > /dev/null
   COMMX_SHM_LARGE=copy "$release/tools/commxrun/commxrun" -n 2 --timeout 300 \
     "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-copy.$r.json" \
     > /dev/null
@@ -40,7 +45,7 @@ done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-libs = ["shm", "shm-copy", "openmpi", "mpich", "openmpi-yield", "mpich-yield"]
+libs = ["shm", "shm-spin8", "shm-copy", "openmpi", "mpich", "openmpi-yield", "mpich-yield"]
 def load(lib):
     rows = {}
     for r in range(1, rounds + 1):
@@ -50,16 +55,16 @@ def load(lib):
             rows.setdefault((what, int(size)), []).append(value)
     return {k: statistics.median(v) for k, v in rows.items()}
 data = {lib: load(lib) for lib in libs}
-lines = ["| measure | shm (cma) | shm (copy) | Open MPI | MPICH | Open MPI (yield) | "
-         "MPICH (yield) | shm / best MPI |",
-         "|---|---|---|---|---|---|---|---|"]
+lines = ["| measure | shm (cma) | shm (COMMX_SHM_SPIN=8) | shm (copy) | Open MPI | MPICH | "
+         "Open MPI (yield) | MPICH (yield) | shm / best MPI | shm / spin 8 |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
 for key in sorted(data["shm"]):
     what, size = key
     unit = "us half RTT" if what == "pingpong" else "GB/s"
     vals = [data[lib].get(key, float("nan")) for lib in libs]
-    better = min(vals[2:]) if what == "pingpong" else max(vals[2:])
+    better = min(vals[3:]) if what == "pingpong" else max(vals[3:])
     lines.append(f"| {what} {size} B ({unit}) | " + " | ".join(f"{v:.3g}" for v in vals) +
-                 f" | {vals[0] / better:.2f} |")
+                 f" | {vals[0] / better:.2f} | {vals[0] / vals[1]:.2f} |")
 text = "\n".join(lines)
 print(text)
 open(f"{out}/summary.md", "w").write(text + "\n")

@@ -126,7 +126,7 @@ def measure_link(stack: str, build_dir: Path) -> tuple[float, float] | None:
     ping-pong, bench_pingpong_<stack> on 2 ranks at every size from 0 B to 4 MiB, as
     scripts/alpha_beta.py fits it; None if the bench was not built or the fit is not a cost."""
     try:
-        alpha, beta, _ = fit(measure(stack, build_dir, repetitions=3, min_time=0.05,
+        alpha, beta, _ = fit(measure(stack, build_dir, repetitions=3, min_time=0.1,
                                      timeout=120))
     except (OSError, RuntimeError, ValueError, KeyError, IndexError,
             subprocess.TimeoutExpired):

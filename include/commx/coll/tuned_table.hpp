@@ -2,7 +2,7 @@
 #pragma once
 /// @file
 /// The tables `coll::tuned` chooses from: one per stack, measured on that stack by the PMB
-/// sweep and generated into coll/tuned_tables/<stack>.hpp. To regenerate them all:
+/// sweep and generated into coll/tuned_tables/STACK.hpp. To regenerate them all:
 ///
 ///     bash scripts/bench.sh     # the sweep, the report, results/bench/tuned_tables/*.hpp
 ///     cp results/bench/tuned_tables/*.hpp include/commx/coll/tuned_tables/

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// One rule of `coll::tuned`'s measured tables (coll/tuned_tables/<stack>.hpp).
+/// One rule of `coll::tuned`'s measured tables (coll/tuned_tables/STACK.hpp).
 
 #include <cstddef>
 

@@ -5,7 +5,7 @@
 ///
 /// | variable | meaning | default |
 /// |---|---|---|
-/// | COMMX_SHM_LARGE | `auto`, `cma` or `copy`: how a large message travels | auto (cma when the kernel allows it) |
+/// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: cma when the kernel allows it, else copy) | copy (measured 1.8-4.4x cma's bandwidth here: bench/README.md) |
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768 |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, >= 4096); same on every rank | by rank count |
 /// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
@@ -34,7 +34,10 @@ enum class large_path {
 };
 
 struct options {
-  large_path large = large_path::automatic;
+  /// Two pipelined copies through the ring beat one process_vm_readv on the machines measured
+  /// (2026-11-26: 16-59 GB/s against 9-15 GB/s from 64 KiB to 4 MiB), whose kernel pins and
+  /// walks the pages of every call; cma stays a choice for machines where it wins.
+  large_path large = large_path::copy;
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
   /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/README.md.
   std::size_t large_threshold = std::size_t{32} << 10;
