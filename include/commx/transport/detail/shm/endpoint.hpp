@@ -8,10 +8,10 @@
 /// Large messages are offered: the sender publishes a ticket word in the segment and an `rts`
 /// record with the message's address, and keeps the payload. The receive that matches claims
 /// the ticket (compare-and-swap, so a sender cancelling at the same moment either wins cleanly
-/// or sees the claim and waits for the copy to finish), then either copies the payload itself
-/// with process_vm_readv and answers `fin`, or answers `cts` and the sender streams `data`
-/// pieces through the ring, which the receiver copies into place as they come (pipelined: both
-/// copy at once).
+/// or sees the claim and waits for the copy to finish), then either answers `cts` and the
+/// sender streams `data` pieces through the ring, which the receiver copies into place as they
+/// come (pipelined: both copy at once; the default, COMMX_SHM_LARGE=copy), or copies the
+/// payload itself with process_vm_readv and answers `fin` (COMMX_SHM_LARGE=cma or auto).
 ///
 /// Every rank drains all its incoming rings whenever it makes progress, into posted receives or
 /// into its private queue; a send that finds its ring full waits in a private outbox, in order,
@@ -19,11 +19,10 @@
 /// large message, whose sender waits (without blocking anything else) for the receive.
 ///
 /// Waiting: spin (long while the rank has a core of its own: waiting.hpp), yield a few turns,
-/// then sleep on the rank's futex word. A rank that
-/// writes to a ring, or frees space in one, wakes the other end if (and only if) it announced
-/// that it may sleep. Sleeps are capped at the liveness period, after which the peers' pidfds
-/// are polled: a process that is gone without saying goodbye is marked failed in the segment
-/// and everyone is woken.
+/// then sleep on the rank's futex word. A rank that writes to a ring, or frees space in one,
+/// wakes the other end if (and only if) it announced that it may sleep. Sleeps are capped at
+/// the liveness period, after which the peers' pidfds are polled: a process that is gone
+/// without saying goodbye is marked failed in the segment and everyone is woken.
 
 #include <algorithm>
 #include <atomic>
