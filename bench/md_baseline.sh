@@ -3,8 +3,9 @@
 # MD (LAMMPS's in.lj, 32000 atoms) time per step against the hand-written MPI baseline
 # (md_replicated_mpi_raw: the same kernel on MPI_Allreduce, no commx), at 2 and 4 ranks on one
 # node: commx over mpi with MPI's own collectives (coll::native, the issue's 1.02x goal) and
-# with binomial, and shm with binomial and tuned. Interleaved rounds, the order rotating; prints
-# each run's median and its ratio to the baseline at the same rank count.
+# with binomial, and shm with binomial and tuned (tuned also with COMMX_SHM_LARGE=cma).
+# Interleaved rounds, the order rotating; prints each run's median and its ratio to the
+# baseline at the same rank count.
 #   bash bench/md_baseline.sh [build dir] [rounds] [steps]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,15 +15,24 @@ md_arguments "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 names=()
 for n in 2 4; do
-  names+=("mpi_raw/$n" "mpi_native/$n" "mpi_binomial/$n" "shm_binomial/$n" "shm_tuned/$n")
+  names+=("mpi_raw/$n" "mpi_native/$n" "mpi_binomial/$n" "shm_binomial/$n" "shm_tuned/$n"
+    "shm_tuned+cma/$n")
 done
+# NAME+cma: the same program with large shm messages copied by process_vm_readv, the default
+# before 2026-11-26 (COMMX_SHM_LARGE=cma), beside the ring's pipelined copies (the default now).
 run_one() {
   local program=${1%/*} ranks=${1#*/}
+  local settings=()
+  if [[ $program == *+cma ]]; then
+    program=${program%+cma}
+    settings=(COMMX_SHM_LARGE=cma)
+  fi
   if [[ $program == mpi_* ]]; then
     mpirun -np "$ranks" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
       "${md}_$program" --steps "$steps"
   else
-    "$build/tools/commxrun/commxrun" -n "$ranks" --timeout 300 "${md}_$program" --steps "$steps"
+    env "${settings[@]}" "$build/tools/commxrun/commxrun" -n "$ranks" --timeout 300 \
+      "${md}_$program" --steps "$steps"
   fi
 }
 baseline_of() { echo "mpi_raw/${1#*/}"; }
