@@ -32,7 +32,8 @@ UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 def fit(points: dict[int, float]) -> tuple[float, float, float]:
     """(alpha s, beta s/byte, worst relative misfit) of C(n) = alpha + n * beta through
-    `points` (bytes -> seconds), minimising the sum of ((C(n) - t) / t)^2."""
+    `points` (bytes -> seconds), minimising the sum of ((C(n) - t) / t)^2; ValueError when the
+    line is not a cost (alpha or beta not positive)."""
     if len({n for n in points}) < 2:
         raise ValueError("a fit needs at least two message sizes")
     if any(t <= 0 for t in points.values()):
@@ -51,6 +52,8 @@ def fit(points: dict[int, float]) -> tuple[float, float, float]:
         raise ValueError("the sizes do not determine a line")
     alpha = (r0 * s2 - r1 * s1) / det
     beta = (s0 * r1 - s1 * r0) / det
+    if alpha <= 0 or beta <= 0:
+        raise ValueError(f"alpha {alpha:.3g} s, beta {beta:.3g} s/B: not a cost")
     worst = max(abs(alpha + beta * n - t) / t for n, t in points.items())
     return alpha, beta, worst
 
@@ -139,8 +142,6 @@ def main() -> int:
             points = measure(stack, args.build_dir, args.repetitions, args.min_time,
                              args.timeout)
             alpha, beta, worst = fit(points)
-            if alpha <= 0 or beta <= 0:
-                raise ValueError(f"alpha {alpha:.3g} s, beta {beta:.3g} s/B: not a cost")
         except (OSError, RuntimeError, ValueError, KeyError, IndexError,
                 subprocess.TimeoutExpired) as e:
             print(f"{stack:<12} failed: {e}")

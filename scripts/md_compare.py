@@ -131,8 +131,6 @@ def measure_link(stack: str, build_dir: Path) -> tuple[float, float] | None:
     except (OSError, RuntimeError, ValueError, KeyError, IndexError,
             subprocess.TimeoutExpired):
         return None
-    if alpha <= 0 or beta <= 0:
-        return None
     return alpha, 1 / beta
 
 

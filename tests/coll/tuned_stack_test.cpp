@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstddef>
@@ -48,8 +49,7 @@ constexpr std::array measured{op::allreduce, op::bcast, op::allgather};
 std::set<std::size_t> sizes_of_rules() {
   std::set<std::size_t> sizes{8};
   for (const auto& rule : commx::coll::detail::tuned_rules_for(stack::name)) {
-    const bool here = rule.collective == op::allreduce || rule.collective == op::bcast ||
-                      rule.collective == op::allgather;
+    const bool here = std::ranges::find(measured, rule.collective) != measured.end();
     if (here && rule.min_bytes > 0 && rule.min_bytes <= (std::size_t{1} << 20)) {
       sizes.insert(rule.min_bytes);
     }

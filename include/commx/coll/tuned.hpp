@@ -91,16 +91,7 @@ struct tuned {
   /// `collective` on `ranks` ranks with `bytes` bytes per rank.
   static detail::algorithm choose(std::string_view stack, stats::op collective, int ranks,
                                   std::size_t bytes) {
-    if (auto forced = detail::forced_algorithms()[static_cast<std::size_t>(collective)]) {
-      return *forced;
-    }
-    detail::algorithm choice = detail::algorithm::binomial;
-    for (const detail::tuning_rule& rule : detail::tuned_rules_for(stack)) {
-      if (rule.collective == collective && ranks >= rule.min_ranks && bytes >= rule.min_bytes) {
-        choice = rule.use;
-      }
-    }
-    return choice;
+    return choose_from(detail::tuned_rules_for(stack), collective, ranks, bytes);
   }
 
   /// The algorithm chosen for this rank count and message size, or the forced one.
@@ -204,10 +195,27 @@ struct tuned {
   }
 
  private:
-  // Calls `run` with a value of the chosen policy type: one switch, no virtual dispatch.
+  static detail::algorithm choose_from(std::span<const detail::tuning_rule> rules,
+                                       stats::op collective, int ranks, std::size_t bytes) {
+    if (auto forced = detail::forced_algorithms()[static_cast<std::size_t>(collective)]) {
+      return *forced;
+    }
+    detail::algorithm choice = detail::algorithm::binomial;
+    for (const detail::tuning_rule& rule : rules) {
+      if (rule.collective == collective && ranks >= rule.min_ranks && bytes >= rule.min_bytes) {
+        choice = rule.use;
+      }
+    }
+    return choice;
+  }
+
+  // Calls `run` with a value of the chosen policy type: one switch, no virtual dispatch. The
+  // port's table is found at compile time, so a call compares no stack names.
   template <class Port, class Run>
   static void dispatch(stats::op collective, int ranks, std::size_t bytes, Run&& run) {
-    switch (choose(stack_of<Port>(), collective, ranks, bytes)) {
+    static constexpr std::span<const detail::tuning_rule> rules =
+        detail::tuned_rules_for(stack_of<Port>());
+    switch (choose_from(rules, collective, ranks, bytes)) {
       case detail::algorithm::flat:
         return run(flat{});
       case detail::algorithm::binomial:
