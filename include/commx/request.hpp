@@ -140,8 +140,23 @@ template <transport::transport T, stats::policy S>
 class request {
  public:
   request() = default;
-  /// Takes over `other`'s operation; `other` becomes empty.
-  request(request&& other) noexcept { *this = std::move(other); }
+  /// Takes over `other`'s operation; `other` becomes empty. (Member by member: a request is
+  /// moved into a container once per message, and a window of them is a hot path.)
+  request(request&& other) noexcept
+      : state_(std::move(other.state_)),
+        group_(std::move(other.group_)),
+        handle_(std::exchange(other.handle_, {})),
+        where_(other.where_),
+        kind_(other.kind_),
+        timeout_(other.timeout_),
+        is_recv_(other.is_recv_),
+        staging_(std::move(other.staging_)),
+        target_(other.target_),
+        decode_(other.decode_),
+        status_(other.status_),
+        active_(std::exchange(other.active_, false)),
+        cancelled_(other.cancelled_),
+        task_(std::move(other.task_)) {}
   /// Withdraws this request's operation if it has not matched yet, then takes over `other`'s.
   request& operator=(request&& other) noexcept {
     if (this != &other) {
@@ -210,6 +225,18 @@ class request {
   friend void wait_all(Range&& requests, deadline until);
 
   using decoder = void (*)(request&);
+
+  // A pending point-to-point request of `state`'s rank (communicator::make_request).
+  request(std::shared_ptr<detail::rank_state<T, S>> state,
+          std::shared_ptr<const detail::group> group, const error_context& where,
+          stats::op kind, clock::duration timeout, bool is_recv)
+      : state_(std::move(state)),
+        group_(std::move(group)),
+        where_(where),
+        kind_(kind),
+        timeout_(timeout),
+        is_recv_(is_recv),
+        active_(true) {}
 
   status wait_until(clock::time_point when) {
     if (!active_) return finished();

@@ -55,15 +55,7 @@ inline std::optional<status> communicator<T, C, S>::find_queued(int source, int 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline auto communicator<T, C, S>::make_request(stats::op kind, error_context context, bool is_recv)
     -> request {
-  request req;
-  req.state_ = state_;
-  req.group_ = group_;
-  req.where_ = context;
-  req.kind_ = kind;
-  req.timeout_ = timeout_;
-  req.is_recv_ = is_recv;
-  req.active_ = true;
-  return req;
+  return request(state_, group_, context, kind, timeout_, is_recv);
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>

@@ -5,7 +5,8 @@
 /// segment, with no daemon, no socket and nothing that needs root.
 ///
 /// Small messages go through a lock-free ring per ordered pair of ranks (no lock and no system
-/// call on the way); large ones (above COMMX_SHM_LARGE_THRESHOLD, 32 KiB by default) are copied
+/// call on the way; the receiver polls each record's own stamp, so an 8-byte message crosses
+/// between cores as one cache line, detail/shm/ring.hpp); large ones (above COMMX_SHM_LARGE_THRESHOLD, 32 KiB by default) are copied
 /// once, straight from the sender's memory with process_vm_readv, when the kernel allows it, and
 /// otherwise in pipelined pieces through the ring. Messages nobody asked for yet go to a private
 /// queue in the receiving process, so senders never deadlock. A waiting rank spins briefly,
@@ -120,6 +121,23 @@ class shm {
     return endpoint_->recv(source, ctx, tag, buffer);
   }
 
+  /// A blocking send without a request (transport::blocking_send): an eager message written
+  /// into the ring at once; nullopt (left to `isend`) when it is large or has to wait.
+  std::optional<op_result> send_blocking(int dest, context_id ctx, int tag,
+                                         std::span<const std::byte> data,
+                                         const deadline& /*until*/, clock::duration /*timeout*/) {
+    return endpoint_->send_blocking(dest, ctx, tag, data);
+  }
+
+  /// A blocking receive without a request (transport::blocking_recv): as `irecv` and waiting,
+  /// on an operation the endpoint recycles; the first polls read no clock, and `until` is
+  /// resolved against `timeout` only after them. errc::timeout at the deadline (withdrawn).
+  std::optional<op_result> recv_blocking(int source, context_id ctx, int tag,
+                                         const recv_buffer& buffer, const deadline& until,
+                                         clock::duration timeout) {
+    return endpoint_->recv_blocking(source, ctx, tag, buffer, until, timeout);
+  }
+
   /// Makes progress; true once `req` has completed, successfully or not.
   bool test(request& req) { return endpoint_->test(req); }
 
@@ -174,6 +192,6 @@ class shm {
   std::unique_ptr<detail::shm::endpoint> endpoint_;
 };
 
-static_assert(transport<shm>);
+static_assert(transport<shm> && blocking_send<shm> && blocking_recv<shm>);
 
 }  // namespace commx::transport

@@ -20,7 +20,10 @@
 ///
 /// Waiting: spin (long while the rank has a core of its own: waiting.hpp), yield a few turns,
 /// then sleep on the rank's futex word. A rank that writes to a ring, or frees space in one,
-/// wakes the other end if (and only if) it announced that it may sleep. Sleeps are capped at
+/// wakes the other end if (and only if) it announced that it may sleep (an eager isend or a
+/// drain looks without a fence and leaves the fenced look to the end of its next progress:
+/// nudge() in endpoint_departures.hpp). Blocking calls make no request: an eager send is
+/// written at once, and a receive waits on a recycled operation. Sleeps are capped at
 /// the liveness period, after which the peers' pidfds are polled: a process that is gone
 /// without saying goodbye is marked failed in the segment and everyone is woken.
 
@@ -80,7 +83,7 @@ class endpoint {
     const auto n = static_cast<std::size_t>(size);
     const std::size_t ring = segment_.ring(0, 0).capacity();
     // A whole eager message must fit in a ring with room to spare; pieces are a quarter ring.
-    eager_limit_ = std::min(opts_.large_threshold, ring / 2 - sizeof(record));
+    eager_limit_ = std::min(opts_.large_threshold, ring / 2 - record_bytes(record_kind::rts, 0));
     chunk_ = std::min<std::size_t>(ring / 4, std::size_t{64} << 10);
     producers_.resize(n);
     consumers_.resize(n);
@@ -89,6 +92,7 @@ class endpoint {
     in_flight_.resize(n);
     transfers_.resize(n);
     generations_.assign(n, 0);
+    owed_wakes_.reserve(n);
     peers_.resize(n);
     state_.assign(n, presence::present);
     for (int peer = 0; peer < size; ++peer) {
@@ -134,19 +138,18 @@ class endpoint {
     if (data.size() <= eager_limit_) {
       const record header = eager_record(ctx, tag, data.size());
       // The fast path: nothing queued ahead of it and room in the ring.
-      if (outbox_[t].empty() && producers_[t].fits(data.size())) {
+      if (outbox_[t].empty() && producers_[t].fits(record_kind::eager, data.size())) {
         producers_[t].write(header, data);
-        producers_[t].publish();
-        wake(to);
+        nudge(to);
         return nullptr;
       }
-      auto op = std::make_shared<operation>(operation::kind::send, to, ctx, tag);
+      auto op = new_operation(operation::kind::send, to, ctx, tag);
       op->payload = data;
       outbox_[t].push_back({outgoing::kind::eager, header, op});
       flush(to);
       return op;
     }
-    auto op = std::make_shared<operation>(operation::kind::send, to, ctx, tag);
+    auto op = new_operation(operation::kind::send, to, ctx, tag);
     op->payload = data;
     record header{};
     header.kind = record_kind::rts;
@@ -160,40 +163,53 @@ class endpoint {
   }
 
   std::shared_ptr<operation> recv(int from, context_id ctx, int tag, recv_buffer buffer) {
-    auto op = std::make_shared<operation>(operation::kind::recv, from, ctx, tag);
+    auto op = new_operation(operation::kind::recv, from, ctx, tag);
     op->buffer = buffer;
-    for (auto at = unexpected_.find(from, ctx, tag); at != unexpected_.end();
-         at = unexpected_.find(from, ctx, tag)) {
-      queued_message& queued = at->second.front();
-      if (queued.large && !still_offered(queued)) {
-        unexpected_.pop(at);  // the sender withdrew it
-        continue;
-      }
-      std::error_code ec;
-      std::byte* target = buffer.prepare(queued.size, ec);
-      if (ec) {  // refused: the message stays queued for a receive that fits
-        complete(*op, {queued.source, queued.tag, queued.size, ec});
-        return op;
-      }
-      if (!queued.large) {
-        if (!queued.eager.empty()) std::memcpy(target, queued.eager.data(), queued.size);
-        complete(*op, {queued.source, queued.tag, queued.size, {}});
-        unexpected_.pop(at);
-        return op;
-      }
-      const queued_message offer = std::move(queued);
-      unexpected_.pop(at);
-      if (take_offer(op, offer.source, offer.tag, offer.size, offer.ticket, offer.generation,
-                     offer.address, target)) {
-        return op;
-      }
-    }
-    if (auto gone = lost_source(from)) {
-      complete(*op, *gone);
-      return op;
-    }
-    posted_.push_back(op);
+    start_recv(op);
     return op;
+  }
+
+  /// A blocking eager send that needs no request: written into the ring at once, or nullopt
+  /// when it cannot be (a large message, a full ring, sends queued ahead of it).
+  std::optional<op_result> send_blocking(int to, context_id ctx, int tag,
+                                         std::span<const std::byte> data) {
+    const auto t = static_cast<std::size_t>(to);
+    if (state_[t] != presence::present) return lost(to, data.size());
+    if (data.size() > eager_limit_ || !outbox_[t].empty() ||
+        !producers_[t].fits(record_kind::eager, data.size())) {
+      return std::nullopt;
+    }
+    producers_[t].write(eager_record(ctx, tag, data.size()), data);
+    wake(to);
+    return op_result{to, tag, data.size(), {}};
+  }
+
+  /// A blocking receive: as recv and waiting, on a recycled operation, reading no clock
+  /// unless the first polls find nothing. errc::timeout once `until` passes (withdrawn).
+  op_result recv_blocking(int from, context_id ctx, int tag, recv_buffer buffer,
+                          const deadline& until, clock::duration timeout) {
+    auto op = new_operation(operation::kind::recv, from, ctx, tag);
+    op->buffer = buffer;
+    start_recv(op);
+    if (op->done) return op->result;
+    progress();
+    if (!op->done && !waiting_.glance([&] {
+          if (!incoming()) return false;
+          progress();
+          return op->done;
+        })) {
+      const clock::time_point when = until.resolve(timeout);
+      for (;;) {
+        const std::uint64_t seen = events_;
+        if (op->done) break;
+        if (clock::now() >= when) {
+          if (cancel(*op)) return {from, tag, 0, make_error_code(errc::timeout)};
+          break;
+        }
+        wait_for_event(seen, when);
+      }
+    }
+    return op->result;
   }
 
   std::optional<op_result> probe(int from, context_id ctx, int tag) {
@@ -326,13 +342,73 @@ class endpoint {
 
   std::shared_ptr<operation> completed(operation::kind k, int peer, context_id ctx, int tag,
                                        op_result result) {
-    auto op = std::make_shared<operation>(k, peer, ctx, tag);
+    auto op = new_operation(k, peer, ctx, tag);
     complete(*op, result);
     return op;
   }
 
+  // Matches the receive `op` against the messages queued, or posts it.
+  void start_recv(const std::shared_ptr<operation>& op) {
+    const int from = op->peer;
+    const context_id ctx = op->ctx;
+    const int tag = op->tag;
+    recv_buffer& buffer = op->buffer;
+    for (auto at = unexpected_.find(from, ctx, tag); at != unexpected_.end();
+         at = unexpected_.find(from, ctx, tag)) {
+      queued_message& queued = at->second.front();
+      if (queued.large && !still_offered(queued)) {
+        unexpected_.pop(at);  // the sender withdrew it
+        continue;
+      }
+      std::error_code ec;
+      std::byte* target = buffer.prepare(queued.size, ec);
+      if (ec) {  // refused: the message stays queued for a receive that fits
+        complete(*op, {queued.source, queued.tag, queued.size, ec});
+        return;
+      }
+      if (!queued.large) {
+        if (!queued.eager.empty()) std::memcpy(target, queued.eager.data(), queued.size);
+        complete(*op, {queued.source, queued.tag, queued.size, {}});
+        unexpected_.pop(at);
+        return;
+      }
+      const queued_message offer = std::move(queued);
+      unexpected_.pop(at);
+      if (take_offer(op, offer.source, offer.tag, offer.size, offer.ticket, offer.generation,
+                     offer.address, target)) {
+        return;
+      }
+    }
+    if (auto gone = lost_source(from)) {
+      complete(*op, *gone);
+      return;
+    }
+    posted_.push_back(op);
+  }
+
+
+  // Operations are recycled: one that only the pool still holds is free (a blocking
+  // receive, or a window of requests, reuses the same few and allocates nothing).
+  std::shared_ptr<operation> new_operation(operation::kind k, int peer, context_id ctx, int tag) {
+    const std::size_t n = pool_.size();
+    for (std::size_t look = 0; look < std::min<std::size_t>(n, 4); ++look) {
+      std::shared_ptr<operation>& candidate = pool_[pool_next_];
+      pool_next_ = pool_next_ + 1 == n ? 0 : pool_next_ + 1;
+      if (candidate.use_count() == 1) {
+        *candidate = operation(k, peer, ctx, tag);
+        return candidate;
+      }
+    }
+    auto fresh = std::make_shared<operation>(k, peer, ctx, tag);
+    if (n < pool_limit) pool_.push_back(fresh);
+    return fresh;
+  }
+  static constexpr std::size_t pool_limit = 256;
+
   // Waking, liveness and peers that go (endpoint_departures.hpp).
   void wake(int peer);
+  void nudge(int peer);
+  void settle_wakes();
   void wake_everyone();
   bool incoming() const;
   void leave(presence how);
@@ -366,6 +442,9 @@ class endpoint {
   int free_ticket(int to) const;
   void probe_cross_memory();
 
+  // Declared first: every container below holds operations the pool made.
+  std::vector<std::shared_ptr<operation>> pool_;
+  std::size_t pool_next_ = 0;
   segment segment_;
   int rank_;
   int size_;
@@ -383,6 +462,7 @@ class endpoint {
   std::vector<std::vector<std::shared_ptr<operation>>> in_flight_;  // offers, by ticket
   std::vector<std::vector<std::shared_ptr<operation>>> transfers_;  // pieces coming, by ticket
   std::vector<std::uint64_t> generations_;
+  std::vector<int> owed_wakes_;  // peers nudge() could not be sure were awake
   std::vector<process_watch> peers_;
   std::vector<presence> state_;
   std::deque<std::shared_ptr<operation>> posted_;

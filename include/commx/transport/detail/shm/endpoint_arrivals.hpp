@@ -16,6 +16,7 @@ inline void endpoint::progress() {
     const auto p = static_cast<std::size_t>(peer);
     if (!outbox_[p].empty() || !urgent_[p].empty()) flush(peer);
   }
+  settle_wakes();
   // A caller that polls test() instead of waiting still learns of dead peers.
   if (++idle_polls_ >= 1024) {
     idle_polls_ = 0;
@@ -34,7 +35,7 @@ inline void endpoint::drain(int peer, std::size_t limit) {
   }
   if (taken != 0) {
     ++events_;
-    wake(peer);  // it may be waiting for room
+    nudge(peer);  // it may be waiting for room
   }
 }
 
@@ -66,14 +67,19 @@ inline void endpoint::arrive_eager(int from, const record& header, const ring_co
     }
     std::error_code ec;
     std::byte* target = op.buffer.prepare(bytes, ec);
-    if (!ec) ring.read_payload(0, target, bytes);
+    if (!ec) ring.read_payload(header, 0, target, bytes);
     complete(op, {from, header.tag, bytes, ec});
-    posted = posted_.erase(posted);
+    if (posted == posted_.begin()) {  // the usual case, and cheaper than erase
+      posted_.pop_front();
+      posted = posted_.begin();
+    } else {
+      posted = posted_.erase(posted);
+    }
     if (!ec) return;
   }
   queued_message message{0, from, header.ctx, header.tag, bytes, {}};
   message.eager.resize(bytes);
-  ring.read_payload(0, message.eager.data(), bytes);
+  ring.read_payload(header, 0, message.eager.data(), bytes);
   unexpected_.push(std::move(message));
 }
 
@@ -200,7 +206,7 @@ inline void endpoint::arrive_piece(int from, const record& header, const ring_co
                             "message",
                             rank_, header.size, header.payload, from, bytes));
   }
-  ring.read_payload(0, op->target + header.size, header.payload);
+  ring.read_payload(header, 0, op->target + header.size, header.payload);
   op->progress += header.payload;
   if (op->progress == bytes) {
     complete(*op, op->result);

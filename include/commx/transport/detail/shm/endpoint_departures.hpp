@@ -24,6 +24,25 @@ inline void endpoint::wake(int peer) {
   }
 }
 
+// wake() without the locked instruction where it can: a plain look at `peer`'s word wakes a
+// peer that has been asleep a while; one that may be falling asleep just now is owed the
+// full check, which the end of this rank's next progress pays (a window of isends pays it
+// once). So an eager isend costs no fence. A rank that never calls commx again after such an
+// isend leaves a receiver that fell asleep in that instant to find the message when its sleep
+// ends (the liveness period at the latest).
+inline void endpoint::nudge(int peer) {
+  if (peer == rank_) return;
+  if (segment_.slot(peer).sleeping.load(std::memory_order_relaxed) != 0) return wake(peer);
+  if (std::find(owed_wakes_.begin(), owed_wakes_.end(), peer) == owed_wakes_.end()) {
+    owed_wakes_.push_back(peer);
+  }
+}
+
+inline void endpoint::settle_wakes() {
+  for (const int peer : owed_wakes_) wake(peer);
+  owed_wakes_.clear();
+}
+
 inline void endpoint::wake_everyone() {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;

@@ -56,10 +56,7 @@ inline void endpoint::flush(int to) {
   bool wrote = false;
   write_queue(to, urgent_[t], wrote);
   write_queue(to, outbox_[t], wrote);
-  if (wrote) {
-    producers_[t].publish();
-    wake(to);
-  }
+  if (wrote) wake(to);
 }
 
 inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wrote) {
@@ -68,15 +65,15 @@ inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wro
   while (!queue.empty()) {
     outgoing& next = queue.front();
     if (next.what == outgoing::kind::eager) {
-      if (!ring.fits(next.op->payload.size())) break;
+      if (!ring.fits(record_kind::eager, next.op->payload.size())) break;
       ring.write(next.header, next.op->payload);
       complete(*next.op, {to, next.op->tag, next.op->payload.size(), {}});
     } else if (next.what == outgoing::kind::control) {
-      if (!ring.fits(0)) break;
+      if (!ring.fits(next.header.kind, 0)) break;
       ring.write(next.header, {});
     } else if (next.what == outgoing::kind::offer) {
       const int slot = free_ticket(to);
-      if (slot < 0 || !ring.fits(0)) break;
+      if (slot < 0 || !ring.fits(record_kind::rts, 0)) break;
       operation& op = *next.op;
       op.ticket = slot;
       op.generation = ++generations_[t];
@@ -91,7 +88,7 @@ inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wro
       const std::size_t total = op.payload.size();
       while (op.progress < total) {
         const std::size_t piece = std::min(chunk_, total - op.progress);
-        if (!ring.fits(piece)) break;
+        if (!ring.fits(record_kind::data, piece)) break;
         record header{};
         header.kind = record_kind::data;
         header.payload = static_cast<std::uint32_t>(piece);
@@ -101,8 +98,7 @@ inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wro
         ring.write(header, op.payload.subspan(op.progress, piece));
         op.progress += piece;
         wrote = true;
-        // Publish each piece at once: the receiver copies it out while we write the next.
-        ring.publish();
+        // Each piece is visible at once: the receiver copies it out while we write the next.
         wake(to);
       }
       if (op.progress < total) break;

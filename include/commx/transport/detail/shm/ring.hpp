@@ -2,34 +2,42 @@
 #pragma once
 /// @file
 /// A lock-free single-producer/single-consumer byte ring in shared memory: one per ordered pair
-/// of ranks. The producer owns `tail`, the consumer owns `head`, each on its own cache line, so
-/// neither ever writes a line the other writes. Both are byte positions that only grow (64 bits
-/// do not wrap in any job's lifetime); the ring's capacity is a power of two, and a record may
-/// straddle the end of the buffer (it is copied in two pieces), so no space is wasted on padding.
+/// of ranks, cut into 64-byte cells. A record (a header, then `payload` bytes) starts on a cell
+/// and takes whole cells; it may wrap past the buffer's end (its payload is then copied in two
+/// pieces). Positions are byte counts that only grow (64 bits do not wrap in any job's life).
 ///
-/// A record is a fixed header followed by `header.payload` bytes, padded to 8. The producer
-/// writes the record and then publishes it with a release store of `tail`; the consumer reads
-/// `tail` with acquire, copies the record out and releases the space with a release store of
-/// `head`. No lock, no system call: waking a sleeping consumer is the endpoint's business.
+/// The consumer learns of a record from the record itself, as Open MPI's vader fast boxes do:
+/// the header's first word, its stamp, is stored last (release) and holds the record's
+/// position + 1. The consumer polls the stamp of the cell at its position (acquire), so an
+/// 8-byte message crosses between cores as one cache line, not as a tail word and then the
+/// data. A cell that held payload in an earlier lap could hold any bytes where the next stamp
+/// goes: the producer remembers which cells hold payload, zeroes the stamp word of the cell
+/// after a record before it publishes the record if that cell is one of them, and always keeps
+/// that cell free (one cell of slack). So the consumer only ever sees zero, a stamp of an
+/// earlier lap (a smaller position) or the true stamp there, and a stream of small messages
+/// touches each cell once per lap. The consumer owns `head` (its own cache line), which the
+/// producer reads only when the room it remembers is not enough. No lock, no system call:
+/// waking a sleeping consumer is the endpoint's business.
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <span>
+#include <vector>
 
 namespace commx::detail::shm {
 
 inline constexpr std::size_t cache_line = 64;
 
-/// The shared part of a ring: the two positions, a cache line each.
+/// The shared part of a ring besides its cells: the consumer's position, on a line of its own.
 struct ring_control {
-  alignas(cache_line) std::atomic<std::uint64_t> tail{0};  ///< written by the producer only
   alignas(cache_line) std::atomic<std::uint64_t> head{0};  ///< written by the consumer only
 };
-static_assert(sizeof(ring_control) == 2 * cache_line);
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+static_assert(sizeof(ring_control) == cache_line);
+static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
 
 /// What a record is for.
 enum class record_kind : std::uint32_t {
@@ -40,23 +48,34 @@ enum class record_kind : std::uint32_t {
   fin,        ///< the receiver copied a large message itself (cross-memory attach): done
 };
 
-/// Every record's header; 48 bytes, so an 8-byte message fills one cache line.
+/// Every record's header. An eager record carries only its first 32 bytes (`short_header`),
+/// so a message of up to 32 bytes travels in one cell; the others carry all 56.
 struct record {
+  std::uint64_t stamp = 0;  ///< the record's position + 1, stored last (see the file comment)
   record_kind kind{};
-  std::uint32_t payload = 0;  ///< bytes that follow this header in the ring
+  std::uint32_t payload = 0;  ///< bytes that follow the header in the ring
   std::int32_t tag = 0;
   std::uint32_t ticket = 0;  ///< rts, cts, data, fin: the sender's ticket slot for the message
   std::uint64_t ctx = 0;
+  // The long header only:
   std::uint64_t generation = 0;  ///< rts, cts, data, fin: which use of the ticket slot
   std::uint64_t size = 0;        ///< rts: the message's size; data: the offset of this piece
   std::uint64_t address = 0;     ///< rts: where the message is in the sender's memory
 };
-static_assert(sizeof(record) == 48);
+static_assert(sizeof(record) == 56 && offsetof(record, generation) == 32);
 
-constexpr std::size_t padded(std::size_t bytes) { return (bytes + 7) & ~std::size_t{7}; }
+inline constexpr std::size_t cell = cache_line;
+inline constexpr std::size_t short_header = offsetof(record, generation);
 
-/// The space one record with `payload` bytes takes in a ring.
-constexpr std::size_t record_bytes(std::size_t payload) { return sizeof(record) + padded(payload); }
+/// The header bytes a record of `kind` carries; its payload follows them.
+constexpr std::size_t header_bytes(record_kind kind) {
+  return kind == record_kind::eager ? short_header : sizeof(record);
+}
+
+/// The space one record takes in a ring: whole cells.
+constexpr std::size_t record_bytes(record_kind kind, std::size_t payload) {
+  return (header_bytes(kind) + payload + cell - 1) & ~(cell - 1);
+}
 
 /// Copies in and out of a ring's buffer, across its end when needed.
 class ring_buffer {
@@ -74,6 +93,12 @@ class ring_buffer {
     const auto* source = static_cast<const std::byte*>(from);
     std::memcpy(data_ + at, source, first);
     if (first < bytes) std::memcpy(data_, source + first, bytes - first);
+  }
+
+  /// The stamp word of the cell at `position` (which must start a cell).
+  [[nodiscard]] std::atomic_ref<std::uint64_t> stamp(std::uint64_t position) const {
+    return std::atomic_ref<std::uint64_t>(
+        *std::launder(reinterpret_cast<std::uint64_t*>(data_ + (position & mask_))));
   }
 
   void get(std::uint64_t position, void* to, std::size_t bytes) const {
@@ -96,27 +121,39 @@ class ring_producer {
  public:
   ring_producer() = default;
   explicit ring_producer(ring_buffer ring)
-      : ring_(ring), tail_(ring.control().tail.load(std::memory_order_relaxed)) {
-    head_ = ring.control().head.load(std::memory_order_acquire);
-  }
+      : ring_(ring),
+        head_(ring.control().head.load(std::memory_order_acquire)),
+        tail_(head_),
+        payload_cells_((ring.capacity() / cell + 63) / 64, 0) {}
 
-  /// Whether a record with `payload` bytes fits now.
-  bool fits(std::size_t payload) {
-    const std::size_t need = record_bytes(payload);
+  /// Whether a record of `kind` with `payload` bytes fits now (with the cell of slack).
+  bool fits(record_kind kind, std::size_t payload) {
+    const std::size_t need = record_bytes(kind, payload) + cell;
     if (tail_ + need - head_ <= ring_.capacity()) return true;
     head_ = ring_.control().head.load(std::memory_order_acquire);
     return tail_ + need - head_ <= ring_.capacity();
   }
 
-  /// Writes one record; the caller checked fits(payload.size()). Not visible until publish().
+  /// Writes one record and publishes it; the caller checked fits(header.kind, payload.size()).
   void write(const record& header, std::span<const std::byte> payload) {
-    ring_.put(tail_, &header, sizeof header);
-    if (!payload.empty()) ring_.put(tail_ + sizeof header, payload.data(), payload.size());
-    tail_ += record_bytes(payload.size());
+    const std::size_t head_bytes = header_bytes(header.kind);
+    const std::uint64_t at = tail_;
+    const std::uint64_t next = at + record_bytes(header.kind, payload.size());
+    // Everything but the stamp; then the next cell's stamp cleared if payload of an earlier lap
+    // lies there; then this stamp.
+    ring_.put(at + sizeof header.stamp,
+              reinterpret_cast<const std::byte*>(&header) + sizeof header.stamp,
+              head_bytes - sizeof header.stamp);
+    if (!payload.empty()) ring_.put(at + head_bytes, payload.data(), payload.size());
+    mark_payload(at + cell, next);
+    if (holds_payload(next)) {
+      ring_.stamp(next).store(0, std::memory_order_relaxed);
+      mark_clean(next);
+    }
+    mark_clean(at);
+    ring_.stamp(at).store(at + 1, std::memory_order_release);
+    tail_ = next;
   }
-
-  /// Makes every record written so far visible to the consumer.
-  void publish() { ring_.control().tail.store(tail_, std::memory_order_release); }
 
   /// Whether the consumer has freed space since we last looked (one load, nothing written).
   [[nodiscard]] bool room_freed() const {
@@ -124,9 +161,29 @@ class ring_producer {
   }
 
  private:
+  [[nodiscard]] std::size_t cell_of(std::uint64_t position) const {
+    return static_cast<std::size_t>((position & (ring_.capacity() - 1)) / cell);
+  }
+  [[nodiscard]] bool holds_payload(std::uint64_t position) const {
+    const std::size_t c = cell_of(position);
+    return ((payload_cells_[c / 64] >> (c % 64)) & 1U) != 0;
+  }
+  void mark_clean(std::uint64_t position) {
+    const std::size_t c = cell_of(position);
+    payload_cells_[c / 64] &= ~(std::uint64_t{1} << (c % 64));
+  }
+  // Cells [from, to) now hold payload.
+  void mark_payload(std::uint64_t from, std::uint64_t to) {
+    for (std::uint64_t p = from; p < to; p += cell) {
+      const std::size_t c = cell_of(p);
+      payload_cells_[c / 64] |= std::uint64_t{1} << (c % 64);
+    }
+  }
+
   ring_buffer ring_;
-  std::uint64_t tail_ = 0;
   std::uint64_t head_ = 0;
+  std::uint64_t tail_ = 0;
+  std::vector<std::uint64_t> payload_cells_;  // a bit per cell: holds payload of its last lap
 };
 
 /// The consumer's end: `peek` the next record's header, copy its payload out, then `pop` it.
@@ -134,40 +191,42 @@ class ring_consumer {
  public:
   ring_consumer() = default;
   explicit ring_consumer(ring_buffer ring)
-      : ring_(ring), head_(ring.control().head.load(std::memory_order_relaxed)) {
-    tail_ = ring.control().tail.load(std::memory_order_acquire);
-  }
+      : ring_(ring), head_(ring.control().head.load(std::memory_order_relaxed)) {}
 
   /// True when a record is waiting; then `header` holds its header.
   bool peek(record& header) {
-    if (head_ == tail_) {
-      tail_ = ring_.control().tail.load(std::memory_order_acquire);
-      if (head_ == tail_) return false;
+    if (ring_.stamp(head_).load(std::memory_order_acquire) != head_ + 1) return false;
+    ring_.get(head_ + sizeof header.stamp, reinterpret_cast<std::byte*>(&header) +
+                                               sizeof header.stamp,
+              short_header - sizeof header.stamp);
+    if (header.kind != record_kind::eager) {
+      ring_.get(head_ + short_header, reinterpret_cast<std::byte*>(&header) + short_header,
+                sizeof header - short_header);
     }
-    ring_.get(head_, &header, sizeof header);
+    header.stamp = head_ + 1;
     return true;
   }
 
   /// Whether the producer has published something not yet consumed (one load, no copy).
   [[nodiscard]] bool has_data() const {
-    return head_ != tail_ || ring_.control().tail.load(std::memory_order_acquire) != head_;
+    return ring_.stamp(head_).load(std::memory_order_acquire) == head_ + 1;
   }
 
   /// Copies `bytes` of the current record's payload, from `offset`, to `to`.
-  void read_payload(std::size_t offset, void* to, std::size_t bytes) const {
-    if (bytes != 0) ring_.get(head_ + sizeof(record) + offset, to, bytes);
+  void read_payload(const record& header, std::size_t offset, void* to,
+                    std::size_t bytes) const {
+    if (bytes != 0) ring_.get(head_ + header_bytes(header.kind) + offset, to, bytes);
   }
 
   /// Releases the current record's space to the producer.
   void pop(const record& header) {
-    head_ += record_bytes(header.payload);
+    head_ += record_bytes(header.kind, header.payload);
     ring_.control().head.store(head_, std::memory_order_release);
   }
 
  private:
   ring_buffer ring_;
   std::uint64_t head_ = 0;
-  std::uint64_t tail_ = 0;
 };
 
 }  // namespace commx::detail::shm

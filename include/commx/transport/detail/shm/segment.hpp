@@ -19,7 +19,7 @@
 /// |---|---|
 /// | segment_header | 256 |
 /// | rank_slot[n] | 128 each |
-/// | ring_control[n * n], index source * n + destination | 128 each |
+/// | ring_control[n * n], index source * n + destination | 64 each |
 /// | ticket words[n * n * K] (large messages on offer) | 4 each |
 /// | ring data[n * n], page-aligned | ring_bytes each |
 
@@ -52,7 +52,7 @@
 namespace commx::detail::shm {
 
 inline constexpr std::uint64_t segment_magic = 0x636f6d6d782d7368ULL;  // "commx-sh"
-inline constexpr std::uint32_t segment_version = 1;
+inline constexpr std::uint32_t segment_version = 2;
 inline constexpr std::uint32_t tickets_per_pair = 16;
 
 /// What a rank's slot says about it.

@@ -32,6 +32,8 @@ class waiting {
  public:
   /// Pauses a rank spins where its core is shared: the measured best on a loaded machine.
   static constexpr int shared_spins = 8;
+  /// Polls of a glance while the core is the rank's own.
+  static constexpr int glance_polls = 256;
   /// A yield that returns later than this ran another task: the core is shared.
   static constexpr clock::duration shared_yield = std::chrono::microseconds(20);
   /// How long one such yield keeps automatic spinning off.
@@ -67,6 +69,18 @@ class waiting {
       // A clock read costs some 20 ns: once per 64 pauses keeps it out of the way.
       if ((turn & 63U) == 63U && clock::now() >= until) return false;
     }
+  }
+
+  /// A blocking call's first look: polls `arrived` a few times, reading no clock (most
+  /// answers on a quiet node come within these polls).
+  template <class Arrived>
+  bool glance(Arrived&& arrived) const {
+    const int polls = fixed_ ? *fixed_ : own_core() ? glance_polls : shared_spins;
+    for (int i = 0; i < polls; ++i) {
+      if (arrived()) return true;
+      pause();
+    }
+    return false;
   }
 
   /// Gives the core away once, and notes whether another task took it.

@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: MIT
+// The shared-memory ring's record protocol, in one process: the consumer learns of a record
+// from its stamp alone, so nothing the producer ever wrote as payload may look like the next
+// record's stamp (ring.hpp).
+
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "commx/transport/detail/shm/ring.hpp"
+
+namespace shm = commx::detail::shm;
+
+namespace {
+
+// A ring in ordinary memory, with its producer and consumer ends.
+struct test_ring {
+  static constexpr std::size_t capacity = 4096;
+  shm::ring_control control;
+  alignas(shm::cache_line) std::array<std::byte, capacity> cells{};
+  shm::ring_producer producer{shm::ring_buffer(&control, cells.data(), capacity)};
+  shm::ring_consumer consumer{shm::ring_buffer(&control, cells.data(), capacity)};
+};
+
+shm::record eager(int tag, std::size_t bytes) {
+  shm::record header{};
+  header.kind = shm::record_kind::eager;
+  header.payload = static_cast<std::uint32_t>(bytes);
+  header.tag = tag;
+  header.ctx = 7;
+  return header;
+}
+
+// Takes the one record waiting, checks it is `tag` carrying `expected`, and that nothing
+// else looks like a record after it.
+void take_exactly(test_ring& ring, int tag, std::span<const std::byte> expected) {
+  shm::record header{};
+  REQUIRE(ring.consumer.peek(header));
+  CHECK(header.kind == shm::record_kind::eager);
+  CHECK(header.tag == tag);
+  CHECK(header.ctx == 7);
+  REQUIRE(header.payload == expected.size());
+  std::vector<std::byte> got(expected.size());
+  ring.consumer.read_payload(header, 0, got.data(), got.size());
+  CHECK(std::memcmp(got.data(), expected.data(), expected.size()) == 0);
+  ring.consumer.pop(header);
+  CHECK_FALSE(ring.consumer.has_data());
+  CHECK_FALSE(ring.consumer.peek(header));
+}
+
+}  // namespace
+
+TEST_CASE("payload that holds the next lap's stamps is never taken for a record", "[shm]") {
+  auto ring = std::make_unique<test_ring>();
+  const std::size_t cell = shm::cell;
+  // Each round, one large record whose every cell starts with the stamp a record written at
+  // that cell one lap later would carry, then small ones over those very cells: without the
+  // producer clearing stale payload, the consumer would read it as records.
+  std::uint64_t position = 0;
+  for (int round = 0; round < 6; ++round) {
+    const std::size_t big = test_ring::capacity / 2;
+    std::vector<std::byte> payload(big, std::byte{0x5a});
+    const std::uint64_t payload_at = position + shm::short_header;
+    for (std::uint64_t at = (payload_at + cell - 1) / cell * cell; at + 8 <= payload_at + big;
+         at += cell) {
+      const std::uint64_t forged = at + test_ring::capacity + 1;
+      std::memcpy(payload.data() + (at - payload_at), &forged, sizeof forged);
+    }
+    REQUIRE(ring->producer.fits(shm::record_kind::eager, big));
+    ring->producer.write(eager(1000 + round, big), payload);
+    take_exactly(*ring, 1000 + round, payload);
+    position += shm::record_bytes(shm::record_kind::eager, big);
+    // Small records of sizes that end on and off cell boundaries, around the whole ring.
+    for (std::size_t i = 0; i < 2 * test_ring::capacity / cell; ++i) {
+      const std::size_t bytes = (i * 13) % 90;
+      std::vector<std::byte> small(bytes, static_cast<std::byte>(i));
+      REQUIRE(ring->producer.fits(shm::record_kind::eager, bytes));
+      ring->producer.write(eager(static_cast<int>(i), bytes), small);
+      take_exactly(*ring, static_cast<int>(i), small);
+      position += shm::record_bytes(shm::record_kind::eager, bytes);
+    }
+  }
+}
+
+TEST_CASE("a full ring refuses a record and keeps a cell free", "[shm]") {
+  auto ring = std::make_unique<test_ring>();
+  const std::size_t per_record = shm::record_bytes(shm::record_kind::eager, 8);
+  std::size_t written = 0;
+  const std::array<std::byte, 8> payload{};
+  while (ring->producer.fits(shm::record_kind::eager, payload.size())) {
+    ring->producer.write(eager(static_cast<int>(written), payload.size()), payload);
+    ++written;
+  }
+  // One cell of slack: the cell after the last record is never one the consumer still reads.
+  CHECK(written == test_ring::capacity / per_record - 1);
+  shm::record header{};
+  for (std::size_t i = 0; i < written; ++i) {
+    REQUIRE(ring->consumer.peek(header));
+    CHECK(header.tag == static_cast<int>(i));
+    ring->consumer.pop(header);
+  }
+  CHECK_FALSE(ring->consumer.peek(header));
+  CHECK(ring->producer.fits(shm::record_kind::eager, payload.size()));
+}
