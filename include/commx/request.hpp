@@ -228,8 +228,8 @@ class request {
 
   // A pending point-to-point request of `state`'s rank (communicator::make_request).
   request(std::shared_ptr<detail::rank_state<T, S>> state,
-          std::shared_ptr<const detail::group> group, const error_context& where,
-          stats::op kind, clock::duration timeout, bool is_recv)
+          std::shared_ptr<const detail::group> group, const error_context& where, stats::op kind,
+          clock::duration timeout, bool is_recv)
       : state_(std::move(state)),
         group_(std::move(group)),
         where_(where),

@@ -386,7 +386,6 @@ class endpoint {
     posted_.push_back(op);
   }
 
-
   // Operations are recycled: one that only the pool still holds is free (a blocking
   // receive, or a window of requests, reuses the same few and allocates nothing).
   std::shared_ptr<operation> new_operation(operation::kind k, int peer, context_id ctx, int tag) {

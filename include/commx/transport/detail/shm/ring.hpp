@@ -196,8 +196,8 @@ class ring_consumer {
   /// True when a record is waiting; then `header` holds its header.
   bool peek(record& header) {
     if (ring_.stamp(head_).load(std::memory_order_acquire) != head_ + 1) return false;
-    ring_.get(head_ + sizeof header.stamp, reinterpret_cast<std::byte*>(&header) +
-                                               sizeof header.stamp,
+    ring_.get(head_ + sizeof header.stamp,
+              reinterpret_cast<std::byte*>(&header) + sizeof header.stamp,
               short_header - sizeof header.stamp);
     if (header.kind != record_kind::eager) {
       ring_.get(head_ + short_header, reinterpret_cast<std::byte*>(&header) + short_header,
@@ -213,8 +213,7 @@ class ring_consumer {
   }
 
   /// Copies `bytes` of the current record's payload, from `offset`, to `to`.
-  void read_payload(const record& header, std::size_t offset, void* to,
-                    std::size_t bytes) const {
+  void read_payload(const record& header, std::size_t offset, void* to, std::size_t bytes) const {
     if (bytes != 0) ring_.get(head_ + header_bytes(header.kind) + offset, to, bytes);
   }
 
