@@ -124,8 +124,8 @@ class shm {
   /// A blocking send without a request (transport::blocking_send): an eager message written
   /// into the ring at once; nullopt (left to `isend`) when it is large or has to wait.
   std::optional<op_result> send_blocking(int dest, context_id ctx, int tag,
-                                         std::span<const std::byte> data,
-                                         const deadline& /*until*/, clock::duration /*timeout*/) {
+                                         std::span<const std::byte> data, const deadline& /*until*/,
+                                         clock::duration /*timeout*/) {
     return endpoint_->send_blocking(dest, ctx, tag, data);
   }
 
