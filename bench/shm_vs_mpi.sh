@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Ping-pong and bandwidth on commx's shm transport (both large-message paths, and the fixed
-# 8-pause spin of before the run-time choice), Open MPI and MPICH (each as installed, and each
+# Ping-pong and bandwidth on commx's shm transport (the default, the cma large-message path,
+# and the fixed 8-pause spin of before the run-time choice), Open MPI and MPICH (each as installed, and each
 # told to yield while it polls), interleaved round by round on this machine so that their
 # ratios are measured side by side:
 #   bash bench/shm_vs_mpi.sh [rounds]          (after: cmake --preset release && build)
@@ -28,8 +28,8 @@ for ((r = 1; r <= rounds; r++)); do
   COMMX_SHM_SPIN=8 "$release/tools/commxrun/commxrun" -n 2 --timeout 300 \
     "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-spin8.$r.json" \
     > /dev/null
-  COMMX_SHM_LARGE=copy "$release/tools/commxrun/commxrun" -n 2 --timeout 300 \
-    "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-copy.$r.json" \
+  COMMX_SHM_LARGE=cma "$release/tools/commxrun/commxrun" -n 2 --timeout 300 \
+    "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-cma.$r.json" \
     > /dev/null
   mpirun.openmpi --allow-run-as-root -np 2 "$release/bench/bench_mpi_pingpong" "${common[@]}" \
     --benchmark_out="$out/openmpi.$r.json" > /dev/null 2>&1
@@ -45,7 +45,7 @@ done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-libs = ["shm", "shm-spin8", "shm-copy", "openmpi", "mpich", "openmpi-yield", "mpich-yield"]
+libs = ["shm", "shm-spin8", "shm-cma", "openmpi", "mpich", "openmpi-yield", "mpich-yield"]
 def load(lib):
     rows = {}
     for r in range(1, rounds + 1):
@@ -55,7 +55,7 @@ def load(lib):
             rows.setdefault((what, int(size)), []).append(value)
     return {k: statistics.median(v) for k, v in rows.items()}
 data = {lib: load(lib) for lib in libs}
-lines = ["| measure | shm (cma) | shm (COMMX_SHM_SPIN=8) | shm (copy) | Open MPI | MPICH | "
+lines = ["| measure | shm | shm (COMMX_SHM_SPIN=8) | shm (COMMX_SHM_LARGE=cma) | Open MPI | MPICH | "
          "Open MPI (yield) | MPICH (yield) | shm / best MPI | shm / spin 8 |",
          "|---|---|---|---|---|---|---|---|---|---|"]
 for key in sorted(data["shm"]):

@@ -94,6 +94,9 @@ inline void engine::on_readable(int peer) {
     if (ec) return broken(peer, ec);
     c.end += n;
     process(peer);
+    // A short read emptied the socket: skip the read that would only say so (arming the
+    // wait again reports bytes that came meanwhile).
+    if (n < room) break;
   }
   arm_read(peer);
 }

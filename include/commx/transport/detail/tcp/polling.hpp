@@ -10,8 +10,9 @@
 /// against 7-10 us sleeping at once). So the choice is made at run time, once the rendezvous
 /// has told each rank who shares its host (its listen address):
 /// - `COMMX_TCP_POLL=auto` (the default): with no more ranks on this host than it has online
-///   cores, a wait polls for up to `auto_budget` (yielding between polls), then sleeps;
-///   oversubscribed, it sleeps at once.
+///   cores, a wait polls for up to `auto_budget`, then sleeps; oversubscribed, it sleeps at
+///   once. The polls follow each other without a yield: the core is the rank's own, and a
+///   yield is one more system call between a message's arrival and its receive.
 /// - `COMMX_TCP_POLL=n`: n polls, yielding between them, whatever the host (0: never poll).
 /// Nodes simulated on one host (COMMX_NODE) share its address, so they count as one host.
 
@@ -78,7 +79,7 @@ class polling {
       const clock::time_point now = clock::now();
       if (now >= when) return false;
       if (turns_ > 0 ? turn + 1 >= turns_ : now - start >= budget_) return false;
-      std::this_thread::yield();
+      if (turns_ > 0) std::this_thread::yield();
     }
   }
 
