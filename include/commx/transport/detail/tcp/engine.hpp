@@ -389,16 +389,17 @@ class engine {
 
   void poll() { io_.poll(); }
 
-  // A test's or a polling wait's look. Plain tcp reads its few sockets directly, one recv each: through
-  // Asio's reactor a message costs an epoll_wait, and re-arming Asio's wait an epoll_ctl, on
-  // top of the recv (measured on loopback: 5 system calls per 8-byte message, against 2).
-  // The reactor still runs every few turns, for what only it serves (writes that waited for
-  // room, accepts, timers, the waits these reads made spurious). wan's streams are the
-  // reactor's alone.
+  // A test's or a polling wait's look. Plain tcp in a job of a few ranks reads its sockets
+  // directly, one recv each: through Asio's reactor a message costs an epoll_wait, and
+  // re-arming Asio's wait an epoll_ctl, on top of the recv (measured on loopback: 5 system
+  // calls per 8-byte message, against 1-2). Beyond 4 ranks, idle recvs would cost more than
+  // one epoll_wait. The reactor still runs every few turns, for what only it serves (writes
+  // that waited for room, accepts, timers, the waits these reads made spurious). wan's
+  // streams are the reactor's alone.
   void poll_sockets() {
     constexpr std::size_t reactor_every = 8;
-    constexpr std::size_t direct_peers = 16;
-    if (ext_.adopt_stream || peers_.size() > direct_peers || ++poll_turn_ % reactor_every == 0) {
+    constexpr std::size_t direct_ranks = 4;
+    if (ext_.adopt_stream || peers_.size() > direct_ranks || ++poll_turn_ % reactor_every == 0) {
       io_.poll();
       return;
     }
