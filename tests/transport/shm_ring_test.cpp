@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -47,7 +48,7 @@ void take_exactly(test_ring& ring, int tag, std::span<const std::byte> expected)
   REQUIRE(header.payload == expected.size());
   std::vector<std::byte> got(expected.size());
   ring.consumer.read_payload(header, 0, got.data(), got.size());
-  CHECK(std::memcmp(got.data(), expected.data(), expected.size()) == 0);
+  CHECK(std::equal(got.begin(), got.end(), expected.begin(), expected.end()));
   ring.consumer.pop(header);
   CHECK_FALSE(ring.consumer.has_data());
   CHECK_FALSE(ring.consumer.peek(header));

@@ -67,8 +67,8 @@ class polling {
   /// Whether a wait polls at all.
   [[nodiscard]] bool polls() const { return turns_ > 0 || budget_ > clock::duration::zero(); }
 
-  /// Polls (`poll_once`, then a yield) until `changed()`, `when`, or the turns or budget are
-  /// spent; true if `changed()` ended it.
+  /// Polls (`poll_once`; a yield between polls when the turns are fixed) until `changed()`,
+  /// `when`, or the turns or budget are spent; true if `changed()` ended it.
   template <class Poll, class Changed>
   bool poll_first(Poll&& poll_once, Changed&& changed, clock::time_point when) const {
     if (!polls()) return false;
