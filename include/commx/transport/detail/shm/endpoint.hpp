@@ -136,16 +136,13 @@ class endpoint {
       return completed(operation::kind::send, to, ctx, tag, lost(to, data.size()));
     }
     if (data.size() <= eager_limit_) {
-      const record header = eager_record(ctx, tag, data.size());
-      // The fast path: nothing queued ahead of it and room in the ring.
-      if (outbox_[t].empty() && producers_[t].fits(record_kind::eager, data.size())) {
-        producers_[t].write(header, data);
+      if (write_eager_now(to, ctx, tag, data)) {
         nudge(to);
         return nullptr;
       }
       auto op = new_operation(operation::kind::send, to, ctx, tag);
       op->payload = data;
-      outbox_[t].push_back({outgoing::kind::eager, header, op});
+      outbox_[t].push_back({outgoing::kind::eager, eager_record(ctx, tag, data.size()), op});
       flush(to);
       return op;
     }
@@ -175,11 +172,7 @@ class endpoint {
                                          std::span<const std::byte> data) {
     const auto t = static_cast<std::size_t>(to);
     if (state_[t] != presence::present) return lost(to, data.size());
-    if (data.size() > eager_limit_ || !outbox_[t].empty() ||
-        !producers_[t].fits(record_kind::eager, data.size())) {
-      return std::nullopt;
-    }
-    producers_[t].write(eager_record(ctx, tag, data.size()), data);
+    if (data.size() > eager_limit_ || !write_eager_now(to, ctx, tag, data)) return std::nullopt;
     wake(to);
     return op_result{to, tag, data.size(), {}};
   }
@@ -345,6 +338,15 @@ class endpoint {
     auto op = new_operation(k, peer, ctx, tag);
     complete(*op, result);
     return op;
+  }
+
+  // The eager fast path, isend's and send_blocking's: nothing queued ahead of the message and
+  // room in the ring, so it is written now; false (nothing done) otherwise.
+  bool write_eager_now(int to, context_id ctx, int tag, std::span<const std::byte> data) {
+    const auto t = static_cast<std::size_t>(to);
+    if (!outbox_[t].empty() || !producers_[t].fits(record_kind::eager, data.size())) return false;
+    producers_[t].write(eager_record(ctx, tag, data.size()), data);
+    return true;
   }
 
   // Matches the receive `op` against the messages queued, or posts it.

@@ -124,7 +124,7 @@ class ring_producer {
       : ring_(ring),
         head_(ring.control().head.load(std::memory_order_acquire)),
         tail_(head_),
-        payload_cells_((ring.capacity() / cell + 63) / 64, 0) {}
+        payload_cells_(ring.capacity() / cell, false) {}
 
   /// Whether a record of `kind` with `payload` bytes fits now (with the cell of slack).
   bool fits(record_kind kind, std::size_t payload) {
@@ -145,12 +145,12 @@ class ring_producer {
               reinterpret_cast<const std::byte*>(&header) + sizeof header.stamp,
               head_bytes - sizeof header.stamp);
     if (!payload.empty()) ring_.put(at + head_bytes, payload.data(), payload.size());
-    mark_payload(at + cell, next);
-    if (holds_payload(next)) {
+    for (std::uint64_t p = at + cell; p < next; p += cell) payload_cells_[cell_of(p)] = true;
+    if (payload_cells_[cell_of(next)]) {
       ring_.stamp(next).store(0, std::memory_order_relaxed);
-      mark_clean(next);
+      payload_cells_[cell_of(next)] = false;
     }
-    mark_clean(at);
+    payload_cells_[cell_of(at)] = false;
     ring_.stamp(at).store(at + 1, std::memory_order_release);
     tail_ = next;
   }
@@ -164,26 +164,10 @@ class ring_producer {
   [[nodiscard]] std::size_t cell_of(std::uint64_t position) const {
     return static_cast<std::size_t>((position & (ring_.capacity() - 1)) / cell);
   }
-  [[nodiscard]] bool holds_payload(std::uint64_t position) const {
-    const std::size_t c = cell_of(position);
-    return ((payload_cells_[c / 64] >> (c % 64)) & 1U) != 0;
-  }
-  void mark_clean(std::uint64_t position) {
-    const std::size_t c = cell_of(position);
-    payload_cells_[c / 64] &= ~(std::uint64_t{1} << (c % 64));
-  }
-  // Cells [from, to) now hold payload.
-  void mark_payload(std::uint64_t from, std::uint64_t to) {
-    for (std::uint64_t p = from; p < to; p += cell) {
-      const std::size_t c = cell_of(p);
-      payload_cells_[c / 64] |= std::uint64_t{1} << (c % 64);
-    }
-  }
-
   ring_buffer ring_;
   std::uint64_t head_ = 0;
   std::uint64_t tail_ = 0;
-  std::vector<std::uint64_t> payload_cells_;  // a bit per cell: holds payload of its last lap
+  std::vector<bool> payload_cells_;  // per cell: holds payload of its last lap
 };
 
 /// The consumer's end: `peek` the next record's header, copy its payload out, then `pop` it.
@@ -195,7 +179,7 @@ class ring_consumer {
 
   /// True when a record is waiting; then `header` holds its header.
   bool peek(record& header) {
-    if (ring_.stamp(head_).load(std::memory_order_acquire) != head_ + 1) return false;
+    if (!has_data()) return false;
     ring_.get(head_ + sizeof header.stamp,
               reinterpret_cast<std::byte*>(&header) + sizeof header.stamp,
               short_header - sizeof header.stamp);
