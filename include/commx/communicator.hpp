@@ -53,6 +53,8 @@ inline constexpr int undefined_color = -1;
 
 namespace detail {
 
+struct communicator_access;
+
 template <class Span>
 using span_element = std::remove_const_t<typename Span::element_type>;
 
@@ -205,6 +207,16 @@ class communicator
     request incoming = post_recv(source, recv_tag, in, stats::op::sendrecv);
     send_now(dest, send_tag, out, when, stats::op::sendrecv);
     return incoming.wait(when);
+  }
+
+  /// Moves on what this rank has in flight without blocking: its nonblocking collectives, the
+  /// active messages and window operations addressed to it (active_messages.hpp, window.hpp),
+  /// and what its transport has to send or take in. Every other call does this too; a rank
+  /// that computes for long without calling commx calls this now and then.
+  void progress() {
+    check_valid("progress");
+    if (!state_->running.empty()) state_->running.advance_all();
+    if constexpr (requires(T& t) { t.progress(); }) state_->endpoint.progress();
   }
 
   /// Blocks until a message matching (source, tag) is queued and returns its status, without
@@ -399,6 +411,7 @@ class communicator
   template <transport::transport T2, coll::collectives<T2> C2, stats::policy S2>
   friend class communicator;
   friend class detail::nonblocking_collectives<communicator, request>;
+  friend struct detail::communicator_access;
 
   static std::size_t as_size(int n) { return static_cast<std::size_t>(n); }
 

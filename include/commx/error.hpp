@@ -28,6 +28,7 @@ enum class errc {
   type_mismatch,          ///< a message's size is not a whole number of the receiver's elements
   collective_mismatch,    ///< ranks called a collective with different arguments
   cancelled,              ///< the operation was cancelled before it matched
+  handler_failed,         ///< an active-message handler threw at the target (active_messages.hpp)
 };
 
 namespace detail {
@@ -60,6 +61,8 @@ class error_category_impl final : public std::error_category {
         return "collective called with mismatched arguments";
       case errc::cancelled:
         return "operation cancelled";
+      case errc::handler_failed:
+        return "active-message handler failed";
     }
     return "unknown commx error";
   }

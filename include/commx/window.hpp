@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// `commx::window<E, Comm>`: memory each rank of a communicator exposes to the others, read and
+/// written without a matching receive (remote memory access, as MPI-3 RMA, UPC++ rput/rget and
+/// seed 003's LAPI remote copy).
+///
+/// | call | semantics |
+/// |---|---|
+/// | `window(comm, span)` / `window(comm, count)` | collective: exposes a span the caller owns (it must outlive the window), or `count` value-initialised elements the window allocates |
+/// | `put(data, target, offset)` | writes `data` to `target`'s elements `[offset, offset + size)`; `data` is copied at once |
+/// | `get(out, target, offset)` | reads into `out`, which must stay alive until the operation completes |
+/// | `accumulate(data, target, offset, op)` | combines element-wise, atomic per element: no update is lost when ranks accumulate into one element at once |
+/// | `fetch_and_op(value, target, offset, op)` | combines one element atomically and returns its old value (waits) |
+/// | `compare_and_swap(expected, desired, target, offset)` | replaces one element if it equals `expected`, returning its old value (waits) |
+/// | `fence()` | collective: every operation of every rank issued before it has been applied, everywhere, when it returns (active target) |
+/// | `lock(target, type)` / `unlock(target)` | passive target: holds `target` exclusively or shared; unlock returns once this rank's operations there are applied |
+/// | `lock_all()` / `unlock_all()` | a shared lock on every rank |
+/// | `flush(target)` / `flush_all()` | returns once this rank's operations to `target` (every target) are applied there and its gets have landed |
+/// | `free()` | collective: flush_all, then waits until every rank is done with the window |
+///
+/// The ops are std::plus<>, std::multiplies<>, op::min, op::max, the bitwise std::bit_and<>,
+/// std::bit_or<>, std::bit_xor<> on integers, op::replace and op::no_op; another op does not
+/// compile. Operations complete at the next fence, flush or unlock; until then a get's `out`
+/// holds nothing certain. Ranges are checked at the origin: an access outside the target's
+/// window raises errc::invalid_argument and writes nothing. A target that is gone fails the
+/// operations to it with errc::peer_lost at their completion; a deadline passing, errc::timeout.
+///
+/// How each stack carries it is in DESIGN.md ("One-sided communication"). On the stacks whose
+/// windows travel as messages (all of them today), the target applies operations when it makes
+/// progress: in any commx call of its own, or `progress()`; a rank that computes for long
+/// without calling commx delays the others' operations on its memory (not their correctness).
+/// A rank reads and writes its own `local()` elements directly; to order that against the
+/// others' operations, use a fence, or lock itself.
+///
+/// Thread safety: as the communicator's. Destroy a window with `free()` on every rank first;
+/// destroying it unfreed leaves the others' operations to this rank to fail.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/deadline.hpp"
+#include "commx/detail/window_by_messages.hpp"
+#include "commx/detail/window_ops.hpp"
+#include "commx/error.hpp"
+
+namespace commx {
+
+/// Remote memory access over communicator type `Comm`; see the file comment.
+/// @tparam E the element type: trivially copyable.
+template <class E, class Comm>
+class window {
+  static_assert(std::is_trivially_copyable_v<E> && !std::is_const_v<E>,
+                "commx: a window holds trivially copyable, writable elements");
+
+ public:
+  /// Collective: exposes `memory`, which must outlive the window.
+  window(Comm comm, std::span<E> memory, deadline until = {}) : local_(memory) {
+    open(comm, until);
+  }
+
+  /// Collective: exposes `count` value-initialised elements that the window owns.
+  window(Comm comm, std::size_t count, deadline until = {})
+      : owned_(std::make_unique<E[]>(count)), local_(owned_.get(), count) {
+    open(comm, until);
+  }
+
+  window(window&&) noexcept = default;
+  window& operator=(window&&) noexcept = default;
+  window(const window&) = delete;
+  window& operator=(const window&) = delete;
+  ~window() = default;
+
+  /// This rank's exposed elements.
+  [[nodiscard]] std::span<E> local() const { return local_; }
+  /// How many elements `rank` exposes.
+  [[nodiscard]] std::size_t size_at(int rank) const {
+    check_rank(rank, "size_at");
+    return sizes_[static_cast<std::size_t>(rank)];
+  }
+  /// This rank, and the number of ranks.
+  [[nodiscard]] int rank() const { return impl_->communicator().rank(); }
+  [[nodiscard]] int size() const { return impl_->communicator().size(); }
+
+  /// Writes `data` to `target`'s elements from `offset`; `data` may be reused at once.
+  void put(std::span<const E> data, int target, std::size_t offset) {
+    check_range(target, offset, data.size(), "window put");
+    impl_->put(std::as_bytes(data), target, offset);
+  }
+  /// Writes one element.
+  void put(const E& value, int target, std::size_t offset) {
+    put(std::span<const E>(&value, 1), target, offset);
+  }
+
+  /// Reads `target`'s elements from `offset` into `out`, which must stay alive until the
+  /// operation completes (fence, flush, unlock).
+  void get(std::span<E> out, int target, std::size_t offset) {
+    check_range(target, offset, out.size(), "window get");
+    impl_->get(std::as_writable_bytes(out), target, offset);
+  }
+
+  /// Combines `data` into `target`'s elements from `offset` with `op`, atomically per element.
+  template <class Op>
+  void accumulate(std::span<const E> data, int target, std::size_t offset, Op /*op*/) {
+    constexpr detail::window_op which = detail::window_op_of<Op, E>();
+    check_range(target, offset, data.size(), "window accumulate");
+    impl_->accumulate(std::as_bytes(data), target, offset, which);
+  }
+  /// Combines one element.
+  template <class Op>
+  void accumulate(const E& value, int target, std::size_t offset, Op op) {
+    accumulate(std::span<const E>(&value, 1), target, offset, op);
+  }
+
+  /// Combines `value` into one element of `target` atomically and returns the element's old
+  /// value, once applied (this operation alone is completed; others stay pending).
+  template <class Op>
+  E fetch_and_op(const E& value, int target, std::size_t offset, Op /*op*/, deadline until = {}) {
+    constexpr detail::window_op which = detail::window_op_of<Op, E>();
+    check_range(target, offset, 1, "window fetch_and_op");
+    E old{};
+    impl_->fetch_and_op(value, old, target, offset, which);
+    impl_->flush(target, resolve(until));
+    return old;
+  }
+
+  /// Sets one element of `target` to `desired` if it equals `expected` (bitwise), atomically;
+  /// returns its old value.
+  E compare_and_swap(const E& expected, const E& desired, int target, std::size_t offset,
+                     deadline until = {}) {
+    check_range(target, offset, 1, "window compare_and_swap");
+    E old{};
+    impl_->compare_and_swap(expected, desired, old, target, offset);
+    impl_->flush(target, resolve(until));
+    return old;
+  }
+
+  /// Collective: completes every rank's operations (active target synchronisation).
+  void fence(deadline until = {}) {
+    const auto when = resolve(until);
+    impl_->flush(-1, when);
+    auto done = impl_->communicator().ibarrier();
+    impl_->engine().wait([&] { return done.test().has_value(); }, when, "window fence");
+  }
+
+  /// Holds `target`'s window (passive target) until `unlock(target)`.
+  void lock(int target, lock_type type = lock_type::exclusive, deadline until = {}) {
+    check_rank(target, "window lock");
+    impl_->lock(target, type, resolve(until));
+    held_.emplace_back(target, type);
+  }
+  /// Completes this rank's operations at `target` and releases its lock there.
+  void unlock(int target, deadline until = {}) {
+    check_rank(target, "window unlock");
+    const auto held = std::ranges::find_if(held_, [&](const auto& h) { return h.first == target; });
+    if (held == held_.end()) {
+      throw_error(errc::invalid_argument, {rank(), target, unknown, 0, "window unlock"},
+                  "this rank holds no lock there");
+    }
+    const lock_type type = held->second;
+    held_.erase(held);
+    impl_->unlock(target, type, resolve(until));
+  }
+  /// A shared lock on every rank.
+  void lock_all(deadline until = {}) {
+    const auto when = resolve(until);
+    for (int target = 0; target < size(); ++target) lock(target, lock_type::shared, when);
+  }
+  /// Releases every lock lock_all took.
+  void unlock_all(deadline until = {}) {
+    const auto when = resolve(until);
+    for (int target = 0; target < size(); ++target) unlock(target, when);
+  }
+
+  /// Returns once this rank's operations to `target` are applied there.
+  void flush(int target, deadline until = {}) {
+    check_rank(target, "window flush");
+    impl_->flush(target, resolve(until));
+  }
+  /// Returns once this rank's operations to every target are applied.
+  void flush_all(deadline until = {}) { impl_->flush(-1, resolve(until)); }
+
+  /// Collective: flush_all, then waits until every rank has done so; the window may then be
+  /// destroyed.
+  void free(deadline until = {}) { fence(until); }
+
+  /// Applies what the others sent to this rank's memory, without blocking.
+  void progress() { impl_->engine().poll(); }
+
+ private:
+  using backend = detail::window_by_messages<E, Comm>;
+
+  void open(Comm& comm, deadline until) {
+    Comm own = comm.dup(until);
+    sizes_.resize(static_cast<std::size_t>(own.size()));
+    const std::uint64_t mine = local_.size();
+    own.allgather(mine, sizes_, until);
+    impl_ = std::make_unique<backend>(std::move(own), local_);
+  }
+
+  [[nodiscard]] clock::time_point resolve(const deadline& until) const {
+    return until.resolve(impl_->communicator().timeout());
+  }
+
+  void check_rank(int target, const char* operation) const {
+    if (target < 0 || target >= static_cast<int>(sizes_.size())) {
+      throw_error(errc::invalid_argument, {rank(), target, unknown, 0, operation},
+                  fmt::format("no rank {} in a window of {} ranks", target, sizes_.size()));
+    }
+  }
+
+  void check_range(int target, std::size_t offset, std::size_t count,
+                   const char* operation) const {
+    check_rank(target, operation);
+    const std::size_t exposed = sizes_[static_cast<std::size_t>(target)];
+    if (offset > exposed || count > exposed - offset) {
+      throw_error(errc::invalid_argument,
+                  {rank(), target, unknown, count * sizeof(E), operation},
+                  fmt::format("elements [{}, {}) are outside rank {}'s window of {}; nothing "
+                              "was written",
+                              offset, offset + count, target, exposed));
+    }
+  }
+
+  std::unique_ptr<E[]> owned_;
+  std::span<E> local_;
+  std::vector<std::uint64_t> sizes_;
+  std::unique_ptr<backend> impl_;
+  std::vector<std::pair<int, lock_type>> held_;
+};
+
+}  // namespace commx
