@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -49,7 +50,10 @@
 
 #include "commx/deadline.hpp"
 #include "commx/detail/window_by_messages.hpp"
+#include "commx/detail/window_mapped.hpp"
 #include "commx/detail/window_ops.hpp"
+#include "commx/detail/timeout.hpp"
+#include "commx/log.hpp"
 #include "commx/error.hpp"
 
 namespace commx {
@@ -63,14 +67,13 @@ class window {
 
  public:
   /// Collective: exposes `memory`, which must outlive the window.
-  window(Comm comm, std::span<E> memory, deadline until = {}) : local_(memory) {
-    open(comm, until);
+  window(Comm comm, std::span<E> memory, deadline until = {}) {
+    open(comm, memory.size(), &memory, until);
   }
 
   /// Collective: exposes `count` value-initialised elements that the window owns.
-  window(Comm comm, std::size_t count, deadline until = {})
-      : owned_(std::make_unique<E[]>(count)), local_(owned_.get(), count) {
-    open(comm, until);
+  window(Comm comm, std::size_t count, deadline until = {}) {
+    open(comm, count, nullptr, until);
   }
 
   window(window&&) noexcept = default;
@@ -93,7 +96,11 @@ class window {
   /// Writes `data` to `target`'s elements from `offset`; `data` may be reused at once.
   void put(std::span<const E> data, int target, std::size_t offset) {
     check_range(target, offset, data.size(), "window put");
-    impl_->put(std::as_bytes(data), target, offset);
+    if (mapped_) {
+      mapped_->put(std::as_bytes(data), touch(target, "window put"), offset);
+    } else {
+      impl_->put(std::as_bytes(data), target, offset);
+    }
   }
   /// Writes one element.
   void put(const E& value, int target, std::size_t offset) {
@@ -104,7 +111,11 @@ class window {
   /// operation completes (fence, flush, unlock).
   void get(std::span<E> out, int target, std::size_t offset) {
     check_range(target, offset, out.size(), "window get");
-    impl_->get(std::as_writable_bytes(out), target, offset);
+    if (mapped_) {
+      mapped_->get(std::as_writable_bytes(out), touch(target, "window get"), offset);
+    } else {
+      impl_->get(std::as_writable_bytes(out), target, offset);
+    }
   }
 
   /// Combines `data` into `target`'s elements from `offset` with `op`, atomically per element.
@@ -112,7 +123,13 @@ class window {
   void accumulate(std::span<const E> data, int target, std::size_t offset, Op /*op*/) {
     constexpr detail::window_op which = detail::window_op_of<Op, E>();
     check_range(target, offset, data.size(), "window accumulate");
-    impl_->accumulate(std::as_bytes(data), target, offset, which);
+    if (mapped_) {
+      if constexpr (detail::atomic_element<E>) {
+        mapped_->accumulate(data, touch(target, "window accumulate"), offset, which);
+      }
+    } else {
+      impl_->accumulate(std::as_bytes(data), target, offset, which);
+    }
   }
   /// Combines one element.
   template <class Op>
@@ -126,6 +143,12 @@ class window {
   E fetch_and_op(const E& value, int target, std::size_t offset, Op /*op*/, deadline until = {}) {
     constexpr detail::window_op which = detail::window_op_of<Op, E>();
     check_range(target, offset, 1, "window fetch_and_op");
+    if (mapped_) {
+      impl_->engine().poll();
+      if constexpr (detail::atomic_element<E>) {
+        return mapped_->fetch_and_op(value, alive(target, "window fetch_and_op"), offset, which);
+      }
+    }
     E old{};
     impl_->fetch_and_op(value, old, target, offset, which);
     impl_->flush(target, resolve(until));
@@ -137,6 +160,13 @@ class window {
   E compare_and_swap(const E& expected, const E& desired, int target, std::size_t offset,
                      deadline until = {}) {
     check_range(target, offset, 1, "window compare_and_swap");
+    if (mapped_) {
+      impl_->engine().poll();
+      if constexpr (detail::atomic_element<E>) {
+        return mapped_->compare_and_swap(expected, desired,
+                                         alive(target, "window compare_and_swap"), offset);
+      }
+    }
     E old{};
     impl_->compare_and_swap(expected, desired, old, target, offset);
     impl_->flush(target, resolve(until));
@@ -146,7 +176,7 @@ class window {
   /// Collective: completes every rank's operations (active target synchronisation).
   void fence(deadline until = {}) {
     const auto when = resolve(until);
-    impl_->flush(-1, when);
+    flush_all(when);
     auto done = impl_->communicator().ibarrier();
     impl_->engine().wait([&] { return done.test().has_value(); }, when, "window fence");
   }
@@ -154,7 +184,12 @@ class window {
   /// Holds `target`'s window (passive target) until `unlock(target)`.
   void lock(int target, lock_type type = lock_type::exclusive, deadline until = {}) {
     check_rank(target, "window lock");
-    impl_->lock(target, type, resolve(until));
+    if (mapped_) {
+      wait_mapped([&] { return mapped_->try_lock(target, type); }, target, resolve(until),
+                  "window lock");
+    } else {
+      impl_->lock(target, type, resolve(until));
+    }
     held_.emplace_back(target, type);
   }
   /// Completes this rank's operations at `target` and releases its lock there.
@@ -167,7 +202,12 @@ class window {
     }
     const lock_type type = held->second;
     held_.erase(held);
-    impl_->unlock(target, type, resolve(until));
+    if (mapped_) {
+      flush(target, until);
+      mapped_->unlock(target, type);
+    } else {
+      impl_->unlock(target, type, resolve(until));
+    }
   }
   /// A shared lock on every rank.
   void lock_all(deadline until = {}) {
@@ -183,10 +223,24 @@ class window {
   /// Returns once this rank's operations to `target` are applied there.
   void flush(int target, deadline until = {}) {
     check_rank(target, "window flush");
-    impl_->flush(target, resolve(until));
+    if (mapped_) {
+      settle(target);
+    } else {
+      impl_->flush(target, resolve(until));
+    }
   }
   /// Returns once this rank's operations to every target are applied.
-  void flush_all(deadline until = {}) { impl_->flush(-1, resolve(until)); }
+  void flush_all(deadline until = {}) {
+    if (mapped_) {
+      settle(-1);
+    } else {
+      impl_->flush(-1, resolve(until));
+    }
+  }
+
+  /// True when this window's memory is mapped by every rank (put and get are copies, the
+  /// target does nothing); false when its operations travel as messages.
+  [[nodiscard]] bool mapped() const { return mapped_ != nullptr; }
 
   /// Collective: flush_all, then waits until every rank has done so; the window may then be
   /// destroyed.
@@ -197,13 +251,84 @@ class window {
 
  private:
   using backend = detail::window_by_messages<E, Comm>;
+  using transport_type = typename Comm::transport_type;
 
-  void open(Comm& comm, deadline until) {
+  // Memory the window allocates is mapped by every rank where the stack lets ranks map each
+  // other's and every rank is on this rank's node; other windows travel as messages.
+  static constexpr bool may_map =
+      detail::atomic_element<E> && requires { requires transport_type::shares_node_memory; };
+
+  void open(Comm& comm, std::size_t count, std::span<E>* given, deadline until) {
     Comm own = comm.dup(until);
     sizes_.resize(static_cast<std::size_t>(own.size()));
-    const std::uint64_t mine = local_.size();
+    const std::uint64_t mine = count;
     own.allgather(mine, sizes_, until);
+    touched_.assign(sizes_.size(), false);
+    if constexpr (may_map) {
+      if (given == nullptr && own.split_by_node(until).size() == own.size()) {
+        mapped_ = std::make_unique<detail::window_mapped<E>>(own, sizes_, until);
+        if (mapped_->ok()) {
+          local_ = mapped_->elements(own.rank(), count);
+        } else {
+          COMMX_LOG(warn, detail::log_context_of(own.transport()),
+                    "window: {}; its operations travel as messages",
+                    mapped_->why_not());
+          mapped_.reset();
+        }
+      }
+    }
+    if (given != nullptr) {
+      local_ = *given;
+    } else if (!mapped_) {
+      owned_ = std::make_unique<E[]>(count);
+      local_ = std::span<E>(owned_.get(), count);
+    }
     impl_ = std::make_unique<backend>(std::move(own), local_);
+  }
+
+  // A mapped operation's target: refused when known gone, remembered for the next flush.
+  int touch(int target, const char* operation) {
+    touched_[static_cast<std::size_t>(alive(target, operation))] = true;
+    return target;
+  }
+  int alive(int target, const char* operation) {
+    if (impl_->engine().lost(target)) {
+      throw_error(errc::peer_lost, {rank(), target, unknown, 0, operation}, "the target is gone");
+    }
+    return target;
+  }
+
+  // A mapped flush: the copies are ordered before what this rank does next; a target that
+  // turned out gone since this rank touched it fails the flush.
+  void settle(int target) {
+    detail::window_mapped<E>::flush();
+    impl_->engine().poll();
+    for (std::size_t r = 0; r < touched_.size(); ++r) {
+      if (target >= 0 && r != static_cast<std::size_t>(target)) continue;
+      const bool was = touched_[r];
+      touched_[r] = false;
+      if (was) (void)alive(static_cast<int>(r), "window flush");
+    }
+  }
+
+  // Waits for `ready()` on mapped memory, where no message announces the change: polls with
+  // backoff (pause, then yield, then short sleeps), serving the rank's messages meanwhile.
+  template <class Ready>
+  void wait_mapped(Ready&& ready, int target, clock::time_point when, const char* operation) {
+    for (int round = 0;; ++round) {
+      if (ready()) return;
+      impl_->engine().progress_all();
+      (void)alive(target, operation);
+      if (clock::now() >= when) {
+        throw_error(errc::timeout, {rank(), target, unknown, 0, operation},
+                    "the deadline passed before the target's lock was free");
+      }
+      if (round >= 256) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      } else if (round >= 16) {
+        std::this_thread::yield();
+      }
+    }
   }
 
   [[nodiscard]] clock::time_point resolve(const deadline& until) const {
@@ -233,8 +358,10 @@ class window {
   std::unique_ptr<E[]> owned_;
   std::span<E> local_;
   std::vector<std::uint64_t> sizes_;
+  std::unique_ptr<detail::window_mapped<E>> mapped_;
   std::unique_ptr<backend> impl_;
   std::vector<std::pair<int, lock_type>> held_;
+  std::vector<bool> touched_;
 };
 
 }  // namespace commx

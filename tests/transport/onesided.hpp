@@ -125,6 +125,7 @@ void window_put_get(Comm& comm) {
     std::vector<double> exposed(count + 3, -1.0);
     window<double, Comm> win(comm, std::span<double>(exposed));
     COMMX_CHECK_EQ(win.size_at(next), count + 3);
+    win.fence();  // the first epoch (MPI's rule: operations belong in an epoch)
     for (int epoch = 0; epoch < 3; ++epoch) {
       std::vector<double> data(count);
       for (std::size_t i = 0; i < count; ++i) data[i] = pattern(me, i, epoch);
@@ -151,6 +152,10 @@ void window_atomics(Comm& comm) {
   const int me = comm.rank();
   constexpr int rounds = 50;
   window<std::int64_t, Comm> win(comm, 4);
+  // Memory the window allocates is mapped wherever the stack lets a node's ranks map each
+  // other's and the whole communicator is on one node.
+  constexpr bool maps = requires { requires Comm::transport_type::shares_node_memory; };
+  COMMX_CHECK_EQ(win.mapped(), maps && comm.split_by_node().size() == n);
   win.fence();
   std::vector<std::int64_t> tickets;
   for (int i = 0; i < rounds; ++i) {
@@ -207,15 +212,16 @@ void window_flush_visibility(Comm& comm) {
   const int n = comm.size();
   const int me = comm.rank();
   window<int, Comm> win(comm, static_cast<std::size_t>(n));
-  win.fence();
   const int next = (me + 1) % n;
   const int previous = (me + n - 1) % n;
+  win.lock_all();
   win.put(1000 + me, next, static_cast<std::size_t>(me));
   win.flush(next);
   comm.send(next, 5, me);
   int from = -1;
   comm.recv(previous, 5, from);
   COMMX_CHECK_EQ(win.local()[static_cast<std::size_t>(previous)], 1000 + previous);
+  win.unlock_all();
   win.free();
 }
 

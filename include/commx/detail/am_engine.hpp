@@ -160,6 +160,13 @@ class am_engine final : public collective_task {
     std::erase_if(outbound_, [this](outgoing& out) { return sent(out); });
   }
 
+  /// Serves, and moves on the rank's other running work (nonblocking collectives, other
+  /// engines), without blocking.
+  void progress_all() {
+    poll();
+    state_.running.advance_all();
+  }
+
   /// Waits, serving, until `ready()` holds. Throws errc::timeout once `when` passes.
   template <class Ready>
   void wait(Ready&& ready, clock::time_point when, const char* operation) {

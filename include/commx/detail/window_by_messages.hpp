@@ -32,13 +32,6 @@
 #include "commx/detail/window_ops.hpp"
 #include "commx/error.hpp"
 
-namespace commx {
-
-/// How `window::lock` holds a target: alone, or with other shared holders.
-enum class lock_type : std::uint32_t { exclusive = 1, shared = 2 };
-
-}  // namespace commx
-
 namespace commx::detail {
 
 enum class window_handler : std::uint32_t { put = 1, get, accumulate, fetch_op, cas, lock, unlock };

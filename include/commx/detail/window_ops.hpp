@@ -33,6 +33,13 @@ struct no_op {
 
 }  // namespace commx::op
 
+namespace commx {
+
+/// How `window::lock` holds a target: alone, or with other shared holders.
+enum class lock_type : std::uint32_t { exclusive = 1, shared = 2 };
+
+}  // namespace commx
+
 namespace commx::detail {
 
 /// The ops a window knows, as numbers on the wire.

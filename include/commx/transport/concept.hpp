@@ -56,6 +56,7 @@
 /// | expression | type | semantics |
 /// |---|---|---|
 /// | `t.site_of(p)` | `int` | a site id: ranks with equal ids are at one site (joined by a site's network; sites are joined by a wide-area link). A node is inside one site. Without it, every rank is at site 0 |
+/// | `T::shares_node_memory` | `bool`, constexpr | true when ranks with equal `node_of` may map each other's POSIX shared memory; windows then map theirs (window.hpp). Without it, false |
 /// | `t.bytes_sent_to(p)` | `std::uint64_t` | payload bytes this endpoint has handed to sends to `p` so far, so a test can see which pairs, and so which levels, traffic crossed |
 ///
 /// Optional progress without waiting, which a transport composed of others

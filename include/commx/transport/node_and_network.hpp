@@ -76,6 +76,11 @@ class node_and_network {
   /// The outermost level the inner transport `Node` serves: peers that share it with this rank
   /// are reached through `Node`, all others through `Net`.
   static constexpr level inner_level = Inner;
+  /// Whether ranks of one node may map each other's shared memory: when the inner level is the
+  /// node and its transport does.
+  static constexpr bool shares_node_memory = Inner == level::node && requires {
+    requires Node::shares_node_memory;
+  };
 
   /// Joins: `net` is this rank's endpoint in the whole job; `node` its endpoint among
   /// `node_members` (world ranks, ascending, this rank among them), which are the ranks

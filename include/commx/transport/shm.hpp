@@ -46,6 +46,8 @@ class shm {
  public:
   /// The stack's name, as benches and examples print it.
   static constexpr std::string_view name = "shm";
+  /// Ranks of a node may map each other's POSIX shared memory (windows do: window.hpp).
+  static constexpr bool shares_node_memory = true;
   /// shm's tuning (COMMX_SHM_*, docs/environment.md).
   using options = detail::shm::options;
   /// How messages above options::large_threshold travel: cma or copy.
