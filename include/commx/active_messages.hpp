@@ -235,13 +235,11 @@ class active_messages {
     return reply<R, Comm>(engine_.get(), start(target, name, argument, "call"), "call");
   }
 
-  /// Waits until every post of this rank has run at its target.
+  /// Waits until every post (and call) of this rank has run at its target.
   /// @throws commx::error the first failed post's error, errc::peer_lost, errc::timeout.
   void flush(deadline until = {}) {
     const auto when = until.resolve(engine_->communicator().timeout());
-    engine_->wait(
-        [this] { return std::ranges::all_of(posts_, [](const auto& p) { return p->done; }); },
-        when, "active messages flush");
+    engine_->wait([this] { return engine_->unanswered() == 0; }, when, "active messages flush");
     std::vector<std::shared_ptr<detail::am_call>> ended = std::move(posts_);
     posts_.clear();
     for (const auto& p : ended) {

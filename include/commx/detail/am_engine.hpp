@@ -115,13 +115,25 @@ class am_engine final : public collective_task {
     for (auto& in : inbound_) {
       if (in.posted) (void)state_.endpoint.cancel(in.handle);
     }
-    for (auto& out : outbound_) (void)state_.endpoint.cancel(out.handle);
+    for (auto& out : outbound_) {
+      if (!out.done) (void)state_.endpoint.cancel(out.handle);
+    }
   }
 
   [[nodiscard]] const Comm& communicator() const { return comm_; }
 
-  /// Sends `message` (made by am_message, payload appended) to handler `id` at `target`.
+  /// Calls one origin may have unanswered at one target: a target that is not making progress
+  /// holds at most this many of its requests queued, and an origin that gets this far ahead
+  /// waits (serving) for answers first.
+  static constexpr std::size_t max_unanswered = 64;
+
+  /// Sends `message` (made by am_message, payload appended) to handler `id` at `target`; waits
+  /// first while max_unanswered calls to `target` are unanswered.
   std::shared_ptr<am_call> call(int target, std::uint32_t id, std::vector<std::byte> message) {
+    if (waiting_on_[index(target)] >= max_unanswered && !polling_) {
+      wait([&] { return waiting_on_[index(target)] < max_unanswered; },
+           clock::now() + comm_.timeout(), "active message (waiting for the target's answers)");
+    }
     auto pending = std::make_shared<am_call>();
     pending->target = target;
     if (inbound_[index(target)].lost) {
@@ -132,6 +144,8 @@ class am_engine final : public collective_task {
     if (next_call_ == 0) next_call_ = 1;
     write_header(message, id, number);
     calls_.emplace(number, pending);
+    ++waiting_on_[index(target)];
+    ++waiting_;
     send(target, am_request_tag, std::move(message));
     return pending;
   }
@@ -143,6 +157,11 @@ class am_engine final : public collective_task {
     message.insert(message.end(), payload.begin(), payload.end());
     write_header(message, call, static_cast<std::uint32_t>(error.value()));
     send(source, am_reply_tag, std::move(message));
+  }
+
+  /// Calls to `target` (to any, for -1) still waiting for their answer.
+  [[nodiscard]] std::size_t unanswered(int target = -1) const {
+    return target < 0 ? waiting_ : waiting_on_[index(target)];
   }
 
   /// True once `peer` is known to be gone.
@@ -157,7 +176,10 @@ class am_engine final : public collective_task {
       ~reset() { flag = false; }
     } guard{polling_};
     for (int peer = 0; peer < comm_.size(); ++peer) take_in(peer);
-    std::erase_if(outbound_, [this](outgoing& out) { return sent(out); });
+    // Sends leave mostly in order: reap from the front, and move a few beyond it on.
+    while (!outbound_.empty() && sent(outbound_.front())) outbound_.pop_front();
+    const std::size_t ahead = std::min<std::size_t>(outbound_.size(), 32);
+    for (std::size_t i = 1; i < ahead; ++i) (void)sent(outbound_[i]);
   }
 
   /// Serves, and moves on the rank's other running work (nonblocking collectives, other
@@ -211,6 +233,7 @@ class am_engine final : public collective_task {
     int peer = 0;
     std::vector<std::byte> bytes;  // moved, never reallocated: the send reads its heap block
     transport_request handle{};
+    bool done = false;
   };
 
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
@@ -243,16 +266,19 @@ class am_engine final : public collective_task {
 
   // True once `out` has left (or its peer is gone).
   bool sent(outgoing& out) {
+    if (out.done) return true;
     if (!state_.endpoint.test(out.handle)) return false;
+    out.done = true;
     const transport::op_result& result = state_.endpoint.result(out.handle);
     if (result.error == errc::peer_lost) lose(out.peer);
     return true;
   }
 
-  // At most a few messages per peer per poll, so that one busy origin cannot starve the rest.
+  // Everything that has arrived from `peer`: a message left for later would wait for the next
+  // event, which may never come (its origin waits for this rank's answer).
   void take_in(int peer) {
     auto& in = inbound_[index(peer)];
-    for (int taken = 0; taken < 16 && in.posted && state_.endpoint.test(in.handle); ++taken) {
+    while (in.posted && state_.endpoint.test(in.handle)) {
       const transport::op_result result = state_.endpoint.result(in.handle);
       in.posted = false;
       if (result.error == errc::peer_lost) {
@@ -307,6 +333,7 @@ class am_engine final : public collective_task {
     const auto found = calls_.find(number);
     if (found == calls_.end() || found->second->target != source) return;  // abandoned
     am_call& pending = *found->second;
+    answered(source);
     const auto payload = message.subspan(am_header_bytes);
     if (code != 0) {
       fail(pending, {static_cast<int>(code), error_category()},
@@ -324,8 +351,14 @@ class am_engine final : public collective_task {
     std::erase_if(calls_, [&](auto& entry) {
       if (entry.second->target != peer) return false;
       fail(*entry.second, make_error_code(errc::peer_lost), "the target is gone");
+      answered(peer);
       return true;
     });
+  }
+
+  void answered(int target) {
+    --waiting_on_[index(target)];
+    --waiting_;
   }
 
   Comm comm_;
@@ -336,6 +369,8 @@ class am_engine final : public collective_task {
   std::vector<incoming> inbound_;
   std::deque<outgoing> outbound_;
   std::map<std::uint32_t, std::shared_ptr<am_call>> calls_;
+  std::vector<std::size_t> waiting_on_ = std::vector<std::size_t>(inbound_.size());
+  std::size_t waiting_ = 0;
   std::uint32_t next_call_ = 1;
   bool polling_ = false;
 };

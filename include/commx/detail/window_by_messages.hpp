@@ -140,12 +140,8 @@ class window_by_messages {
   /// @throws commx::error the first failed operation's error, errc::peer_lost, errc::timeout.
   void flush(int target, clock::time_point when) {
     const auto mine = [target](const issued& op) { return target < 0 || op.call->target == target; };
-    engine_->wait(
-        [&] {
-          return std::ranges::all_of(issued_,
-                                     [&](const issued& op) { return !mine(op) || op.call->done; });
-        },
-        when, target < 0 ? "window flush_all" : "window flush");
+    engine_->wait([&] { return engine_->unanswered(target) == 0; }, when,
+                  target < 0 ? "window flush_all" : "window flush");
     std::vector<issued> ended;
     std::erase_if(issued_, [&](issued& op) {
       if (!mine(op)) return false;
