@@ -61,7 +61,7 @@ namespace detail {
 /// A handler's argument or answer type: something a message can be decoded into.
 template <class V>
 concept am_value = raw_scalar<V> || resizable_raw_container<V> ||
-    (cereal_serializable<V> && std::is_default_constructible_v<V>);
+    (cereal_serializable<V>&& std::is_default_constructible_v<V>);
 
 template <class V>
 void am_encode(std::vector<std::byte>& bytes, const V& value) {

@@ -41,6 +41,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -72,9 +73,7 @@ class window {
   }
 
   /// Collective: exposes `count` value-initialised elements that the window owns.
-  window(Comm comm, std::size_t count, deadline until = {}) {
-    open(comm, count, nullptr, until);
-  }
+  window(Comm comm, std::size_t count, deadline until = {}) { open(comm, count, nullptr, until); }
 
   window(window&&) noexcept = default;
   window& operator=(window&&) noexcept = default;
@@ -144,7 +143,7 @@ class window {
     constexpr detail::window_op which = detail::window_op_of<Op, E>();
     check_range(target, offset, 1, "window fetch_and_op");
     if (mapped_) {
-      impl_->engine().poll();
+      impl_->engine().check(target);
       if constexpr (detail::atomic_element<E>) {
         return mapped_->fetch_and_op(value, alive(target, "window fetch_and_op"), offset, which);
       }
@@ -161,7 +160,7 @@ class window {
                      deadline until = {}) {
     check_range(target, offset, 1, "window compare_and_swap");
     if (mapped_) {
-      impl_->engine().poll();
+      impl_->engine().check(target);
       if constexpr (detail::atomic_element<E>) {
         return mapped_->compare_and_swap(expected, desired,
                                          alive(target, "window compare_and_swap"), offset);
@@ -177,8 +176,13 @@ class window {
   void fence(deadline until = {}) {
     const auto when = resolve(until);
     flush_all(when);
-    auto done = impl_->communicator().ibarrier();
-    impl_->engine().wait([&] { return done.test().has_value(); }, when, "window fence");
+    if constexpr (Comm::collectives_type::name == std::string_view("native")) {
+      // MPI's own barrier would not serve the others' operations to this rank meanwhile.
+      auto done = impl_->communicator().ibarrier();
+      impl_->engine().wait([&] { return done.test().has_value(); }, when, "window fence");
+    } else {
+      impl_->communicator().barrier(when);  // its waits serve this rank's engine
+    }
   }
 
   /// Holds `target`'s window (passive target) until `unlock(target)`.
@@ -255,8 +259,9 @@ class window {
 
   // Memory the window allocates is mapped by every rank where the stack lets ranks map each
   // other's and every rank is on this rank's node; other windows travel as messages.
-  static constexpr bool may_map =
-      detail::atomic_element<E> && requires { requires transport_type::shares_node_memory; };
+  static constexpr bool may_map = detail::atomic_element<E> && requires {
+    requires transport_type::shares_node_memory;
+  };
 
   void open(Comm& comm, std::size_t count, std::span<E>* given, deadline until) {
     Comm own = comm.dup(until);
@@ -271,8 +276,7 @@ class window {
           local_ = mapped_->elements(own.rank(), count);
         } else {
           COMMX_LOG(warn, detail::log_context_of(own.transport()),
-                    "window: {}; its operations travel as messages",
-                    mapped_->why_not());
+                    "window: {}; its operations travel as messages", mapped_->why_not());
           mapped_.reset();
         }
       }
@@ -302,7 +306,11 @@ class window {
   // turned out gone since this rank touched it fails the flush.
   void settle(int target) {
     detail::window_mapped<E>::flush();
-    impl_->engine().poll();
+    if (target >= 0) {
+      impl_->engine().check(target);
+    } else {
+      impl_->engine().poll();
+    }
     for (std::size_t r = 0; r < touched_.size(); ++r) {
       if (target >= 0 && r != static_cast<std::size_t>(target)) continue;
       const bool was = touched_[r];
@@ -342,13 +350,11 @@ class window {
     }
   }
 
-  void check_range(int target, std::size_t offset, std::size_t count,
-                   const char* operation) const {
+  void check_range(int target, std::size_t offset, std::size_t count, const char* operation) const {
     check_rank(target, operation);
     const std::size_t exposed = sizes_[static_cast<std::size_t>(target)];
     if (offset > exposed || count > exposed - offset) {
-      throw_error(errc::invalid_argument,
-                  {rank(), target, unknown, count * sizeof(E), operation},
+      throw_error(errc::invalid_argument, {rank(), target, unknown, count * sizeof(E), operation},
                   fmt::format("elements [{}, {}) are outside rank {}'s window of {}; nothing "
                               "was written",
                               offset, offset + count, target, exposed));

@@ -67,7 +67,8 @@ void active_message_calls(Comm& comm) {
 
   for (int target = 0; target < n; ++target) {
     for (int i = 0; i < 10; ++i) am.post(target, "add", std::int64_t{me + 1});
-    COMMX_CHECK_EQ(am.template call<int>(target, "square", me + target).get(), (me + target) * (me + target));
+    COMMX_CHECK_EQ(am.template call<int>(target, "square", me + target).get(),
+                   (me + target) * (me + target));
     std::vector<double> values(static_cast<std::size_t>(target + 1) * 3000);
     std::iota(values.begin(), values.end(), static_cast<double>(me));
     auto reversed = am.template call<std::vector<double>>(target, "reverse", values).get();
@@ -120,8 +121,8 @@ void window_put_get(Comm& comm) {
   const int me = comm.rank();
   const int next = (me + 1) % n;
   const int previous = (me + n - 1) % n;
-  for (const std::size_t count : {std::size_t{1}, std::size_t{16}, std::size_t{1024},
-                                  std::size_t{32768}}) {
+  for (const std::size_t count :
+       {std::size_t{1}, std::size_t{16}, std::size_t{1024}, std::size_t{32768}}) {
     std::vector<double> exposed(count + 3, -1.0);
     window<double, Comm> win(comm, std::span<double>(exposed));
     COMMX_CHECK_EQ(win.size_at(next), count + 3);
@@ -132,7 +133,8 @@ void window_put_get(Comm& comm) {
       win.put(std::span<const double>(data), next, 2);
       std::fill(data.begin(), data.end(), 0.0);  // copied at the call: reusable at once
       win.fence();
-      for (std::size_t i = 0; i < count; ++i) COMMX_CHECK_EQ(exposed[i + 2], pattern(previous, i, epoch));
+      for (std::size_t i = 0; i < count; ++i)
+        COMMX_CHECK_EQ(exposed[i + 2], pattern(previous, i, epoch));
       COMMX_CHECK_EQ(exposed[0], -1.0);
       COMMX_CHECK_EQ(exposed[count + 2], -1.0);
       std::vector<double> back(count);
@@ -174,7 +176,8 @@ void window_atomics(Comm& comm) {
   std::vector<std::int64_t> all(tickets.size() * static_cast<std::size_t>(n));
   comm.allgather(tickets, all);
   COMMX_CHECK_EQ(std::set<std::int64_t>(all.begin(), all.end()).size(), all.size());
-  COMMX_CHECK_EQ(*std::max_element(all.begin(), all.end()), static_cast<std::int64_t>(all.size()) - 1);
+  COMMX_CHECK_EQ(*std::max_element(all.begin(), all.end()),
+                 static_cast<std::int64_t>(all.size()) - 1);
   COMMX_CHECK_EQ(comm.allreduce_value(old == 0 ? 1 : 0, std::plus<>{}), 1);
   win.free();
 }

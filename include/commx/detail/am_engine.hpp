@@ -79,7 +79,7 @@ struct am_call {
   int target = 0;
   bool done = false;
   std::error_code error;
-  std::string reason;           // the target's text for an error
+  std::string reason;             // the target's text for an error
   std::vector<std::byte> answer;  // the reply's payload
 };
 
@@ -93,9 +93,8 @@ class am_engine final : public collective_task {
  public:
   /// Runs handler `id` for `source`'s call `call` on `payload`, returning the answer's bytes;
   /// throws commx::error or any exception to fail the call, am_deferred to answer later.
-  using serve_fn = std::function<std::vector<std::byte>(int source, std::uint32_t id,
-                                                        std::uint32_t call,
-                                                        std::span<const std::byte> payload)>;
+  using serve_fn = std::function<std::vector<std::byte>(
+      int source, std::uint32_t id, std::uint32_t call, std::span<const std::byte> payload)>;
 
   am_engine(Comm comm, serve_fn serve)
       : comm_(std::move(comm)),
@@ -182,6 +181,18 @@ class am_engine final : public collective_task {
     for (std::size_t i = 1; i < ahead; ++i) (void)sent(outbound_[i]);
   }
 
+  /// Serves what arrived from `peer` only, and so learns whether it is gone: cheaper than a
+  /// whole poll where only one peer matters (a mapped window's flush).
+  void check(int peer) {
+    if (polling_) return;
+    polling_ = true;
+    struct reset {
+      bool& flag;
+      ~reset() { flag = false; }
+    } guard{polling_};
+    take_in(peer);
+  }
+
   /// Serves, and moves on the rank's other running work (nonblocking collectives, other
   /// engines), without blocking.
   void progress_all() {
@@ -221,7 +232,8 @@ class am_engine final : public collective_task {
   void yield() override {}
 
  private:
-  using transport_request = typename std::remove_cvref_t<decltype(std::declval<Comm&>().transport())>::request;
+  using transport_request =
+      typename std::remove_cvref_t<decltype(std::declval<Comm&>().transport())>::request;
 
   struct incoming {
     std::vector<std::byte> buffer;

@@ -69,9 +69,9 @@ class window_by_messages {
       : target_(std::make_shared<window_target<E>>()), comm_(std::move(comm)) {
     target_->memory = memory;
     engine_ = std::make_unique<am_engine<Comm>>(
-        comm_, [target = target_, engine = &engine_](int source, std::uint32_t id,
-                                                      std::uint32_t call,
-                                                      std::span<const std::byte> payload) {
+        comm_,
+        [target = target_, engine = &engine_](int source, std::uint32_t id, std::uint32_t call,
+                                              std::span<const std::byte> payload) {
           return serve(*target, **engine, source, id, call, payload);
         });
   }
@@ -93,8 +93,7 @@ class window_by_messages {
     issue(target, window_handler::get, std::move(message), into);
   }
 
-  void accumulate(std::span<const std::byte> bytes, int target, std::size_t offset,
-                  window_op op) {
+  void accumulate(std::span<const std::byte> bytes, int target, std::size_t offset, window_op op) {
     std::vector<std::byte> message = am_message(12 + bytes.size());
     am_append(message, static_cast<std::uint64_t>(offset));
     am_append(message, static_cast<std::uint32_t>(op));
@@ -139,7 +138,9 @@ class window_by_messages {
   /// Waits until every operation to `target` (or to every rank: -1) has been applied there.
   /// @throws commx::error the first failed operation's error, errc::peer_lost, errc::timeout.
   void flush(int target, clock::time_point when) {
-    const auto mine = [target](const issued& op) { return target < 0 || op.call->target == target; };
+    const auto mine = [target](const issued& op) {
+      return target < 0 || op.call->target == target;
+    };
     engine_->wait([&] { return engine_->unanswered(target) == 0; }, when,
                   target < 0 ? "window flush_all" : "window flush");
     std::vector<issued> ended;
@@ -182,15 +183,15 @@ class window_by_messages {
 
   // The target's side: applies one operation to its memory. Ranges were checked by the origin;
   // they are checked again here, so a malformed request writes nothing.
-  static std::vector<std::byte> serve(window_target<E>& target, am_engine<Comm>& engine,
-                                      int source, std::uint32_t id, std::uint32_t call,
+  static std::vector<std::byte> serve(window_target<E>& target, am_engine<Comm>& engine, int source,
+                                      std::uint32_t id, std::uint32_t call,
                                       std::span<const std::byte> payload) {
     std::uint64_t offset = 0;
     (void)am_read(payload, 0, offset);
     const auto region = [&](std::uint64_t count) {
       if (offset > target.memory.size() || count > target.memory.size() - offset) {
-        throw_error(errc::invalid_argument, {engine.communicator().rank(), source, unknown, 0,
-                                             "window"},
+        throw_error(errc::invalid_argument,
+                    {engine.communicator().rank(), source, unknown, 0, "window"},
                     fmt::format("elements [{}, {}) are outside this rank's window of {}", offset,
                                 offset + count, target.memory.size()));
       }

@@ -174,7 +174,8 @@ class window_mapped {
   void accumulate(std::span<const E> data, int target, std::size_t offset, window_op op) {
     E* cells = reinterpret_cast<E*>(address(target, offset));
     E old{};
-    for (std::size_t i = 0; i < data.size(); ++i) (void)combine_atomically(op, cells[i], data[i], old);
+    for (std::size_t i = 0; i < data.size(); ++i)
+      (void)combine_atomically(op, cells[i], data[i], old);
   }
   E fetch_and_op(const E& value, int target, std::size_t offset, window_op op) {
     E old{};
@@ -192,8 +193,7 @@ class window_mapped {
     std::atomic_ref<std::int64_t> word(lock_word(target));
     std::int64_t seen = word.load(std::memory_order_relaxed);
     if (type == lock_type::exclusive) {
-      return seen == 0 &&
-             word.compare_exchange_strong(seen, -1, std::memory_order_acquire);
+      return seen == 0 && word.compare_exchange_strong(seen, -1, std::memory_order_acquire);
     }
     while (seen >= 0) {
       if (word.compare_exchange_weak(seen, seen + 1, std::memory_order_acquire)) return true;

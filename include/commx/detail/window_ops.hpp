@@ -140,7 +140,7 @@ bool combine(window_op which, const E& a, const E& b, E& out) {
 /// (a compare-and-swap loop): true for lock-free sizes.
 template <class E>
 inline constexpr bool atomic_element =
-    std::is_trivially_copyable_v<E> && std::atomic_ref<E>::is_always_lock_free;
+    std::is_trivially_copyable_v<E>&& std::atomic_ref<E>::is_always_lock_free;
 
 /// `target = target op operand`, atomically, returning the old value; false (nothing written)
 /// for an op number E cannot take.
