@@ -15,7 +15,7 @@ out=results/bench/onesided
 mkdir -p "$out" build/mpich
 rm -f "$out"/*.txt
 commxrun=$release/tools/commxrun/commxrun
-mpich_bench=build/mpich/bench_onesided_mpi
+mpich_bench=build/mpich/bench_mpi_onesided
 if [[ ! -x $mpich_bench || bench/onesided_mpi.cpp -nt $mpich_bench ]]; then
   mpicxx.mpich -O2 -DNDEBUG -std=c++20 -DMPICH_SKIP_MPICXX=1 -Ibench bench/onesided_mpi.cpp \
     -o "$mpich_bench"
@@ -27,7 +27,7 @@ for ((r = 1; r <= rounds; r++)); do
     "$commxrun" -n "$n" --timeout 300 "$release/bench/bench_onesided_tcp" "$iterations" \
       | sed 's/^\[0\] //' >> "$out/tcp.np$n.txt"
     mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -np "$n" \
-      "$release/bench/bench_onesided_mpi" "$iterations" >> "$out/openmpi.np$n.txt" 2> /dev/null
+      "$release/bench/bench_mpi_onesided" "$iterations" >> "$out/openmpi.np$n.txt" 2> /dev/null
     mpiexec.mpich -n "$n" "$mpich_bench" "$iterations" >> "$out/mpich.np$n.txt" 2> /dev/null
   done
 done

@@ -5,6 +5,7 @@
 /// transport, the collectives policies, stats, errors, serialization and bootstrap. Transports
 /// with dependencies of their own (tcp, mpi, ...) are included by their own headers.
 
+#include "commx/active_messages.hpp"
 #include "commx/bootstrap.hpp"
 #include "commx/coll/concept.hpp"
 #include "commx/coll/binomial.hpp"
@@ -23,3 +24,4 @@
 #include "commx/stats.hpp"
 #include "commx/transport/concept.hpp"
 #include "commx/transport/inproc.hpp"
+#include "commx/window.hpp"
