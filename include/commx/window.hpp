@@ -59,6 +59,20 @@
 
 namespace commx {
 
+namespace detail {
+
+/// The transport's MPI-3 RMA window of E elements where `ToMpi`; otherwise nothing.
+template <class T, class E, bool ToMpi>
+struct rma_backend_of {
+  struct type {};
+};
+template <class T, class E>
+struct rma_backend_of<T, E, true> {
+  using type = typename T::template rma_window<E>;
+};
+
+}  // namespace detail
+
 /// Remote memory access over communicator type `Comm`; see the file comment.
 /// @tparam E the element type: trivially copyable.
 template <class E, class Comm>
@@ -82,7 +96,12 @@ class window {
   ~window() = default;
 
   /// This rank's exposed elements.
-  [[nodiscard]] std::span<E> local() const { return local_; }
+  [[nodiscard]] std::span<E> local() const {
+    if constexpr (to_mpi) {
+      if (rma_) rma_->sync();
+    }
+    return local_;
+  }
   /// How many elements `rank` exposes.
   [[nodiscard]] std::size_t size_at(int rank) const {
     check_rank(rank, "size_at");
@@ -95,6 +114,12 @@ class window {
   /// Writes `data` to `target`'s elements from `offset`; `data` may be reused at once.
   void put(std::span<const E> data, int target, std::size_t offset) {
     check_range(target, offset, data.size(), "window put");
+    if constexpr (to_mpi) {
+      if (rma_) {
+        rma_->put(std::as_bytes(data), target, offset);
+        return;
+      }
+    }
     if (mapped_) {
       mapped_->put(std::as_bytes(data), touch(target, "window put"), offset);
     } else {
@@ -110,6 +135,12 @@ class window {
   /// operation completes (fence, flush, unlock).
   void get(std::span<E> out, int target, std::size_t offset) {
     check_range(target, offset, out.size(), "window get");
+    if constexpr (to_mpi) {
+      if (rma_) {
+        rma_->get(std::as_writable_bytes(out), target, offset);
+        return;
+      }
+    }
     if (mapped_) {
       mapped_->get(std::as_writable_bytes(out), touch(target, "window get"), offset);
     } else {
@@ -122,6 +153,12 @@ class window {
   void accumulate(std::span<const E> data, int target, std::size_t offset, Op /*op*/) {
     constexpr detail::window_op which = detail::window_op_of<Op, E>();
     check_range(target, offset, data.size(), "window accumulate");
+    if constexpr (to_mpi) {
+      if (rma_) {
+        rma_->accumulate(data, target, offset, which);
+        return;
+      }
+    }
     if (mapped_) {
       if constexpr (detail::atomic_element<E>) {
         mapped_->accumulate(data, touch(target, "window accumulate"), offset, which);
@@ -142,6 +179,9 @@ class window {
   E fetch_and_op(const E& value, int target, std::size_t offset, Op /*op*/, deadline until = {}) {
     constexpr detail::window_op which = detail::window_op_of<Op, E>();
     check_range(target, offset, 1, "window fetch_and_op");
+    if constexpr (to_mpi) {
+      if (rma_) return rma_->fetch_and_op(value, target, offset, which);
+    }
     if (mapped_) {
       impl_->engine().check(target);
       if constexpr (detail::atomic_element<E>) {
@@ -159,6 +199,9 @@ class window {
   E compare_and_swap(const E& expected, const E& desired, int target, std::size_t offset,
                      deadline until = {}) {
     check_range(target, offset, 1, "window compare_and_swap");
+    if constexpr (to_mpi) {
+      if (rma_) return rma_->compare_and_swap(expected, desired, target, offset);
+    }
     if (mapped_) {
       impl_->engine().check(target);
       if constexpr (detail::atomic_element<E>) {
@@ -175,6 +218,12 @@ class window {
   /// Collective: completes every rank's operations (active target synchronisation).
   void fence(deadline until = {}) {
     const auto when = resolve(until);
+    if constexpr (to_mpi) {
+      if (rma_) {
+        rma_->fence();
+        return;
+      }
+    }
     flush_all(when);
     if constexpr (Comm::collectives_type::name == std::string_view("native")) {
       // MPI's own barrier would not serve the others' operations to this rank meanwhile.
@@ -188,6 +237,14 @@ class window {
   /// Holds `target`'s window (passive target) until `unlock(target)`.
   void lock(int target, lock_type type = lock_type::exclusive, deadline until = {}) {
     check_rank(target, "window lock");
+    if constexpr (to_mpi) {
+      if (rma_) {
+        wait_mapped([&] { return rma_->try_lock(target, type); }, target, resolve(until),
+                    "window lock");
+        held_.emplace_back(target, type);
+        return;
+      }
+    }
     if (mapped_) {
       wait_mapped([&] { return mapped_->try_lock(target, type); }, target, resolve(until),
                   "window lock");
@@ -206,6 +263,12 @@ class window {
     }
     const lock_type type = held->second;
     held_.erase(held);
+    if constexpr (to_mpi) {
+      if (rma_) {
+        rma_->unlock(target, type);
+        return;
+      }
+    }
     if (mapped_) {
       flush(target, until);
       mapped_->unlock(target, type);
@@ -227,6 +290,12 @@ class window {
   /// Returns once this rank's operations to `target` are applied there.
   void flush(int target, deadline until = {}) {
     check_rank(target, "window flush");
+    if constexpr (to_mpi) {
+      if (rma_) {
+        rma_->flush(target);
+        return;
+      }
+    }
     if (mapped_) {
       settle(target);
     } else {
@@ -235,6 +304,12 @@ class window {
   }
   /// Returns once this rank's operations to every target are applied.
   void flush_all(deadline until = {}) {
+    if constexpr (to_mpi) {
+      if (rma_) {
+        rma_->flush_all();
+        return;
+      }
+    }
     if (mapped_) {
       settle(-1);
     } else {
@@ -245,10 +320,20 @@ class window {
   /// True when this window's memory is mapped by every rank (put and get are copies, the
   /// target does nothing); false when its operations travel as messages.
   [[nodiscard]] bool mapped() const { return mapped_ != nullptr; }
+  /// True when this window is an MPI-3 RMA window (on transport::mpi, where MPI can make one).
+  [[nodiscard]] bool passed_to_mpi() const {
+    if constexpr (to_mpi) return rma_ != nullptr;
+    return false;
+  }
 
   /// Collective: flush_all, then waits until every rank has done so; the window may then be
   /// destroyed.
-  void free(deadline until = {}) { fence(until); }
+  void free(deadline until = {}) {
+    fence(until);
+    if constexpr (to_mpi) {
+      if (rma_) rma_->free();
+    }
+  }
 
   /// Applies what the others sent to this rank's memory, without blocking.
   void progress() { impl_->engine().poll(); }
@@ -256,6 +341,13 @@ class window {
  private:
   using backend = detail::window_by_messages<E, Comm>;
   using transport_type = typename Comm::transport_type;
+
+  // On a transport that offers MPI-3 RMA windows (transport::mpi), every window is one.
+  static constexpr bool to_mpi =
+      (sizeof(E) == 1 || sizeof(E) == 2 || sizeof(E) == 4 || sizeof(E) == 8) && requires {
+    typename transport_type::template rma_window<E>;
+  };
+  using rma_backend = typename detail::rma_backend_of<transport_type, E, to_mpi>::type;
 
   // Memory the window allocates is mapped by every rank where the stack lets ranks map each
   // other's and every rank is on this rank's node; other windows travel as messages.
@@ -269,7 +361,19 @@ class window {
     const std::uint64_t mine = count;
     own.allgather(mine, sizes_, until);
     touched_.assign(sizes_.size(), false);
-    if constexpr (may_map) {
+    if constexpr (to_mpi) {
+      rma_ = std::make_unique<rma_backend>(
+          own.transport().communicator_of(detail::communicator_access::context(own)), given, count);
+      if (rma_->ok()) {
+        local_ = rma_->local();
+      } else {  // no osc component for this memory (MPI_Win_create without RDMA, say)
+        COMMX_LOG(info, detail::log_context_of(own.transport()),
+                  "window: MPI could not make an RMA window ({}); its operations travel as "
+                  "messages",
+                  rma_->why_not());
+        rma_.reset();
+      }
+    } else if constexpr (may_map) {
       if (given == nullptr && own.split_by_node(until).size() == own.size()) {
         mapped_ = std::make_unique<detail::window_mapped<E>>(own, sizes_, until);
         if (mapped_->ok()) {
@@ -281,7 +385,9 @@ class window {
         }
       }
     }
-    if (given != nullptr) {
+    if (passed_to_mpi()) {
+      // MPI holds the memory
+    } else if (given != nullptr) {
       local_ = *given;
     } else if (!mapped_) {
       owned_ = std::make_unique<E[]>(count);
@@ -365,6 +471,7 @@ class window {
   std::span<E> local_;
   std::vector<std::uint64_t> sizes_;
   std::unique_ptr<detail::window_mapped<E>> mapped_;
+  std::unique_ptr<rma_backend> rma_;
   std::unique_ptr<backend> impl_;
   std::vector<std::pair<int, lock_type>> held_;
   std::vector<bool> touched_;

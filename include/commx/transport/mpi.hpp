@@ -82,6 +82,7 @@
 #include "commx/transport/concept.hpp"
 #include "commx/transport/detail/mpi/announcement.hpp"
 #include "commx/transport/detail/mpi/backoff.hpp"
+#include "commx/transport/detail/mpi/rma_window.hpp"
 #include "commx/transport/detail/mpi/call.hpp"
 #include "commx/transport/detail/mpi/contexts.hpp"
 #include "commx/transport/detail/mpi/endpoint_state.hpp"
@@ -354,6 +355,15 @@ class mpi {
     state_->contexts.release(ctx);
     state_->contexts.release(ctx + 1);
   }
+
+#if defined(OMPI_MAJOR_VERSION)
+  /// What carries a commx::window of E elements: an MPI-3 RMA window (window.hpp). Open MPI
+  /// only: with Debian 12's MPICH (4.0) a put completed by MPI_Win_flush and followed by a
+  /// barrier is not seen by its target (a 20-line program without commx shows it), so commx
+  /// carries windows as messages there.
+  template <class E>
+  using rma_window = detail::mpi::rma_window<E>;
+#endif
 
   /// The MPI communicator that carries context `ctx` (tags up to MPI_TAG_UB), for handing
   /// whole operations to MPI (coll::native).
