@@ -66,11 +66,9 @@ concept am_value = raw_scalar<V> || resizable_raw_container<V> ||
 template <class V>
 void am_encode(std::vector<std::byte>& bytes, const V& value) {
   if constexpr (transfer_mode_of<V> == transfer_mode::raw) {
-    const auto raw = bytes_of(value);
-    bytes.insert(bytes.end(), raw.begin(), raw.end());
+    am_append_bytes(bytes, bytes_of(value));
   } else {
-    const std::vector<std::byte> encoded = serialize(value);
-    bytes.insert(bytes.end(), encoded.begin(), encoded.end());
+    am_append_bytes(bytes, serialize(value));
   }
 }
 

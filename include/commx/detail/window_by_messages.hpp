@@ -82,7 +82,7 @@ class window_by_messages {
   void put(std::span<const std::byte> bytes, int target, std::size_t offset) {
     std::vector<std::byte> message = am_message(sizeof(std::uint64_t) + bytes.size());
     am_append(message, static_cast<std::uint64_t>(offset));
-    message.insert(message.end(), bytes.begin(), bytes.end());
+    am_append_bytes(message, bytes);
     issue(target, window_handler::put, std::move(message), {});
   }
 
@@ -97,7 +97,7 @@ class window_by_messages {
     std::vector<std::byte> message = am_message(12 + bytes.size());
     am_append(message, static_cast<std::uint64_t>(offset));
     am_append(message, static_cast<std::uint32_t>(op));
-    message.insert(message.end(), bytes.begin(), bytes.end());
+    am_append_bytes(message, bytes);
     issue(target, window_handler::accumulate, std::move(message), {});
   }
 
