@@ -216,7 +216,7 @@ class communicator
   void progress() {
     check_valid("progress");
     if (!state_->running.empty()) state_->running.advance_all();
-    if constexpr (requires(T& t) { t.progress(); }) state_->endpoint.progress();
+    if constexpr (requires(T & t) { t.progress(); }) state_->endpoint.progress();
   }
 
   /// Blocks until a message matching (source, tag) is queued and returns its status, without
