@@ -251,8 +251,9 @@ class active_messages {
   /// Serves what arrived and sends what can go, without blocking.
   void progress() { engine_->poll(); }
 
-  /// This rank, and the number of ranks, in the communicator it was made over.
+  /// This rank in the communicator it was made over.
   [[nodiscard]] int rank() const { return engine_->communicator().rank(); }
+  /// The number of ranks in the communicator it was made over.
   [[nodiscard]] int size() const { return engine_->communicator().size(); }
 
  private:

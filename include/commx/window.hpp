@@ -89,7 +89,9 @@ class window {
   /// Collective: exposes `count` value-initialised elements that the window owns.
   window(Comm comm, std::size_t count, deadline until = {}) { open(comm, count, nullptr, until); }
 
+  /// Takes over `other`'s window (its memory stays where it is).
   window(window&&) noexcept = default;
+  /// Takes over `other`'s window; this one's is dropped unfreed (see the file comment).
   window& operator=(window&&) noexcept = default;
   window(const window&) = delete;
   window& operator=(const window&) = delete;
@@ -107,8 +109,9 @@ class window {
     check_rank(rank, "size_at");
     return sizes_[static_cast<std::size_t>(rank)];
   }
-  /// This rank, and the number of ranks.
+  /// This rank.
   [[nodiscard]] int rank() const { return impl_->communicator().rank(); }
+  /// The number of ranks.
   [[nodiscard]] int size() const { return impl_->communicator().size(); }
 
   /// Writes `data` to `target`'s elements from `offset`; `data` may be reused at once.
