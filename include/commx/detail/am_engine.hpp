@@ -176,11 +176,7 @@ class am_engine final : public collective_task {
   /// Serves what arrived and moves sends on, without blocking.
   void poll() {
     if (polling_) return;
-    polling_ = true;
-    struct reset {
-      bool& flag;
-      ~reset() { flag = false; }
-    } guard{polling_};
+    const serving_scope serving(polling_);
     for (int peer = 0; peer < comm_.size(); ++peer) take_in(peer);
     // Sends leave mostly in order: reap from the front, and move a few beyond it on.
     while (!outbound_.empty() && sent(outbound_.front())) outbound_.pop_front();
@@ -192,11 +188,7 @@ class am_engine final : public collective_task {
   /// whole poll where only one peer matters (a mapped window's flush).
   void check(int peer) {
     if (polling_) return;
-    polling_ = true;
-    struct reset {
-      bool& flag;
-      ~reset() { flag = false; }
-    } guard{polling_};
+    const serving_scope serving(polling_);
     take_in(peer);
   }
 
@@ -256,6 +248,19 @@ class am_engine final : public collective_task {
   };
 
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
+
+  // Marks the engine as serving for a scope, so that a handler's own commx calls, which move
+  // the rank's running work on, do not re-enter it.
+  class serving_scope {
+   public:
+    explicit serving_scope(bool& flag) : flag_(flag) { flag_ = true; }
+    serving_scope(const serving_scope&) = delete;
+    serving_scope& operator=(const serving_scope&) = delete;
+    ~serving_scope() { flag_ = false; }
+
+   private:
+    bool& flag_;
+  };
 
   static void write_header(std::vector<std::byte>& message, std::uint32_t first,
                            std::uint32_t second) {
