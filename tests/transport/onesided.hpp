@@ -2,7 +2,8 @@
 #pragma once
 /// @file
 /// The one-sided part of the conformance suite: active messages (commx/active_messages.hpp)
-/// and windows (commx/window.hpp), as checks that every rank of a job runs, on any stack.
+/// and windows (commx/window.hpp), as checks that every rank of a job runs, on any stack (the
+/// same `named_check` list as conformance.hpp's).
 
 #include <algorithm>
 #include <chrono>
@@ -20,19 +21,12 @@
 #include "commx/communicator.hpp"
 #include "commx/window.hpp"
 #include "support/check.hpp"
+#include "transport/conformance.hpp"
 
 namespace commx::test::onesided {
 
 using namespace std::chrono_literals;
-
-template <class Comm>
-using check_fn = void (*)(Comm&);
-
-template <class Comm>
-struct named_check {
-  std::string_view name;
-  check_fn<Comm> run;
-};
+using conformance::named_check;
 
 inline double pattern(int rank, std::size_t i, int epoch = 0) {
   return static_cast<double>(rank) * 1e6 + static_cast<double>(i) + epoch * 0.5;
