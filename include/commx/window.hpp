@@ -26,10 +26,12 @@
 /// window raises errc::invalid_argument and writes nothing. A target that is gone fails the
 /// operations to it with errc::peer_lost at their completion; a deadline passing, errc::timeout.
 ///
-/// How each stack carries it is in DESIGN.md ("One-sided communication"). On the stacks whose
-/// windows travel as messages (all of them today), the target applies operations when it makes
-/// progress: in any commx call of its own, or `progress()`; a rank that computes for long
-/// without calling commx delays the others' operations on its memory (not their correctness).
+/// How each stack carries it is in DESIGN.md ("One-sided communication"): memory the window
+/// allocates is mapped by every rank on shm (`mapped()`), an MPI window on mpi over Open MPI
+/// (`passed_to_mpi()`); elsewhere operations travel as messages, and the target applies them
+/// when it makes progress: in any commx call of its own, or `progress()`. A rank that computes
+/// for long without calling commx delays those operations on its memory (not their correctness).
+/// Operations belong in an epoch, as in MPI: between fences, or inside lock/unlock or lock_all.
 /// A rank reads and writes its own `local()` elements directly; to order that against the
 /// others' operations, use a fence, or lock itself.
 ///
