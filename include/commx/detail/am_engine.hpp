@@ -194,10 +194,7 @@ class am_engine final : public collective_task {
 
   /// Serves, and moves on the rank's other running work (nonblocking collectives, other
   /// engines), without blocking.
-  void progress_all() {
-    poll();
-    state_.running.advance_all();
-  }
+  void progress_all() { state_.running.advance_all(); }  // this engine is on that list
 
   /// Waits, serving, until `ready()` holds. Throws errc::timeout once `when` passes.
   template <class Ready>
@@ -208,9 +205,7 @@ class am_engine final : public collective_task {
     }
     for (;;) {
       const std::uint64_t seen = state_.endpoint.event_count();
-      poll();
-      if (ready()) return;
-      state_.running.advance_all();
+      progress_all();  // polls this engine once, and the rank's other running work
       if (ready()) return;
       if (clock::now() >= when) {
         throw_timeout(state_.endpoint, {comm_.rank(), unknown, unknown, 0, operation},
