@@ -225,20 +225,21 @@ class window_by_messages {
         (void)am_read(payload, 8, op);
         const auto data = payload.subspan(std::min<std::size_t>(payload.size(), 12));
         const auto into = region(elements(data));
-        std::vector<E> operands(into.size());
-        if (!data.empty()) std::memcpy(operands.data(), data.data(), data.size());
-        std::vector<E> results(into.size());
-        for (std::size_t i = 0; i < into.size(); ++i) {
-          if (!combine(static_cast<window_op>(op), into[i], operands[i], results[i])) {
-            throw_error(errc::protocol_violation,
-                        {unknown, source, unknown, 0, "window accumulate"},
-                        fmt::format("op {} does not apply to these elements", op));
-          }
+        const auto which = static_cast<window_op>(op);
+        E checked{};
+        // Whether the op applies depends on the op alone: check it once, before any write.
+        if (!into.empty() && !combine(which, into[0], into[0], checked)) {
+          throw_error(errc::protocol_violation, {unknown, source, unknown, 0, "window accumulate"},
+                      fmt::format("op {} does not apply to these elements", op));
         }
         if (static_cast<window_handler>(id) == window_handler::fetch_op && !into.empty()) {
           am_append(answer, into[0]);
         }
-        std::copy(results.begin(), results.end(), into.begin());
+        for (std::size_t i = 0; i < into.size(); ++i) {
+          E operand{};
+          std::memcpy(&operand, data.data() + i * sizeof(E), sizeof(E));
+          (void)combine(which, into[i], operand, into[i]);
+        }
         return answer;
       }
       case window_handler::cas: {
