@@ -161,7 +161,9 @@ void run(Comm& world, int iterations) {
         flag.flush(last);
       } else if (me == last) {
         std::atomic_ref<std::int32_t> raised(flag.local()[0]);
+        const auto waited = seconds_clock::now();
         while (raised.load(std::memory_order_acquire) == 0) {
+          if (since(waited) > 60) throw std::runtime_error("rank 0 never raised its flag");
           if (with_gets) {
             data.get(std::span<std::byte>(buffer.data(), bench::largest_size), 0, 0);
             data.flush(0);
