@@ -365,10 +365,25 @@ struct endpoint_state {
     return std::nullopt;
   }
 
-  // The first message receive `r` would take, taken out of `held` or MPI's queue: a held
-  // one first (they were matched before anything MPI still queues), else what MPI_Improbe
-  // matches. Whoever gets it receives it or holds it.
-  std::optional<message_in_hand> find_message(const receive& r) {
+  // What the matched-path receives of one context looked at so far in a pass would match
+  // together: their sources and tags, or a wildcard where they differ.
+  struct filter_union {
+    context_id ctx = 0;
+    int source = any_source;
+    int tag = any_tag;
+
+    void widen(const receive& r) {
+      if (r.source != source) source = any_source;
+      if (r.tag != tag) tag = any_tag;
+    }
+  };
+
+  // The first message receive `r` would take, out of `held` (which left MPI's queue before
+  // anything it still queues) or else MPI's queue, probed for `wide`: the receives up to `r`
+  // together. For `r` alone, receives (p, any_tag) then (any, 2) could see p's tag-2 message
+  // overtake its tag-1 one: the first looks before either arrives, the second finds the
+  // tag-2 one, and the first receive takes it. Whoever gets it receives it or holds it.
+  std::optional<message_in_hand> find_message(const receive& r, const filter_union& wide) {
     if (!held.empty()) {
       if (auto i = find_held(r.source, r.ctx, r.tag)) {
         message_in_hand m = std::move(held[*i]);
@@ -379,7 +394,7 @@ struct endpoint_state {
     }
     const context* c = contexts.find(r.ctx);
     if (c == nullptr) return std::nullopt;  // released: cancel_receive's business
-    std::optional<message_in_hand> m = probe_mpi(*c, r.source, r.tag);
+    std::optional<message_in_hand> m = probe_mpi(*c, wide.source, wide.tag);
     if (m) m->ctx = r.ctx;
     return m;
   }
@@ -440,6 +455,19 @@ struct endpoint_state {
   // True if a receive took (or refused) a message.
   bool progress_posted(std::uint32_t until) {
     bool delivered = false;
+    // Per context, the matched-path receives looked at in this pass, together; it only widens.
+    // Wider is safe: a message no receive up to this one matches is held, in order.
+    std::vector<filter_union>& wide = pass_filters;
+    wide.clear();
+    const auto widened = [&wide](const receive& r) -> const filter_union& {
+      for (filter_union& f : wide) {
+        if (f.ctx == r.ctx) {
+          f.widen(r);
+          return f;
+        }
+      }
+      return wide.emplace_back(filter_union{r.ctx, r.source, r.tag});
+    };
     for (std::size_t i = 0; i < posted.size();) {
       if (!held.empty()) withdraw_from_mpi();  // a refused message goes to the next receive
       const std::uint32_t slot = posted[i];
@@ -458,7 +486,7 @@ struct endpoint_state {
         if (!held.empty()) i = 0;  // it refused: earlier receives get the first offer
         continue;
       }
-      std::optional<message_in_hand> m = find_message(r);
+      std::optional<message_in_hand> m = find_message(r, widened(r));
       if (!m) {
         if (slot == until) return delivered;
         ++i;
@@ -467,10 +495,14 @@ struct endpoint_state {
       // Receives with MPI have their messages from MPI: the earliest matched-path one takes it.
       std::size_t j = 0;
       const context_id ctx = r.ctx;
-      while (slots[posted[j]].state != phase::posted ||
-             !matches(slots[posted[j]].source, slots[posted[j]].ctx, slots[posted[j]].tag,
-                      m->source, ctx, m->tag)) {
+      while (j <= i && (slots[posted[j]].state != phase::posted ||
+                        !matches(slots[posted[j]].source, slots[posted[j]].ctx,
+                                 slots[posted[j]].tag, m->source, ctx, m->tag))) {
         ++j;
+      }
+      if (j > i) {  // for a later receive, after the messages held before it
+        hold(std::move(*m));
+        continue;
       }
       const std::uint32_t taker = posted[j];
       posted.erase(posted.begin() + static_cast<std::ptrdiff_t>(j));
@@ -568,6 +600,7 @@ struct endpoint_state {
   std::vector<std::uint32_t> free_slots;
   std::vector<std::uint32_t> posted;  // unmatched receives, in posting order
   std::deque<message_in_hand> held;
+  std::vector<filter_union> pass_filters;  // progress_posted's, kept to reuse its memory
   copy_list kept_copies;  // what sends in the background send: to self, announcements
   std::vector<background_send> orphans;
   std::uint32_t next_sequence = 0;                        // of announcements
