@@ -83,8 +83,9 @@ struct hierarchical_over : Inner {
       if (p.rank() == root_leader) p.recv(root, data);
     }
     if (is_leader) {
-      among_leaders(leaders, [&](auto& port, auto policy) {
-        decltype(policy)::type::bcast(port, data, index_in(leaders, root_leader));
+      const int leader_root = index_in(leaders, root_leader);  // (no structured binding in a
+      among_leaders(leaders, [&](auto& port, auto policy) {    // lambda before clang 16)
+        decltype(policy)::type::bcast(port, data, leader_root);
       });
     }
     Inner::bcast(local, data, 0);
@@ -106,9 +107,9 @@ struct hierarchical_over : Inner {
     Inner::reduce(local, is_leader ? std::span<E>(partial) : data, op, 0);
     const int root_leader = leader_of(p, root);
     if (is_leader) {
+      const int leader_root = index_in(leaders, root_leader);
       among_leaders(leaders, [&](auto& port, auto policy) {
-        decltype(policy)::type::reduce(port, std::span<E>(partial), op,
-                                       index_in(leaders, root_leader));
+        decltype(policy)::type::reduce(port, std::span<E>(partial), op, leader_root);
       });
     }
     if (p.rank() == root_leader) {
