@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The test command: installs what is missing, checks the format and the API reference, then
-# builds and runs the tests in four builds: dev (every suite, warnings are errors), the MPI
-# suites against MPICH, ASan+UBSan on the suites that handle memory and TSan on those whose ranks
-# are threads (tests/CMakeLists.txt, COMMX_TEST_FOCUS). Exits non-zero if anything fails.
+# builds and runs the tests in four builds: ci (the dev build without debug information: every
+# suite, GCC, warnings are errors), the MPI suites against MPICH, ASan+UBSan on the suites that
+# handle memory and TSan on those whose ranks are threads (tests/CMakeLists.txt,
+# COMMX_TEST_FOCUS); the last three compiled by clang, which compiles commx's templates 1.5 to 3
+# times faster than GCC and so also checks that commx builds with both. Exits non-zero if
+# anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,8 +19,8 @@ clang-format --dry-run --Werror "${sources[@]}"
 echo "=== API reference (Doxygen; a warning fails it)"
 bash scripts/docs.sh
 
-# ccache: within one run, what two builds compile alike is compiled once (the mpich build's
-# shared pieces, the package tests' consumers); a second run recompiles only what changed.
+# ccache: within one run, what two builds compile alike is compiled once (the package tests'
+# consumers); a second run recompiles only what changed.
 if command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
@@ -32,7 +35,7 @@ run_preset() {
   ctest --preset "$preset" -j "$jobs"
 }
 
-run_preset dev
+run_preset ci
 
 # transport::mpi and coll::native against MPICH too: only the MPI targets and their tests. The
 # collectives suite runs at 1 to 3 ranks there: MPICH's ranks poll (yielding each time), and 4 of

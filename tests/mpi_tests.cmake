@@ -21,7 +21,8 @@ else()
 endif()
 
 commx_add_transport_tests(mpi LINK commx::mpi RANKS 1 2 3 4 LAUNCH ${commx_mpi_launch}
-                          ENVIRONMENT ${commx_mpi_environment} NO_PEER_LOSS COLLECTIVES native)
+                          ENVIRONMENT ${commx_mpi_environment} NO_PEER_LOSS COLLECTIVES native
+                          IN_REST)
 
 # What only MPI has: wrapping a communicator, init and finalize, splitting through MPI, MPI's
 # errors, user ops through MPI_Op_create.
