@@ -268,7 +268,7 @@ TEST_CASE("reductions map onto MPI's ops and MPI_Op_create", "[mpi]") {
     }
     const long offset = 3;  // each of the p - 1 combinations adds it once
     std::vector<long> sums(4, r);
-    world.allreduce(sums, [offset](long a, long b) { return a + b + offset; });
+    world.allreduce(sums, [step = offset](long a, long b) { return a + b + step; });
     for (long e : sums) COMMX_CHECK_EQ(e, p * (p - 1) / 2 + offset * (p - 1));
     // exscan leaves rank 0's data as it was (MPI leaves it undefined).
     std::vector<int> ex(2, r + 10);
