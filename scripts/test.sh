@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The test command: installs what is missing, checks the format and the API reference, then
-# builds and runs the tests in four builds: ci (the dev build without debug information: every
-# suite, GCC, warnings are errors), the MPI suites against MPICH, ASan+UBSan on the suites that
-# handle memory and TSan on those whose ranks are threads (tests/CMakeLists.txt,
-# COMMX_TEST_FOCUS); the last three compiled by clang, which compiles commx's templates 1.5 to 3
-# times faster than GCC and so also checks that commx builds with both. Exits non-zero if
-# anything fails.
+# builds and runs each suite once, in one of four builds (tests/CMakeLists.txt,
+# COMMX_TEST_FOCUS): ci (GCC, no debug information, warnings are errors: every suite that no
+# sanitizer build runs), the MPI suites against MPICH, ASan+UBSan (at -O0) on the suites that
+# handle memory and TSan on those whose ranks are threads. The last three are compiled by
+# clang, which compiles commx's tests 1.1 to 1.5 times faster than GCC, and so checks that
+# commx builds with both. Exits non-zero if anything fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
