@@ -59,11 +59,8 @@ bool wait_until(T& endpoint, typename T::request& handle, clock::time_point when
                 running_collectives* running = nullptr) {
   for (;;) {
     const std::uint64_t seen = endpoint.event_count();
+    if (running != nullptr && !running->empty()) running->advance_all();
     if (endpoint.test(handle)) return true;
-    if (running != nullptr && !running->empty()) {
-      running->advance_all();
-      if (endpoint.test(handle)) return true;
-    }
     if (clock::now() >= when) return false;
     endpoint.wait_for_event(seen, when);
   }

@@ -17,7 +17,7 @@
 /// | `lock(target, type)` / `unlock(target)` | passive target: holds `target` exclusively or shared; unlock returns once this rank's operations there are applied |
 /// | `lock_all()` / `unlock_all()` | a shared lock on every rank |
 /// | `flush(target)` / `flush_all()` | returns once this rank's operations to `target` (every target) are applied there and its gets have landed |
-/// | `free()` | collective: flush_all, then waits until every rank is done with the window |
+/// | `free()` | collective: flush_all, then waits until every rank is done with the window; later calls on it raise errc::invalid_argument |
 ///
 /// The ops are std::plus<>, std::multiplies<>, op::min, op::max, the bitwise std::bit_and<>,
 /// std::bit_or<>, std::bit_xor<> on integers, op::replace and op::no_op; another op does not
@@ -222,6 +222,7 @@ class window {
 
   /// Collective: completes every rank's operations (active target synchronisation).
   void fence(deadline until = {}) {
+    check_open("window fence");
     const auto when = resolve(until);
     if constexpr (to_mpi) {
       if (rma_) {
@@ -309,6 +310,7 @@ class window {
   }
   /// Returns once this rank's operations to every target are applied.
   void flush_all(deadline until = {}) {
+    check_open("window flush_all");
     if constexpr (to_mpi) {
       if (rma_) {
         rma_->flush_all();
@@ -338,10 +340,15 @@ class window {
     if constexpr (to_mpi) {
       if (rma_) rma_->free();
     }
+    impl_->stop();  // an engine left listening would cost every later call of this rank
+    freed_ = true;
   }
 
   /// Applies what the others sent to this rank's memory, without blocking.
-  void progress() { impl_->engine().poll(); }
+  void progress() {
+    check_open("window progress");
+    impl_->engine().poll();
+  }
 
  private:
   using backend = detail::window_by_messages<E, Comm>;
@@ -454,7 +461,15 @@ class window {
     return until.resolve(impl_->communicator().timeout());
   }
 
+  void check_open(const char* operation) const {
+    if (freed_) {
+      throw_error(errc::invalid_argument, {rank(), unknown, unknown, 0, operation},
+                  "the window was freed");
+    }
+  }
+
   void check_rank(int target, const char* operation) const {
+    check_open(operation);
     if (target < 0 || target >= static_cast<int>(sizes_.size())) {
       throw_error(errc::invalid_argument, {rank(), target, unknown, 0, operation},
                   fmt::format("no rank {} in a window of {} ranks", target, sizes_.size()));
@@ -480,6 +495,7 @@ class window {
   std::unique_ptr<backend> impl_;
   std::vector<std::pair<int, lock_type>> held_;
   std::vector<bool> touched_;
+  bool freed_ = false;
 };
 
 }  // namespace commx

@@ -242,6 +242,13 @@ void window_out_of_range(Comm& comm) {
   win.fence();
   COMMX_CHECK(std::ranges::all_of(win.local(), [](int v) { return v == 0; }));
   win.free();
+  // A freed window refuses every call, and stops listening: nothing of it is left among the
+  // rank's running work for later calls to poll.
+  COMMX_EXPECT_ERROR(errc::invalid_argument, win.put(1, next, 0));
+  COMMX_EXPECT_ERROR(errc::invalid_argument, win.fence());
+  COMMX_EXPECT_ERROR(errc::invalid_argument, win.free());
+  COMMX_CHECK(detail::communicator_access::state(comm).running.empty());
+  COMMX_CHECK(comm.allreduce_value(1, std::plus<>{}) == n);
 }
 
 template <class Comm>

@@ -32,6 +32,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,7 @@
 #include "commx/detail/timeout.hpp"
 #include "commx/error.hpp"
 #include "commx/request.hpp"
+#include "commx/transport/concept.hpp"
 
 namespace commx::detail {
 
@@ -177,6 +179,7 @@ class am_engine final : public collective_task {
   void poll() {
     if (polling_) return;
     const serving_scope serving(polling_);
+    if constexpr (checks_apart) state_.endpoint.progress();
     for (int peer = 0; peer < comm_.size(); ++peer) take_in(peer);
     // Sends leave mostly in order: reap from the front, and move a few beyond it on.
     while (!outbound_.empty() && sent(outbound_.front())) outbound_.pop_front();
@@ -189,6 +192,7 @@ class am_engine final : public collective_task {
   void check(int peer) {
     if (polling_) return;
     const serving_scope serving(polling_);
+    if constexpr (checks_apart) state_.endpoint.progress();
     take_in(peer);
   }
 
@@ -226,8 +230,20 @@ class am_engine final : public collective_task {
   void yield() override {}
 
  private:
-  using transport_request =
-      typename std::remove_cvref_t<decltype(std::declval<Comm&>().transport())>::request;
+  using transport_type = std::remove_cvref_t<decltype(std::declval<Comm&>().transport())>;
+  using transport_request = typename transport_type::request;
+  // One progress per poll, then a load per request, where the transport allows: tcp's test
+  // polls every socket, and a poll tests a receive per peer and the sends in flight (an
+  // active-message round trip on tcp: 1.37x its ping-pong with a test each, 1.26x without).
+  static constexpr bool checks_apart = transport::progresses_apart<transport_type>;
+
+  bool finished(transport_request& handle) {
+    if constexpr (checks_apart) {
+      return state_.endpoint.completed(handle);
+    } else {
+      return state_.endpoint.test(handle);
+    }
+  }
 
   struct incoming {
     std::vector<std::byte> buffer;
@@ -286,7 +302,7 @@ class am_engine final : public collective_task {
   // True once `out` has left (or its peer is gone).
   bool sent(outgoing& out) {
     if (out.done) return true;
-    if (!state_.endpoint.test(out.handle)) return false;
+    if (!finished(out.handle)) return false;
     out.done = true;
     const transport::op_result& result = state_.endpoint.result(out.handle);
     if (result.error == errc::peer_lost) lose(out.peer);
@@ -297,7 +313,7 @@ class am_engine final : public collective_task {
   // event, which may never come (its origin waits for this rank's answer).
   void take_in(int peer) {
     auto& in = inbound_[index(peer)];
-    while (in.posted && state_.endpoint.test(in.handle)) {
+    while (in.posted && finished(in.handle)) {
       const transport::op_result result = state_.endpoint.result(in.handle);
       in.posted = false;
       if (result.error == errc::peer_lost) {

@@ -78,6 +78,9 @@ class window_by_messages {
 
   [[nodiscard]] Comm& communicator() { return comm_; }
   [[nodiscard]] am_engine<Comm>& engine() { return *engine_; }
+  /// The window is freed: its engine leaves the rank's running work, so that the rank's later
+  /// calls no longer poll for it.
+  void stop() { engine_.reset(); }
 
   void put(std::span<const std::byte> bytes, int target, std::size_t offset) {
     std::vector<std::byte> message = am_message(sizeof(std::uint64_t) + bytes.size());

@@ -65,6 +65,7 @@
 /// | expression | type | semantics |
 /// |---|---|---|
 /// | `t.progress()` | `void` | takes in what arrived and sends what can go, without blocking |
+/// | `t.completed(req)` | `bool` | true once `req` has completed, as `test` would say after a `progress()`, but making no progress itself: who checks many requests (an active-message engine, one receive per peer) progresses once and then checks each for the cost of a load (`progresses_apart`) |
 ///
 /// Optional fast paths for the blocking calls (`blocking_send`, `blocking_recv`): a transport
 /// whose library has blocking calls cheaper than a request (MPI) offers them, and the
@@ -139,6 +140,13 @@ template <class T>
 concept blocking_recv = requires(T& t, int peer, context_id ctx, int tag, recv_buffer in,
                                  const deadline& until, clock::duration timeout) {
   { t.recv_blocking(peer, ctx, tag, in, until, timeout) } -> std::same_as<std::optional<op_result>>;
+};
+
+/// A transport whose progress and completion checks come apart (see the table above).
+template <class T>
+concept progresses_apart = requires(T& t, const T& ct, const typename T::request& req) {
+  t.progress();
+  { ct.completed(req) } -> std::same_as<bool>;
 };
 
 }  // namespace commx::transport

@@ -143,6 +143,9 @@ class shm {
   /// Makes progress; true once `req` has completed, successfully or not.
   bool test(request& req) { return endpoint_->test(req); }
 
+  /// True once `req` has completed, without making progress (after `progress()`).
+  [[nodiscard]] bool completed(const request& req) const { return !req || req->done; }
+
   /// How a completed request ended: the matched source, tag and byte count, or the error.
   const op_result& result(const request& req) const {
     static const op_result delivered{};
