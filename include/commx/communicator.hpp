@@ -219,6 +219,18 @@ class communicator
     if constexpr (requires(T & t) { t.progress(); }) state_->endpoint.progress();
   }
 
+  /// The ranks of this communicator that this rank knows failed (died, lost their connection,
+  /// threw), in the order it learned of them. After errc::peer_lost the lost peer is among them
+  /// if it failed (not if it finished), and so is every failure this rank saw before, which may
+  /// be the cause: a peer that failed because another did. Empty where the transport does not
+  /// tell (`transport::knows_failures`; mpi: an MPI job ends as a whole). Takes in what has
+  /// arrived first, without blocking.
+  [[nodiscard]] std::vector<int> known_lost() {
+    check_valid("known_lost");
+    if constexpr (requires(T & t) { t.progress(); }) state_->endpoint.progress();
+    return detail::known_lost_ranks(state_->endpoint, *group_);
+  }
+
   /// Blocks until a message matching (source, tag) is queued and returns its status, without
   /// receiving it.
   status probe(int source, int tag, deadline until = {});

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <ranges>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -83,6 +84,36 @@ class stopwatch {
   [[no_unique_address]] std::conditional_t<S::enabled, clock::time_point, nothing> start_{};
 };
 
+/// The ranks of `members` that `endpoint` knows failed, in the order it learned of them (world
+/// ranks outside `members` are left out); none where the transport does not tell.
+template <class Endpoint>
+std::vector<int> known_lost_ranks(const Endpoint& endpoint, const group& members) {
+  std::vector<int> lost;
+  if constexpr (transport::knows_failures<Endpoint>) {
+    for (const int world : endpoint.failed_peers()) {
+      const int local = members.local_of(world);
+      if (local >= 0) lost.push_back(local);
+    }
+  }
+  return lost;
+}
+
+/// For an errc::peer_lost message: every rank `endpoint` knows failed, in the order it learned
+/// of them, so that a rank that failed because another did does not hide the first (a survivor
+/// waiting on rank 1, which died of rank 2's loss, reads of rank 2 too). Empty when none is
+/// known.
+template <class Endpoint>
+std::string known_lost_note(const Endpoint& endpoint, const group& members) {
+  std::string note;
+  if constexpr (transport::knows_failures<Endpoint>) {
+    for (const int world : endpoint.failed_peers()) {
+      note += note.empty() ? "; failed so far, in the order this rank learned: " : ", ";
+      note += members.describe(world);
+    }
+  }
+  return note;
+}
+
 /// Throws the error an operation on `endpoint` ended with (`result.error`), naming the
 /// operation (`where`) and, for a receive, the message's sender in `members`' ranks. A timeout
 /// (the transport's own deadline, mpi's) is logged first, as every timeout is.
@@ -105,7 +136,9 @@ template <class Endpoint>
                             result.bytes, members.describe(result.source)));
   }
   if (result.error == errc::peer_lost) {
-    throw_error(result.error, where, fmt::format("{} is gone", members.describe(result.source)));
+    throw_error(result.error, where,
+                fmt::format("{} is gone{}", members.describe(result.source),
+                            known_lost_note(endpoint, members)));
   }
   throw_error(result.error, where);
 }

@@ -472,6 +472,7 @@ void peer_gone(Comm& world) {
   const auto start = clock::now();
   COMMX_EXPECT_ERROR(errc::peer_lost, world.recv(last, 2, got, 30s));
   COMMX_EXPECT_ERROR(errc::peer_lost, world.send(last, 2, got, 30s));
+  COMMX_CHECK(world.known_lost().empty());  // it finished: gone, but not failed
   // A nonblocking collective that needs the lost peer ends with it too.
   std::uint64_t value = 1;
   auto reduction = world.iallreduce(value, std::plus<>{});

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "commx/launch.hpp"
 #include "commx/transport/inproc.hpp"
@@ -37,6 +39,32 @@ TEST_CASE("inproc: run_inproc rethrows the first failure after releasing the oth
   REQUIRE_THROWS_WITH(commx::run_inproc<comm>(4, job, test_options()), "rank 2 gives up");
   CHECK(released == 3);
   CHECK(commx::clock::now() - start < 30s);
+}
+
+TEST_CASE("inproc: a failure's cause reaches the rank that waits on its echo", "[fixed]") {
+  // Rank 2 fails; rank 1, waiting on it, fails of that; rank 0 waits on rank 1 only.
+  // Only rank 0's thread writes these; they are read once every rank has ended.
+  std::string what;
+  std::vector<int> known;
+  auto job = [&](comm& world) {
+    if (world.rank() == 2) throw std::runtime_error("rank 2 gives up");
+    int got = 0;
+    if (world.rank() == 1) {
+      world.recv(2, 0, got);  // peer_lost: rank 1 ends with it
+      return;
+    }
+    try {
+      world.recv(1, 0, got);
+    } catch (const commx::error& e) {
+      if (e.code() == commx::errc::peer_lost) what = e.what();
+      known = world.known_lost();
+    }
+  };
+  REQUIRE_THROWS_WITH(commx::run_inproc<comm>(3, job, test_options()), "rank 2 gives up");
+  INFO("rank 0's peer_lost: " << what);
+  CHECK(what.find("peer 1 is gone") != std::string::npos);
+  CHECK(what.find("peer 2") != std::string::npos);  // the cause, not only the echo
+  CHECK(known == std::vector<int>{2, 1});  // the hub sees the failures in the order they were
 }
 
 TEST_CASE("inproc: sends are buffered up to a bound, then wait for their receive", "[fixed]") {

@@ -528,6 +528,21 @@ TEST_CASE("a killed peer is reported as peer_lost on every rank waiting on it", 
   require_exit(*job[2], 128 + SIGKILL, until);
 }
 
+TEST_CASE("a failure's cause reaches the rank that waits on its echo", "[tcp][process]") {
+  const auto until = clock_type::now() + 60s;
+  auto job = start_job("cascade", 3, {"COMMX_TIMEOUT=10"});
+  for (auto& rank : job) {
+    INFO(rank->transcript());
+    REQUIRE(rank->expect("ready", until));
+  }
+  job[2]->signal(SIGKILL);
+  INFO(job[0]->transcript());
+  CHECK(job[0]->expect("cause seen", until));
+  require_exit(*job[0], 0, until);
+  require_exit(*job[1], 7, until);
+  require_exit(*job[2], 128 + SIGKILL, until);
+}
+
 TEST_CASE("a stopped peer gives timeout at the deadline", "[tcp][process]") {
   const auto until = clock_type::now() + 60s;
   auto job = start_job("stopped", 2, {"COMMX_TIMEOUT=10"});

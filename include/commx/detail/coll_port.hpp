@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -234,7 +235,10 @@ class coll_port {
       throw_timeout(state_.endpoint, where(p), "the deadline passed before this peer's part");
     }
     if (result.error) {
-      throw_error(result.error, where(p), result.error == errc::peer_lost ? "peer is gone" : "");
+      throw_error(result.error, where(p),
+                  result.error == errc::peer_lost
+                      ? "peer is gone" + known_lost_note(state_.endpoint, group_)
+                      : "");
     }
     if constexpr (S::enabled) {
       if (p.is_recv_) state_.stats.on_received(kind_, result.bytes);

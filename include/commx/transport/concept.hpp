@@ -58,6 +58,7 @@
 /// | `t.site_of(p)` | `int` | a site id: ranks with equal ids are at one site (joined by a site's network; sites are joined by a wide-area link). A node is inside one site. Without it, every rank is at site 0 |
 /// | `T::shares_node_memory` | `bool`, constexpr | true when ranks with equal `node_of` may map each other's POSIX shared memory; windows then map theirs (window.hpp). Without it, false |
 /// | `t.bytes_sent_to(p)` | `std::uint64_t` | payload bytes this endpoint has handed to sends to `p` so far, so a test can see which pairs, and so which levels, traffic crossed |
+/// | `t.failed_peers()` | `std::vector<int>` | the world ranks this endpoint knows failed (gone without finishing: a process that died, a connection that broke, a rank that threw), in the order it learned of them (`knows_failures`); the communicator's `known_lost()` and its errc::peer_lost messages report them. Without it, none are known (an MPI job ends as a whole) |
 ///
 /// Optional progress without waiting, which a transport composed of others
 /// (`node_and_network.hpp`) calls on the level it is not waiting in:
@@ -140,6 +141,12 @@ template <class T>
 concept blocking_recv = requires(T& t, int peer, context_id ctx, int tag, recv_buffer in,
                                  const deadline& until, clock::duration timeout) {
   { t.recv_blocking(peer, ctx, tag, in, until, timeout) } -> std::same_as<std::optional<op_result>>;
+};
+
+/// A transport that tells which peers it knows failed (see the table above).
+template <class T>
+concept knows_failures = requires(const T& t) {
+  { t.failed_peers() } -> std::convertible_to<std::vector<int>>;
 };
 
 /// A transport whose progress and completion checks come apart (see the table above).

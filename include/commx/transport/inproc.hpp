@@ -71,6 +71,8 @@ class inproc {
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const {
     return sent_to_[static_cast<std::size_t>(peer)];
   }
+  /// The ranks that failed (threw), in the order they did: the hub sees every rank's end.
+  [[nodiscard]] std::vector<int> failed_peers() const { return hub_->failed_ranks(); }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).

@@ -173,6 +173,23 @@ class node_and_network {
     }
     return total;
   }
+  /// The peers either level found failed: the node level's in the order it found them, then
+  /// the network level's others in theirs (the two orders are not interleaved).
+  [[nodiscard]] std::vector<int> failed_peers() const {
+    std::vector<int> failed;
+    if constexpr (knows_failures<Node>) {
+      for (const int local : node_.failed_peers()) {
+        failed.push_back(members_[static_cast<std::size_t>(local)]);
+      }
+    }
+    if constexpr (knows_failures<Net>) {
+      for (const int world : net_.failed_peers()) {
+        if (std::ranges::find(failed, world) == failed.end()) failed.push_back(world);
+      }
+    }
+    return failed;
+  }
+
   /// The node level's own endpoint (tests ask it what it carried).
   [[nodiscard]] const Node& node_transport() const { return node_; }
   /// The network level's own endpoint (tests ask it what it carried).

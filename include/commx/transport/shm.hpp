@@ -167,6 +167,8 @@ class shm {
 
   /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return endpoint_->event_count(); }
+  /// The peers this endpoint found failed, in the order it found them (transport concept).
+  [[nodiscard]] std::vector<int> failed_peers() const { return endpoint_->failed_peers(); }
 
   /// Blocks, without burning a core, until event_count() != `seen` or `when` passes.
   void wait_for_event(std::uint64_t seen, clock::time_point when) {

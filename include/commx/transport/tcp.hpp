@@ -71,6 +71,8 @@ class tcp {
   [[nodiscard]] int site_of(int peer) const { return engine_->site_of(peer); }
   /// The payload bytes this endpoint has handed to sends to `peer` so far.
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const { return engine_->bytes_sent_to(peer); }
+  /// The peers this endpoint found failed, in the order it found them (transport concept).
+  [[nodiscard]] std::vector<int> failed_peers() const { return engine_->failed_peers(); }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).

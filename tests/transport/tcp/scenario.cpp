@@ -5,6 +5,7 @@
 // as whole lines on stdout, which the test reads; "ready" lines tell the test when a rank is
 // where the scenario needs it before it sends a signal. Exit status 0 means every check held.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -132,6 +133,7 @@ void killed(comm& world) {
   COMMX_CHECK(waited < 2 * world.timeout());
   COMMX_EXPECT_ERROR(commx::errc::peer_lost, world.send(2, 8, 1));
   COMMX_EXPECT_ERROR(commx::errc::peer_lost, world.recv(2, 8, from_victim));
+  COMMX_CHECK((world.known_lost() == std::vector<int>{2}));
   // The survivors still talk to each other.
   const int other = 1 - world.rank();
   int got = -1;
@@ -142,6 +144,40 @@ void killed(comm& world) {
   COMMX_CHECK_EQ(got, other);
   say(fmt::format("peer_lost after {} ms",
                   std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+}
+
+/// Rank 2 is killed; rank 1, waiting on it, fails of that (it ends at once, as a rank whose
+/// error nobody catches); rank 0 waits on rank 1 alone, and learns of rank 2's loss too.
+void cascade(comm& world) {
+  COMMX_CHECK_EQ(world.size(), 3);
+  world.barrier();
+  int got = 0;
+  say("ready");
+  if (world.rank() == 2) {
+    world.recv(0, 99, got, 600s);
+    return;
+  }
+  if (world.rank() == 1) {
+    try {
+      world.recv(2, 5, got);
+    } catch (const commx::error&) {
+      std::_Exit(7);  // fails of rank 2's loss, without a word to the others
+    }
+    return;
+  }
+  try {
+    world.recv(1, 5, got);
+    say("no error");
+  } catch (const commx::error& e) {
+    say(fmt::format("error {}: {}", e.code().message(), e.what()));
+    COMMX_CHECK(e.code() == commx::errc::peer_lost);
+    COMMX_CHECK(std::string_view(e.what()).find("peer 1 is gone") != std::string_view::npos);
+    // Both, in whichever order their ends reached this rank (rank 2's, first, as a rule).
+    std::vector<int> known = world.known_lost();
+    std::sort(known.begin(), known.end());
+    COMMX_CHECK((known == std::vector<int>{1, 2}));
+    say("cause seen");
+  }
 }
 
 /// Rank 1 is stopped (SIGSTOP): rank 0's receive from it ends with timeout at its deadline.
@@ -242,6 +278,8 @@ int main(int argc, char** argv) {
       strangers(world);
     } else if (scenario == "killed") {
       killed(world);
+    } else if (scenario == "cascade") {
+      cascade(world);
     } else if (scenario == "stopped") {
       stopped(world);
     } else if (scenario == "violated") {

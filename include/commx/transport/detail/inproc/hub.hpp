@@ -181,6 +181,12 @@ class hub {
                           [&] { return box.events.load(std::memory_order_relaxed) != seen; });
   }
 
+  /// The ranks that failed (threw), in the order they did.
+  std::vector<int> failed_ranks() const {
+    std::lock_guard lock(mutex_);
+    return failed_;
+  }
+
   /// The rank's endpoint is going away: it finished (`failed == false`) or threw. Its peers stop
   /// waiting for it; what it sent eagerly is still delivered. Idempotent.
   void leave(int rank, bool failed) {
@@ -188,7 +194,10 @@ class hub {
     mailbox& leaving = boxes_[index(rank)];
     if (leaving.state != presence::present) return;
     leaving.state = failed ? presence::failed : presence::finished;
-    if (failed) any_failed_ = rank;
+    if (failed) {
+      any_failed_ = rank;
+      failed_.push_back(rank);
+    }
 
     for (auto& op : leaving.posted)
       finish(*op, {op->peer, op->tag, 0, make_error_code(errc::cancelled)});
@@ -321,9 +330,10 @@ class hub {
   }
 
   hub_options options_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<mailbox> boxes_;
   int any_failed_ = unknown;
+  std::vector<int> failed_;  // in the order they failed
 };
 
 }  // namespace commx::detail::inproc

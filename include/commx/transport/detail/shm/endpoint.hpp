@@ -260,6 +260,8 @@ class endpoint {
   }
 
   [[nodiscard]] std::uint64_t event_count() const { return events_; }
+  /// The peers found failed, in the order they were found (transport concept).
+  [[nodiscard]] const std::vector<int>& failed_peers() const { return failed_; }
 
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     progress();
@@ -469,6 +471,7 @@ class endpoint {
   std::deque<std::shared_ptr<operation>> posted_;
   unexpected_queue unexpected_;
   int any_failed_ = unknown;
+  std::vector<int> failed_;  // in the order they were found failed
   std::uint64_t events_ = 0;
   std::uint32_t departures_seen_ = 0;
   clock::time_point last_liveness_;

@@ -121,7 +121,10 @@ inline void endpoint::depart(int peer, presence how, std::string_view found) {
   drain(peer, /*limit=*/static_cast<std::size_t>(-1));  // what it sent before going counts
   state_[p] = how;
   ++events_;
-  if (how == presence::failed) any_failed_ = peer;
+  if (how == presence::failed) {
+    any_failed_ = peer;
+    failed_.push_back(peer);
+  }
   std::erase_if(posted_, [&](const std::shared_ptr<operation>& op) {
     if (op->peer != peer && !(how == presence::failed && op->peer == any_source)) return false;
     complete(*op, lost(peer, 0));

@@ -231,6 +231,9 @@ class engine {
     return op->done;
   }
 
+  /// The peers found failed, in the order they were found (transport concept).
+  [[nodiscard]] const std::vector<int>& failed_peers() const { return failed_; }
+
   /// Runs what work there is (reads, writes, handshakes) without waiting: as a test does, so
   /// one progress and a look at each request cost what one test costs.
   void progress() { poll_sockets(); }
@@ -569,6 +572,7 @@ class engine {
   std::deque<queued_message> unexpected_;
   std::uint64_t events_ = 0;
   int any_failed_ = unknown;
+  std::vector<int> failed_;  // in the order they were found failed
   std::optional<asio::ip::tcp::acceptor> acceptor_;
   int pending_handshakes_ = 0;
   bool joined_ = false;
