@@ -194,10 +194,7 @@ class hub {
     mailbox& leaving = boxes_[index(rank)];
     if (leaving.state != presence::present) return;
     leaving.state = failed ? presence::failed : presence::finished;
-    if (failed) {
-      any_failed_ = rank;
-      failed_.push_back(rank);
-    }
+    if (failed) failed_.push_back(rank);
 
     for (auto& op : leaving.posted)
       finish(*op, {op->peer, op->tag, 0, make_error_code(errc::cancelled)});
@@ -295,7 +292,7 @@ class hub {
   // A receive from `from` that nothing queued satisfies: can anyone still answer it?
   std::optional<op_result> lost_source(int owner, int from) const {
     if (from == any_source) {
-      if (any_failed_ != unknown && any_failed_ != owner) return lost(any_failed_, 0);
+      if (!failed_.empty() && failed_.back() != owner) return lost(failed_.back(), 0);
       return std::nullopt;
     }
     if (boxes_[index(from)].state != presence::present) return lost(from, 0);
@@ -332,7 +329,6 @@ class hub {
   hub_options options_;
   mutable std::mutex mutex_;
   std::vector<mailbox> boxes_;
-  int any_failed_ = unknown;
   std::vector<int> failed_;  // in the order they failed
 };
 

@@ -470,7 +470,6 @@ class endpoint {
   std::vector<presence> state_;
   std::deque<std::shared_ptr<operation>> posted_;
   unexpected_queue unexpected_;
-  int any_failed_ = unknown;
   std::vector<int> failed_;  // in the order they were found failed
   std::uint64_t events_ = 0;
   std::uint32_t departures_seen_ = 0;

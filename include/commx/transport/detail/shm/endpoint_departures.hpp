@@ -121,10 +121,7 @@ inline void endpoint::depart(int peer, presence how, std::string_view found) {
   drain(peer, /*limit=*/static_cast<std::size_t>(-1));  // what it sent before going counts
   state_[p] = how;
   ++events_;
-  if (how == presence::failed) {
-    any_failed_ = peer;
-    failed_.push_back(peer);
-  }
+  if (how == presence::failed) failed_.push_back(peer);
   std::erase_if(posted_, [&](const std::shared_ptr<operation>& op) {
     if (op->peer != peer && !(how == presence::failed && op->peer == any_source)) return false;
     complete(*op, lost(peer, 0));
@@ -151,7 +148,7 @@ inline void endpoint::depart(int peer, presence how, std::string_view found) {
 // A receive from `from` that nothing queued satisfies: can anyone still answer it?
 inline std::optional<op_result> endpoint::lost_source(int from) const {
   if (from == any_source) {
-    if (any_failed_ != unknown) return lost(any_failed_, 0);
+    if (!failed_.empty()) return lost(failed_.back(), 0);
     return std::nullopt;
   }
   if (state_[static_cast<std::size_t>(from)] != presence::present) return lost(from, 0);

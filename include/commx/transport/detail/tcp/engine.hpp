@@ -447,7 +447,7 @@ class engine {
   /// Can anyone still answer a receive from `source` that nothing queued satisfies?
   std::optional<op_result> lost_source(int source) const {
     if (source == any_source) {
-      if (any_failed_ != unknown) return lost(any_failed_, 0);
+      if (!failed_.empty()) return lost(failed_.back(), 0);
       return std::nullopt;
     }
     if (source == rank()) return std::nullopt;
@@ -571,7 +571,6 @@ class engine {
   std::deque<std::shared_ptr<operation>> posted_;
   std::deque<queued_message> unexpected_;
   std::uint64_t events_ = 0;
-  int any_failed_ = unknown;
   std::vector<int> failed_;  // in the order they were found failed
   std::optional<asio::ip::tcp::acceptor> acceptor_;
   int pending_handshakes_ = 0;

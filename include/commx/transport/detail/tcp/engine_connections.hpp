@@ -28,10 +28,7 @@ inline void engine::gone(int peer, presence how, std::error_code why) {
   if (link.state != presence::present) return;
   link.state = how;
   link.loss = why;
-  if (how == presence::failed) {
-    any_failed_ = peer;
-    failed_.push_back(peer);
-  }
+  if (how == presence::failed) failed_.push_back(peer);
   if (how == presence::finished) COMMX_LOG(debug, log_, "rank {} said bye", peer);
   const op_result result = lost_result(peer, 0, why);
   if (link.conn) {
