@@ -8,7 +8,8 @@
 # <name>_<transport> when one collectives policy is given (and not POLICY_IN_NAME),
 # <name>_<transport>_<coll> otherwise,
 # and sees the macros that <commx/variant.hpp> turns into `commx::variant::communicator`, so the
-# application source never needs an #ifdef to pick its stack. A policy that exists over some
+# application source never needs an #ifdef to pick its stack. Every stack <t> has a faulty_<t>
+# too: <t> with the faults COMMX_FAULTS names (commx/transport/faulty.hpp). A policy that exists over some
 # transports only (coll::native: MPI's own collectives, over transport::mpi) is built for those.
 include_guard(GLOBAL)
 
@@ -26,8 +27,14 @@ function(commx_add_variants name)
   list(LENGTH arg_COLLECTIVES n_coll)
   set(made "")
   foreach(transport IN LISTS arg_TRANSPORTS)
-    if(NOT TARGET commx::${transport})
-      message(FATAL_ERROR "commx_add_variants(${name}): no stack target commx::${transport}")
+    set(stack ${transport})
+    set(faulty "")
+    if(transport MATCHES "^faulty_(.+)$")
+      set(stack ${CMAKE_MATCH_1})
+      set(faulty COMMX_VARIANT_FAULTY=1)
+    endif()
+    if(NOT TARGET commx::${stack})
+      message(FATAL_ERROR "commx_add_variants(${name}): no stack target commx::${stack}")
     endif()
     foreach(coll IN LISTS arg_COLLECTIVES)
       if(coll STREQUAL "native" AND NOT transport STREQUAL "mpi")
@@ -39,10 +46,10 @@ function(commx_add_variants name)
         set(target ${name}_${transport}_${coll})
       endif()
       add_executable(${target} ${arg_SOURCES})
-      target_link_libraries(${target} PRIVATE commx::${transport} ${arg_LIBRARIES})
-      target_compile_definitions(${target} PRIVATE
-        COMMX_VARIANT_TRANSPORT=${transport}
-        COMMX_VARIANT_TRANSPORT_HEADER="commx/transport/${transport}.hpp"
+      target_link_libraries(${target} PRIVATE commx::${stack} ${arg_LIBRARIES})
+      target_compile_definitions(${target} PRIVATE ${faulty}
+        COMMX_VARIANT_TRANSPORT=${stack}
+        COMMX_VARIANT_TRANSPORT_HEADER="commx/transport/${stack}.hpp"
         COMMX_VARIANT_COLLECTIVES_HEADER="commx/coll/${coll}.hpp"
         COMMX_VARIANT_COLLECTIVES=${coll}
         COMMX_VARIANT_STATS=${arg_STATS}

@@ -31,11 +31,17 @@ struct inproc_options {
   options comm;
 };
 
+/// A transport whose ranks are threads of one process: inproc, or a wrapper over it
+/// (transport::faulty<inproc>) made from an inproc endpoint, which can mark its rank failed.
+template <class T>
+concept on_threads =
+    std::is_constructible_v<T, transport::inproc&&> && requires(T& t) { t.fail(); };
+
 /// Runs `fn(world)` on `n` threads, one rank each, and returns when all have returned. If a
 /// rank throws, its peers stop waiting for it (their pending operations on it raise
 /// errc::peer_lost), and once every thread has finished the first exception thrown is rethrown.
 template <class Comm = communicator<transport::inproc>, class Fn>
-requires std::is_same_v<typename Comm::transport_type, transport::inproc>
+requires on_threads<typename Comm::transport_type>
 void run_inproc(int n, Fn&& fn, inproc_options opts = {}) {
   transport::inproc::hub_options layout;
   layout.nodes = std::move(opts.nodes);
@@ -48,7 +54,7 @@ void run_inproc(int n, Fn&& fn, inproc_options opts = {}) {
     ranks.reserve(static_cast<std::size_t>(n));
     for (int r = 0; r < n; ++r) {
       ranks.emplace_back([&, r] {
-        Comm world(transport::inproc(hub, r), opts.comm);
+        Comm world(typename Comm::transport_type(transport::inproc(hub, r)), opts.comm);
         try {
           fn(world);
         } catch (...) {
@@ -84,7 +90,7 @@ inline int inproc_ranks_from_env() {
 /// mpirun for the others.
 template <class Comm, class Fn>
 void run(Fn&& fn, options opts = {}) {
-  if constexpr (std::is_same_v<typename Comm::transport_type, transport::inproc>) {
+  if constexpr (on_threads<typename Comm::transport_type>) {
     inproc_options job;
     job.comm = opts;
     run_inproc<Comm>(detail::inproc_ranks_from_env(), std::forward<Fn>(fn), std::move(job));

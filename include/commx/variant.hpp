@@ -17,13 +17,23 @@
 #include "commx/stats.hpp"
 #include COMMX_VARIANT_TRANSPORT_HEADER
 #include COMMX_VARIANT_COLLECTIVES_HEADER
+#if defined(COMMX_VARIANT_FAULTY)
+#include "commx/transport/faulty.hpp"
+#endif
 
 namespace commx::variant {
 
+/// The transport the target's variant names: `faulty_tcp` is tcp with the faults of
+/// COMMX_FAULTS (transport/faulty.hpp).
+#if defined(COMMX_VARIANT_FAULTY)
+using transport = commx::transport::faulty<commx::transport::COMMX_VARIANT_TRANSPORT>;
+#else
+using transport = commx::transport::COMMX_VARIANT_TRANSPORT;
+#endif
+
 /// `communicator<transport, collectives, stats>` as the target's variant names them.
-using communicator =
-    commx::communicator<commx::transport::COMMX_VARIANT_TRANSPORT,
-                        commx::coll::COMMX_VARIANT_COLLECTIVES, commx::stats::COMMX_VARIANT_STATS>;
+using communicator = commx::communicator<transport, commx::coll::COMMX_VARIANT_COLLECTIVES,
+                                         commx::stats::COMMX_VARIANT_STATS>;
 
 /// The build target's name, e.g. "md_replicated_shm".
 inline constexpr std::string_view target_name = COMMX_VARIANT_NAME;

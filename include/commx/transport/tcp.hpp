@@ -115,6 +115,12 @@ class tcp {
   /// composed with others, node_and_network.hpp, calls it on the one it is not waiting in).
   void progress() { engine_->progress(); }
 
+  /// For transport::faulty: writes to `peer` a frame with a damaged header, or (`cut`) one cut
+  /// short, after which this rank hangs up on `peer`. Either way the pair's connection is lost:
+  /// the peer refuses the frame, and both ends raise errc::peer_lost where they wait on each
+  /// other. Nothing that follows is read as the rest of the frame.
+  void damage_frame(int peer, bool cut) { engine_->damage_frame(peer, cut); }
+
   /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return engine_->event_count(); }
 

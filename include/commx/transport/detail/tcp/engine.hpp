@@ -237,6 +237,8 @@ class engine {
   /// Runs what work there is (reads, writes, handshakes) without waiting: as a test does, so
   /// one progress and a look at each request cost what one test costs.
   void progress() { poll_sockets(); }
+  /// transport::faulty's damaged frame to `peer` (engine_frames.hpp).
+  void damage_frame(int peer, bool cut);
 
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     poll();

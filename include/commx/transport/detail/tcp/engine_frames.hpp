@@ -26,6 +26,22 @@ inline void engine::push_payload(int peer, frame_kind kind, std::span<const std:
   flush(peer);
 }
 
+inline void engine::damage_frame(int peer, bool cut) {
+  peer_link& link = peers_[index(peer)];
+  if (link.state != presence::present || !link.conn) return;
+  out_frame& f = link.conn->out.emplace_back();
+  f.header = encode(frame_header{frame_kind::eager, 0, rank(), 0, 0, cut ? 4096U : 0U, 0});
+  if (!cut) {
+    f.header[0] ^= std::byte{0xff};  // the magic: the peer refuses the frame and hangs up
+    return flush(peer);
+  }
+  f.owned.assign(16, std::byte{0x5a});
+  f.payload = f.owned;
+  flush(peer);
+  // The frame promised 4096 bytes: whatever went next would be read as the rest of it.
+  gone(peer, presence::failed, make_error_code(errc::peer_lost));
+}
+
 inline void engine::flush(int peer) {
   peer_link& link = peers_[index(peer)];
   if (!link.conn || !link.conn->open) return;
