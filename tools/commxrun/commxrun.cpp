@@ -77,7 +77,8 @@ constexpr std::size_t kMaxLine = 64 * 1024;  // a longer line without '\n' is sp
 constexpr double kMaxTimeout = 1e9;          // seconds; more is treated as this
 
 constexpr std::string_view kUsage =
-    "usage: commxrun -n N [--nodes K] [--sites S] [--timeout S] [--] program [args...]\n"
+    "usage: commxrun -n N [--nodes K] [--sites S] [--timeout S] [--keep-going] [--]\n"
+    "                program [args...]\n"
     "\n"
     "Start N local ranks of program with COMMX_RANK, COMMX_SIZE, COMMX_ROOT and COMMX_TOKEN\n"
     "set, and copy their output line by line, prefixed with \"[rank] \".\n"
@@ -89,10 +90,12 @@ constexpr std::string_view kUsage =
     "  --sites S      place them at S simulated sites likewise: COMMX_SITE=site0 ...\n"
     "                 (S must divide K, so that each node is at one site)\n"
     "  --timeout S    stop all ranks after S seconds (may be fractional) and exit 124\n"
+    "  --keep-going   when a rank fails, say so and let the others run on (to see how they\n"
+    "                handle its loss); exit with the first failing rank's status\n"
     "  -h, --help     show this help and exit\n"
     "  --version      show the version and exit\n"
     "\n"
-    "If a rank exits non-zero or is killed, the other ranks are stopped (SIGTERM, then SIGKILL\n"
+    "If a rank exits non-zero or is killed, the other ranks are stopped (unless --keep-going) (SIGTERM, then SIGKILL\n"
     "after 2 s) and commxrun exits with that rank's status (128+signal if it was killed).\n"
     "Exit status: 0 if all ranks exit 0; 124 on timeout; 128+signal if commxrun is\n"
     "interrupted; 2 on bad usage; 1 if the ranks could not be started.\n";
@@ -185,6 +188,7 @@ struct Options {
   int nodes = 0;                  // 0: not placed (COMMX_NODE as inherited)
   int sites = 0;                  // 0: not placed (COMMX_SITE as inherited)
   std::optional<double> timeout;  // seconds
+  bool keep_going = false;        // a failing rank does not stop the others
   std::vector<char*> command;     // program and its arguments, null-terminated
 };
 
@@ -268,6 +272,8 @@ Options parse_args(int argc, char** argv) {
       opt.sites = parse_places(value(a), "sites");
     } else if (a.starts_with("--sites=")) {
       opt.sites = parse_places(a.substr(8), "sites");
+    } else if (a == "--keep-going") {
+      opt.keep_going = true;
     } else if (a == "--timeout") {
       opt.timeout = parse_timeout(value(a));
     } else if (a.starts_with("--timeout=")) {
@@ -773,6 +779,11 @@ class Launcher {
                          WCOREDUMP(status) ? ", core dumped" : "");
     } else {
       what = fmt::format("ended with wait status {:#x}", status);
+    }
+    if (opt_.keep_going) {
+      note(fmt::format("rank {} {}", rank, what));
+      if (exit_code_ == 0) exit_code_ = code;
+      return;
     }
     const std::string rest =
         running_ > 0 ? fmt::format("; stopping the other {}", count_ranks(running_)) : "";

@@ -95,7 +95,15 @@ struct fault_plan {
   [[nodiscard]] std::string text() const;
 };
 
-namespace detail::faults {
+}  // namespace commx::transport
+
+namespace commx::detail::faults {
+
+using transport::fault;
+using transport::fault_delay;
+using transport::fault_partition;
+using transport::fault_plan;
+using transport::fault_trigger;
 
 [[noreturn]] inline void refuse(std::string_view entry, std::string_view why) {
   throw error(errc::invalid_argument, fmt::format("COMMX_FAULTS entry '{}': {}", entry, why));
@@ -126,7 +134,10 @@ inline clock::duration duration(std::string_view entry, std::string_view text) {
 }
 
 inline std::string duration_text(clock::duration d) {
-  return fmt::format("{}us", std::chrono::duration_cast<std::chrono::microseconds>(d).count());
+  const auto us = std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+  if (us != 0 && us % 1000000 == 0) return fmt::format("{}s", us / 1000000);
+  if (us != 0 && us % 1000 == 0) return fmt::format("{}ms", us / 1000);
+  return fmt::format("{}us", us);
 }
 
 inline std::vector<std::string_view> split(std::string_view text, char by) {
@@ -292,10 +303,12 @@ inline void read_partition(fault_plan& plan, std::string_view entry, std::string
   plan.partitions.push_back(std::move(p));
 }
 
-}  // namespace detail::faults
+}  // namespace commx::detail::faults
+
+namespace commx::transport {
 
 inline fault_plan fault_plan::parse(std::string_view text, int size, bool network) {
-  namespace f = detail::faults;
+  namespace f = commx::detail::faults;
   fault_plan plan;
   bool random = false;
   std::vector<std::string_view> entries;
@@ -336,7 +349,7 @@ inline fault_plan fault_plan::parse(std::string_view text, int size, bool networ
 }
 
 inline std::string fault_plan::text() const {
-  namespace f = detail::faults;
+  namespace f = commx::detail::faults;
   std::string out = fmt::format("seed={}", seed);
   for (const fault_delay& d : delays) {
     out += d.rank < 0 ? ";delay=" : fmt::format(";delay@{}=", d.rank);

@@ -41,7 +41,6 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "commx/error.hpp"
@@ -62,7 +61,9 @@ concept damages_frames = requires(T& t, int peer, bool cut) {
   t.damage_frame(peer, cut);
 };
 
-namespace detail::faults {
+}  // namespace commx::transport
+
+namespace commx::detail::faults {
 
 template <class T>
 struct stack_name {
@@ -88,16 +89,18 @@ struct held_send {
   Request inner{};
 };
 
-}  // namespace detail::faults
+}  // namespace commx::detail::faults
+
+namespace commx::transport {
 
 /// T with the faults of a plan (see the file comment).
 template <transport T>
 class faulty {
-  using held = detail::faults::held_send<typename T::request>;
+  using held = commx::detail::faults::held_send<typename T::request>;
 
  public:
   /// "faulty+" and T's name.
-  static constexpr std::string_view name = detail::faults::stack_name<T>::value;
+  static constexpr std::string_view name = commx::detail::faults::stack_name<T>::value;
   /// Windows travel as messages, where the faults reach them.
   static constexpr bool shares_node_memory = false;
 
@@ -351,7 +354,7 @@ class faulty {
       case fault::kind::stall:
         fmt::print(stderr,
                    "commx: rank {} stalls for {} by its fault plan (replay: COMMX_FAULTS='{}')\n",
-                   rank(), std::chrono::duration_cast<std::chrono::microseconds>(f.length), replay);
+                   rank(), commx::detail::faults::duration_text(f.length), replay);
         std::this_thread::sleep_for(f.length);
         return;
       case fault::kind::corrupt:
