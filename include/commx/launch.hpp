@@ -34,8 +34,9 @@ struct inproc_options {
 /// A transport whose ranks are threads of one process: inproc, or a wrapper over it
 /// (transport::faulty<inproc>) made from an inproc endpoint, which can mark its rank failed.
 template <class T>
-concept on_threads =
-    std::is_constructible_v<T, transport::inproc&&> && requires(T& t) { t.fail(); };
+concept on_threads = std::is_constructible_v<T, transport::inproc&&> && requires(T& t) {
+  t.fail();
+};
 
 /// Runs `fn(world)` on `n` threads, one rank each, and returns when all have returned. If a
 /// rank throws, its peers stop waiting for it (their pending operations on it raise

@@ -390,6 +390,17 @@ TEST_CASE("a failing rank stops the others and sets the exit status", "[launcher
   CHECK_FALSE(contains(r.err, "SIGKILL"));
 }
 
+TEST_CASE("--keep-going: a failing rank is reported, the others run on to their own end",
+          "[launcher]") {
+  TempFifo fifo;
+  const Result r = run({kRun, "-n", "2", "--keep-going", kProbe, "outlive", fifo.path()});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK(r.code() == 3);
+  CHECK(contains(r.err, "commxrun: rank 1 exited with status 3\n"));
+  CHECK(contains(r.out, "[0] rank 0 outlived rank 1\n"));
+  CHECK_FALSE(contains(r.err, "stopping"));
+}
+
 TEST_CASE("a rank killed by a signal stops the others, exit status 128+signal", "[launcher]") {
   const Result r = run({kRun, "-n", "3", kProbe, "kill", "1"});
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);

@@ -146,6 +146,20 @@ int main(int argc, char** argv) {
     put(1, "ready " + std::to_string(rank) + "\n");
     block();
   }
+  if (mode == "outlive") {  // rank 1 fails; rank 0 ends on its own once rank 1 is gone
+    const char* fifo = arg(2);
+    if (rank == 1) {
+      open_fifo(fifo, O_WRONLY);  // held until this process exits
+      put(2, "rank 1 failing with code 3\n");
+      return 3;
+    }
+    const int fd = open_fifo(fifo, O_RDONLY);
+    char byte = 0;
+    while (::read(fd, &byte, 1) < 0 && errno == EINTR) {
+    }
+    put(1, "rank 0 outlived rank 1\n");
+    return 0;
+  }
   if (mode == "ignore-term") {
     const char* fifo = arg(2);
     ignore_sigterm();
