@@ -33,13 +33,23 @@
 #ifdef COMMX_TEST_TRANSPORT_HEADER
 #include COMMX_TEST_TRANSPORT_HEADER
 #endif
+#ifdef COMMX_TEST_FAULTY
+#include "commx/transport/faulty.hpp"
+#endif
 
 namespace commx::test {
 
 #ifdef COMMX_TEST_TRANSPORT
-using transport_under_test = commx::transport::COMMX_TEST_TRANSPORT;
+using transport_under_faults = commx::transport::COMMX_TEST_TRANSPORT;
 #else
-using transport_under_test = commx::transport::inproc;
+using transport_under_faults = commx::transport::inproc;
+#endif
+/// The transport the build names, or with COMMX_TEST_FAULTY, it under transport::faulty (the
+/// faults COMMX_FAULTS says: the suites check that they bend time and break no semantics).
+#ifdef COMMX_TEST_FAULTY
+using transport_under_test = commx::transport::faulty<transport_under_faults>;
+#else
+using transport_under_test = transport_under_faults;
 #endif
 
 /// The stats policy of every communicator a test program's jobs use: COMMX_TEST_STATS, else
@@ -51,7 +61,7 @@ using stats_under_test = stats::none;
 #endif
 
 /// True when the ranks of a job are the processes a launcher started.
-inline constexpr bool multi_process = !std::is_same_v<transport_under_test, transport::inproc>;
+inline constexpr bool multi_process = !on_threads<transport_under_test>;
 
 namespace job_internals {
 

@@ -77,6 +77,12 @@ class hub {
   [[nodiscard]] int size() const { return static_cast<int>(boxes_.size()); }
   [[nodiscard]] int node_of(int rank) const { return options_.nodes[index(rank)]; }
   [[nodiscard]] int site_of(int rank) const { return options_.sites[index(rank)]; }
+  /// Bytes of messages nobody asked for yet that `rank`'s mailbox holds copies of: at most
+  /// eager_limit, the bound on an unexpected flood (senders beyond it keep their messages).
+  [[nodiscard]] std::size_t buffered_bytes(int rank) const {
+    std::lock_guard lock(mutex_);
+    return boxes_[index(rank)].eager_bytes;
+  }
 
   /// Returns null when the send completed at once (delivered or buffered).
   std::shared_ptr<operation> send(int from, int to, context_id ctx, int tag,
