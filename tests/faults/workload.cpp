@@ -104,16 +104,24 @@ int work(comm& world) {
 
 int main() {
   std::atomic<int> worst{0};
+  std::atomic<int> reported{0};  // ranks that printed their outcome
   try {
     commx::run<comm>([&](comm& world) {
       const int status = work(world);
+      ++reported;
       int seen = worst.load();
       while (status > seen && !worst.compare_exchange_weak(seen, status)) {
       }
       std::fflush(stdout);
     });
   } catch (const commx::transport::injected_kill&) {  // in-process: the job saw its rank die
-  } catch (const commx::error&) {  // in-process: a rank's typed error, already reported
+  } catch (const commx::error& e) {
+    // In-process, a rank's typed error comes back here after it reported it; anything else
+    // (a plan refused, a job that could not start) is a failure of the run.
+    if (reported == 0) {
+      fmt::print(stderr, "fault_workload: {}\n", e.what());
+      return 1;
+    }
   }
   return worst.load();
 }

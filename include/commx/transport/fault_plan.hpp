@@ -16,6 +16,7 @@
 /// | `stall@R:after=N:for=D` (or `coll`, `at`) | rank R stops for D, as if SIGSTOPped: it neither sends nor takes anything in |
 /// | `partition=G0,G1,...:at=T[:for=D]` | from T (for D, else for good) rank r reaches only the ranks whose group equals Gr; messages across wait, in order, for the partition to heal |
 /// | `corrupt@R:peer=P:after=N`, `truncate@R:...` | rank R writes a frame with a damaged header (or one cut short, then hangs up) to P; network stacks only |
+/// | `stranger@R:peer=P:after=N` | rank R calls P's port as a stranger would (no token, garbage), which P must refuse at no cost to the job; network stacks only |
 /// | `random` | adds one or two of the above, drawn from the seed and the job's size |
 ///
 /// Every rank reads the same line and acts on the entries that name it.
@@ -52,7 +53,7 @@ struct fault_trigger {
 
 /// One fault of a plan (see the file comment).
 struct fault {
-  enum class kind : std::uint8_t { kill, stall, corrupt, truncate };
+  enum class kind : std::uint8_t { kill, stall, corrupt, truncate, stranger };
   kind what = kind::kill;
   int rank = 0;              ///< the rank it happens to
   int peer = -1;             ///< corrupt, truncate: the rank whose connection is damaged
@@ -87,7 +88,7 @@ struct fault_plan {
   }
 
   /// Reads a plan for a job of `size` ranks from `text` (the file comment's grammar). `random`
-  /// draws from the seed; `network` says whether frames may be damaged (tcp, wan).
+  /// draws from the seed; `network` says whether frames may be damaged (tcp).
   /// @throws commx::error errc::invalid_argument naming the entry that is wrong.
   static fault_plan parse(std::string_view text, int size, bool network);
 
@@ -177,7 +178,7 @@ inline void add_random(fault_plan& plan, int size, bool network) {
   }
   const std::uint64_t count = 1 + pick(2);
   for (std::uint64_t i = 0; i < count; ++i) {
-    const std::uint64_t kinds = size > 1 ? (network ? 5 : 3) : 2;
+    const std::uint64_t kinds = size > 1 ? (network ? 6 : 3) : 2;
     fault_trigger when;
     if (pick(3) == 0) {
       when.what = fault_trigger::measure::collective_sends;
@@ -250,9 +251,11 @@ inline void read_fault(fault_plan& plan, std::string_view entry, std::string_vie
     f.what = fault::kind::kill;
   } else if (kind == "stall") {
     f.what = fault::kind::stall;
-  } else if (kind == "corrupt" || kind == "truncate") {
-    f.what = kind == "corrupt" ? fault::kind::corrupt : fault::kind::truncate;
-    if (!network) refuse(entry, "only a network stack (tcp, wan) has frames to damage");
+  } else if (kind == "corrupt" || kind == "truncate" || kind == "stranger") {
+    f.what = kind == "corrupt"    ? fault::kind::corrupt
+             : kind == "truncate" ? fault::kind::truncate
+                                  : fault::kind::stranger;
+    if (!network) refuse(entry, "only tcp has frames to damage and a port to call");
   } else {
     refuse(entry, fmt::format("unknown fault '{}'", kind));
   }
@@ -263,8 +266,7 @@ inline void read_fault(fault_plan& plan, std::string_view entry, std::string_vie
     const std::string_view value = kv.substr(eq + 1);
     if (key == "for" && f.what == fault::kind::stall) {
       f.length = duration(entry, value);
-    } else if (key == "peer" &&
-               (f.what == fault::kind::corrupt || f.what == fault::kind::truncate)) {
+    } else if (key == "peer" && f.what >= fault::kind::corrupt) {
       f.peer = rank_in(entry, value, size);
     } else {
       read_trigger(entry, key, value, f.when);
@@ -273,9 +275,8 @@ inline void read_fault(fault_plan& plan, std::string_view entry, std::string_vie
   if (f.what == fault::kind::stall && f.length == clock::duration::zero()) {
     refuse(entry, "a stall says how long: for=D");
   }
-  if ((f.what == fault::kind::corrupt || f.what == fault::kind::truncate) &&
-      (f.peer < 0 || f.peer == f.rank)) {
-    refuse(entry, "a damaged frame goes to another rank: peer=P");
+  if (f.what >= fault::kind::corrupt && (f.peer < 0 || f.peer == f.rank)) {
+    refuse(entry, "a damaged frame or a stranger goes to another rank: peer=P");
   }
   plan.faults.push_back(f);
 }
@@ -355,7 +356,7 @@ inline std::string fault_plan::text() const {
     out += d.rank < 0 ? ";delay=" : fmt::format(";delay@{}=", d.rank);
     out += f::duration_text(d.low) + "-" + f::duration_text(d.high);
   }
-  constexpr std::string_view kinds[] = {"kill", "stall", "corrupt", "truncate"};
+  constexpr std::string_view kinds[] = {"kill", "stall", "corrupt", "truncate", "stranger"};
   for (const fault& x : faults) {
     out += fmt::format(";{}@{}", kinds[static_cast<int>(x.what)], x.rank);
     if (x.peer >= 0) out += fmt::format(":peer={}", x.peer);

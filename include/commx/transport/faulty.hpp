@@ -357,6 +357,15 @@ class faulty {
                    rank(), commx::detail::faults::duration_text(f.length), replay);
         std::this_thread::sleep_for(f.length);
         return;
+      case fault::kind::stranger:
+        if constexpr (network) {
+          fmt::print(stderr,
+                     "commx: rank {} calls rank {} as a stranger by its fault plan (replay: "
+                     "COMMX_FAULTS='{}')\n",
+                     rank(), f.peer, replay);
+          inner_.send_stranger(f.peer);
+        }
+        return;
       case fault::kind::corrupt:
       case fault::kind::truncate:
         if constexpr (network) {

@@ -21,6 +21,7 @@
 /// same node (COMMX_NODE), or naming none listen on the same host address, share a node; ranks
 /// naming the same COMMX_SITE share a site.
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -120,6 +121,18 @@ class tcp {
   /// the peer refuses the frame, and both ends raise errc::peer_lost where they wait on each
   /// other. Nothing that follows is read as the rest of the frame.
   void damage_frame(int peer, bool cut) { engine_->damage_frame(peer, cut); }
+
+  /// For transport::faulty: connects to `peer` (its listening port, or this site's relay) as a
+  /// stranger would, without the token, writes garbage and hangs up. The peer refuses it and
+  /// logs it; the job goes on.
+  void send_stranger(int peer) {
+    asio::io_context io;
+    asio::ip::tcp::socket stranger(io);
+    std::error_code ec;
+    stranger.connect(engine_->first_hop(peer), ec);
+    const std::array<char, 48> garbage{"GET / HTTP/1.0 (a stranger, not a commx rank)"};
+    if (!ec) asio::write(stranger, asio::buffer(garbage), ec);
+  }
 
   /// A counter that changes whenever something happens to this endpoint.
   [[nodiscard]] std::uint64_t event_count() const { return engine_->event_count(); }
