@@ -52,7 +52,8 @@ std::string refusal(const char* text, int size, bool network) {
 TEST_CASE("fault plan: what it writes reads back the same; a wrong entry is named") {
   const char* text =
       "seed=3;delay=10us-200us;delay@2=5us-5us;kill@1:after=5;stall@0:coll=2:for=30ms;"
-      "corrupt@2:peer=0:at=1s;stranger@1:peer=2:after=0;partition=0,0,1:at=0us:for=20ms;partition=1,0,0:at=5ms";
+      "corrupt@2:peer=0:at=1s;stranger@1:peer=2:after=0;partition=0,0,1:at=0us:for=20ms;partition="
+      "1,0,0:at=5ms";
   const fault_plan plan = fault_plan::parse(text, 3, true);
   CHECK(plan.seed == 3);
   CHECK(plan.delays.size() == 2);
@@ -62,7 +63,8 @@ TEST_CASE("fault plan: what it writes reads back the same; a wrong entry is name
   CHECK(fault_plan::parse(plan.text(), 3, true).text() == plan.text());
 
   CHECK_THAT(refusal("kill@5:after=1", 3, false), Catch::Contains("rank 5 is not in a job of 3"));
-  CHECK_THAT(refusal("corrupt@0:peer=1:after=1", 3, false), Catch::Contains("only tcp has frames to damage"));
+  CHECK_THAT(refusal("corrupt@0:peer=1:after=1", 3, false),
+             Catch::Contains("only tcp has frames to damage"));
   CHECK_THAT(refusal("stall@0:after=1", 3, false), Catch::Contains("for=D"));
   CHECK_THAT(refusal("melt@1", 3, false), Catch::Contains("unknown fault 'melt'"));
   CHECK_THAT(refusal("delay=5", 3, false), Catch::Contains("'5' is not a duration"));

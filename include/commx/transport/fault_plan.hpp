@@ -44,6 +44,7 @@ namespace commx::transport {
 struct fault_trigger {
   /// What is counted: the rank's sends, its sends inside collectives, or time since it started.
   enum class measure : std::uint8_t { sends, collective_sends, time };
+  /// What this trigger counts.
   measure what = measure::sends;
   /// Fires at the (count + 1)-th send, or at the count-th collective send.
   std::uint64_t count = 0;
@@ -53,7 +54,9 @@ struct fault_trigger {
 
 /// One fault of a plan (see the file comment).
 struct fault {
+  /// What happens (see the file comment's table).
   enum class kind : std::uint8_t { kill, stall, corrupt, truncate, stranger };
+  /// This fault's kind.
   kind what = kind::kill;
   int rank = 0;              ///< the rank it happens to
   int peer = -1;             ///< corrupt, truncate: the rank whose connection is damaged
@@ -71,15 +74,21 @@ struct fault_partition {
 /// Delays of every message a rank sends, drawn uniformly in [low, high].
 struct fault_delay {
   int rank = -1;  ///< -1: every rank
+  /// The shortest delay.
   clock::duration low{};
+  /// The longest delay.
   clock::duration high{};
 };
 
 /// The faults a job suffers (see the file comment). Parse one with `fault_plan::parse`.
 struct fault_plan {
+  /// Seeds the delays and `random`.
   std::uint64_t seed = 0;
+  /// Delays, per rank or for all.
   std::vector<fault_delay> delays;
+  /// Kills, stalls, damaged frames and strangers.
   std::vector<fault> faults;
+  /// Partitions.
   std::vector<fault_partition> partitions;
 
   /// Whether it does anything at all.

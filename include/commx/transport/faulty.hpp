@@ -106,7 +106,9 @@ class faulty {
 
   /// A send or receive: T's own, or a send still held here.
   struct request {
+    /// T's request, when the operation went straight to T.
     typename T::request direct{};
+    /// The held send, which carries T's request once released.
     std::shared_ptr<held> waiting;
   };
 
@@ -124,7 +126,9 @@ class faulty {
   static faulty from_env() requires requires { T::from_env(); }
   { return faulty(T::from_env()); }
 
+  /// Endpoints move, with their plan and what they hold.
   faulty(faulty&&) noexcept = default;
+  /// Takes over `other`'s endpoint, plan and held sends.
   faulty& operator=(faulty&&) noexcept = default;
 
   /// The transport underneath.
@@ -134,15 +138,21 @@ class faulty {
   /// How many sends were held back here (delayed, or across a partition) so far.
   [[nodiscard]] std::uint64_t held_sends() const { return held_total_; }
 
+  /// T's, as the transport concept says (concept.hpp).
   [[nodiscard]] int rank() const { return inner_.rank(); }
+  /// T's.
   [[nodiscard]] int size() const { return inner_.size(); }
+  /// T's.
   [[nodiscard]] int node_of(int peer) const { return inner_.node_of(peer); }
+  /// T's, where T has sites.
   [[nodiscard]] int site_of(int peer) const requires requires(const T& t) { t.site_of(peer); }
   { return inner_.site_of(peer); }
+  /// T's count, of sends T was given (held ones once released).
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const requires requires(const T& t) {
     t.bytes_sent_to(peer);
   }
   { return inner_.bytes_sent_to(peer); }
+  /// T's: the peers it found failed, killed ones among them.
   [[nodiscard]] std::vector<int> failed_peers() const requires knows_failures<T> {
     return inner_.failed_peers();
   }
@@ -169,11 +179,13 @@ class faulty {
     return {{}, std::move(h)};
   }
 
+  /// T's irecv, after the faults due now: receives are never held.
   request irecv(int peer, context_id ctx, int tag, recv_buffer in) {
     fire_due();
     return {inner_.irecv(peer, ctx, tag, in), nullptr};
   }
 
+  /// Releases what is due, then T's test (false while the send is held).
   bool test(request& req) {
     fire_due();
     release_due();
@@ -181,10 +193,12 @@ class faulty {
     return req.waiting->posted && inner_.test(req.waiting->inner);
   }
 
+  /// T's result.
   const op_result& result(const request& req) const {
     return inner_.result(req.waiting ? req.waiting->inner : req.direct);
   }
 
+  /// Drops a held send (true), or asks T.
   bool cancel(request& req) {
     if (!req.waiting) return inner_.cancel(req.direct);
     if (req.waiting->posted) return inner_.cancel(req.waiting->inner);
@@ -195,12 +209,14 @@ class faulty {
     return true;
   }
 
+  /// Releases what is due, then T's iprobe.
   std::optional<op_result> iprobe(int peer, context_id ctx, int tag) {
     fire_due();
     release_due();
     return inner_.iprobe(peer, ctx, tag);
   }
 
+  /// T's count, plus one per held send released.
   [[nodiscard]] std::uint64_t event_count() const { return inner_.event_count() + released_; }
 
   /// T's wait, cut short when a held send becomes due or a timed fault fires.
@@ -213,6 +229,7 @@ class faulty {
     release_due();
   }
 
+  /// Releases what is due, then T's progress.
   void progress() requires requires(T& t) { t.progress(); }
   {
     fire_due();
@@ -220,6 +237,7 @@ class faulty {
     inner_.progress();
   }
 
+  /// T's completed (false while the send is held).
   [[nodiscard]] bool completed(const request& req) const requires progresses_apart<T> {
     if (!req.waiting) return inner_.completed(req.direct);
     return req.waiting->posted && inner_.completed(req.waiting->inner);
