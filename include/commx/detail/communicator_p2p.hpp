@@ -171,6 +171,16 @@ inline auto communicator<T, C, S>::post_recv(int source, int tag, M& message, st
     req.decode_ = [](request& r) {
       detail::deserialize(*r.staging_, *static_cast<target*>(r.target_), r.where_);
     };
+  } else if constexpr (transport::knows_layouts<T>) {
+    if (state_->mixed_layouts) [[unlikely]] {
+      req.target_ = std::addressof(message);
+      req.decode_ = [](request& r) {
+        const T& endpoint = r.state_->endpoint;
+        detail::convert_message(*static_cast<target*>(r.target_), r.status_.bytes,
+                                endpoint.layout_of(r.group_->world_of(r.status_.source)),
+                                endpoint.layout_of(endpoint.rank()), r.where_);
+      };
+    }
   }
   const transport::recv_buffer buffer = receive_buffer(message, req.staging_.get());
   if constexpr (fixed_buffer<M>) req.where_.bytes = buffer.capacity();
@@ -208,6 +218,12 @@ inline status communicator<T, C, S>::recv_now(int source, int tag, M& message,
   if constexpr (S::enabled) state_->stats.on_received(kind, got->bytes);
   if constexpr (recv_mode_of<target> == recv_mode::serialized) {
     detail::deserialize(staging, message, here());
+  } else if constexpr (transport::knows_layouts<T>) {
+    if (state_->mixed_layouts) [[unlikely]] {
+      const T& endpoint = state_->endpoint;
+      detail::convert_message(message, got->bytes, endpoint.layout_of(got->source),
+                              endpoint.layout_of(endpoint.rank()), here());
+    }
   }
   return status{group_->local_of(got->source), got->tag, got->bytes};
 }

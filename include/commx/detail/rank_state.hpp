@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commx/detail/collective_task.hpp"
+#include "commx/detail/convert_layout.hpp"
 #include "commx/stats.hpp"
 #include "commx/transport/concept.hpp"
 
@@ -19,9 +20,13 @@ namespace commx::detail {
 
 template <transport::transport T, stats::policy S>
 struct rank_state {
-  explicit rank_state(T&& transport) : endpoint(std::move(transport)) {}
+  explicit rank_state(T&& transport)
+      : endpoint(std::move(transport)), mixed_layouts(layouts_differ(endpoint)) {}
 
   T endpoint;
+  // Whether some rank's machine lays out values otherwise than this one's: then raw data
+  // received is converted (convert_layout.hpp); else nothing is looked at.
+  bool mixed_layouts;
   [[no_unique_address]] S stats;
   // Context ids come in pairs (point-to-point, collectives). Every new communicator takes the
   // largest next_context of its members, so no rank is ever in two communicators with one id.

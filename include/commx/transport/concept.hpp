@@ -58,6 +58,7 @@
 /// | `t.site_of(p)` | `int` | a site id: ranks with equal ids are at one site (joined by a site's network; sites are joined by a wide-area link). A node is inside one site. Without it, every rank is at site 0 |
 /// | `T::shares_node_memory` | `bool`, constexpr | true when ranks with equal `node_of` may map each other's POSIX shared memory; windows then map theirs (window.hpp). Without it, false |
 /// | `t.bytes_sent_to(p)` | `std::uint64_t` | payload bytes this endpoint has handed to sends to `p` so far, so a test can see which pairs, and so which levels, traffic crossed |
+/// | `t.layout_of(p)` | `data_layout` | how `p`'s machine lays out values (byte order; sizes of long, long double, wchar_t: data_layout.hpp), as it said when the job started; the communicator converts raw data received from a rank whose layout differs from this rank's. Without it, every rank has this one's (one machine type: inproc, shm; MPI converts nothing commx sends as bytes) |
 /// | `t.failed_peers()` | `std::vector<int>` | the world ranks this endpoint knows failed (gone without finishing: a process that died, a connection that broke, a rank that threw), in the order it learned of them (`knows_failures`); the communicator's `known_lost()` and its errc::peer_lost messages report them. Without it, none are known (an MPI job ends as a whole) |
 ///
 /// Optional progress without waiting, which a transport composed of others
@@ -89,6 +90,7 @@
 #include <vector>
 
 #include "commx/deadline.hpp"
+#include "commx/transport/data_layout.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::transport {
@@ -147,6 +149,12 @@ concept blocking_recv = requires(T& t, int peer, context_id ctx, int tag, recv_b
 template <class T>
 concept knows_failures = requires(const T& t) {
   { t.failed_peers() } -> std::convertible_to<std::vector<int>>;
+};
+
+/// A transport that knows each rank's data layout (see the table above).
+template <class T>
+concept knows_layouts = requires(const T& t, int peer) {
+  { t.layout_of(peer) } -> std::convertible_to<data_layout>;
 };
 
 /// A transport whose progress and completion checks come apart (see the table above).

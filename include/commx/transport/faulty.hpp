@@ -152,6 +152,10 @@ class faulty {
     t.bytes_sent_to(peer);
   }
   { return inner_.bytes_sent_to(peer); }
+  /// T's, where T knows layouts (data_layout.hpp).
+  [[nodiscard]] data_layout layout_of(int peer) const requires knows_layouts<T> {
+    return inner_.layout_of(peer);
+  }
   /// T's: the peers it found failed, killed ones among them.
   [[nodiscard]] std::vector<int> failed_peers() const requires knows_failures<T> {
     return inner_.failed_peers();

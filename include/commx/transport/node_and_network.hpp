@@ -50,6 +50,7 @@
 
 #include "commx/error.hpp"
 #include "commx/transport/concept.hpp"
+#include "commx/transport/data_layout.hpp"
 #include "commx/transport/detail/layered/on_network.hpp"
 
 namespace commx::transport {
@@ -155,6 +156,11 @@ class node_and_network {
       return 0;
     }
   }
+  /// How `peer`'s machine lays out values, as the network transport learned it.
+  [[nodiscard]] data_layout layout_of(int peer) const requires requires(const Net& n) {
+    n.layout_of(peer);
+  }
+  { return net_.layout_of(peer); }
 
   /// The level that carries messages between this rank and `peer`.
   [[nodiscard]] level level_of(int peer) const {

@@ -122,6 +122,11 @@ class tcp {
   /// other. Nothing that follows is read as the rest of the frame.
   void damage_frame(int peer, bool cut) { engine_->damage_frame(peer, cut); }
 
+  /// How `peer`'s machine lays out values, as it said when the job started (data_layout.hpp).
+  [[nodiscard]] data_layout layout_of(int peer) const {
+    return *data_layout::from_code(engine_->layout_code_of(peer));
+  }
+
   /// For transport::faulty: connects to `peer` (its listening port, or this site's relay) as a
   /// stranger would, without the token, writes garbage and hangs up. The peer refuses it and
   /// logs it; the job goes on.

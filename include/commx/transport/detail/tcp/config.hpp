@@ -18,6 +18,7 @@
 /// | COMMX_TIMEOUT | seconds the rendezvous may take, as for every blocking call (60) |
 /// | COMMX_TCP_EAGER | largest message sent without a rendezvous, bytes (64 KiB, <= 1 MiB) |
 /// | COMMX_TCP_WINDOW | eager bytes a sender may have unconsumed at each receiver (4 MiB) |
+/// | COMMX_TEST_LAYOUT | `swapped`: announce the other byte order, as a rank on a machine of the other endianness would (tests of conversion) |
 /// | COMMX_TCP_POLL | `auto`: a wait polls the sockets (yielding in between) for up to 100 us before it blocks in epoll, unless the host runs more ranks than it has cores; `n`: n polls, whatever the host (polling.hpp) (auto) |
 
 #include <chrono>
@@ -64,6 +65,9 @@ struct config {
   std::uint16_t relay_port = 0;
   std::string root_site;  ///< the site of rank 0's rendezvous; this rank's own by default
   std::string node;       ///< COMMX_NODE; empty: the node is the host (the listen address)
+  /// The layout this rank announces (data_layout::code): its machine's, or with
+  /// COMMX_TEST_LAYOUT=swapped the other byte order, as a test of conversion between machines.
+  std::uint8_t layout = transport::data_layout::native().code();
 };
 
 /// "host:port" or "[v6]:port" split in two.
@@ -176,6 +180,13 @@ inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_
   c.site = name_from_env("COMMX_SITE", "site");
   c.root_site = get("COMMX_ROOT_SITE") ? name_from_env("COMMX_ROOT_SITE", "site") : c.site;
   c.node = name_from_env("COMMX_NODE", "node");
+  if (const auto as = get("COMMX_TEST_LAYOUT")) {
+    if (*as != "swapped") {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("tcp: COMMX_TEST_LAYOUT='{}': the one test layout is 'swapped'", *as));
+    }
+    c.layout = static_cast<std::uint8_t>(c.layout ^ 1U);  // bit 0: the byte order
+  }
   if (const auto relay = get("COMMX_RELAY")) {
     if (c.site.empty()) {
       throw error(errc::bootstrap_failed,

@@ -85,6 +85,9 @@ class engine {
   [[nodiscard]] int size() const { return cfg_.size; }
   [[nodiscard]] int node_of(int peer) const { return nodes_.at(index(peer)); }
   [[nodiscard]] int site_of(int peer) const { return sites_.at(index(peer)); }
+  [[nodiscard]] std::uint8_t layout_code_of(int peer) const {
+    return table_.empty() ? cfg_.layout : table_.at(index(peer)).layout;
+  }
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const {
     return peers_.at(index(peer)).bytes_sent;
   }

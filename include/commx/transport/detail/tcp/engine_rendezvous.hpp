@@ -45,6 +45,7 @@ inline endpoint_record engine::record_of(const asio::ip::tcp::endpoint& ep) cons
   endpoint_record e;
   e.site = cfg_.site;
   e.node = cfg_.node;
+  e.layout = cfg_.layout;
   e.port = ep.port();
   if (ep.address().is_v6()) {
     e.v6 = true;

@@ -19,12 +19,13 @@
 /// | 24 | 8 | length: payload bytes that follow (eager, data, bootstrap), the message size (rts) |
 /// | 32 | 8 | cookie: rendezvous id (rts, cts, data, revoke), bytes returned (credit, grant) |
 ///
-/// Bootstrap payloads: an `address` frame carries one 52-byte endpoint (family 4 or 6, a zero
-/// byte, port, 16 address bytes with IPv4 in the first 4 and the rest zero, then the rank's
+/// Bootstrap payloads: an `address` frame carries one 52-byte endpoint (family 4 or 6, the
+/// layout of the rank's machine as transport::data_layout::code, port, 16 address bytes with IPv4 in the first 4 and the rest zero, then the rank's
 /// site name in 16 bytes, zero-padded: sites joined through commx-relay; then its node name in
 /// 16 bytes, zero-padded: COMMX_NODE, empty when the node is the host); a `table` frame one
 /// per rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
-/// Version 2 added the node name; version 3 the `data_follows` flag and the `grant` frame.
+/// Version 2 added the node name; version 3 the `data_follows` flag and the `grant` frame;
+/// version 4 the layout (a zero byte before).
 
 #include <array>
 #include <cstddef>
@@ -37,12 +38,13 @@
 #include <utility>
 #include <vector>
 
+#include "commx/transport/data_layout.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::detail::tcp {
 
 inline constexpr std::uint32_t frame_magic = 0x46584d43;  // "CMXF" as it reads on the wire
-inline constexpr std::uint8_t protocol_version = 3;
+inline constexpr std::uint8_t protocol_version = 4;
 inline constexpr std::size_t header_size = 40;
 /// The largest eager payload any sender may use, whatever its configuration.
 inline constexpr std::size_t max_eager_payload = std::size_t{1} << 20;
@@ -205,6 +207,8 @@ struct endpoint_record {
   std::array<std::uint8_t, 16> address{};
   std::string site;  ///< valid_site_name; empty: no site given
   std::string node;  ///< valid_site_name; empty: the node is the host (its listen address)
+  /// How its machine lays out values (transport::data_layout::code).
+  std::uint8_t layout = transport::data_layout::native().code();
 
   friend bool operator==(const endpoint_record&, const endpoint_record&) = default;
 };
@@ -212,6 +216,7 @@ struct endpoint_record {
 inline std::array<std::byte, endpoint_size> encode(const endpoint_record& e) {
   std::array<std::byte, endpoint_size> out{};
   wire::put(&out[0], e.v6 ? 6 : 4, 1);
+  wire::put(&out[1], e.layout, 1);
   wire::put(&out[2], e.port, 2);
   for (std::size_t i = 0; i < 16; ++i) out[4 + i] = static_cast<std::byte>(e.address[i]);
   for (std::size_t i = 0; i < e.site.size() && i < max_site_name; ++i) {
@@ -244,9 +249,11 @@ inline std::optional<std::string> get_name(std::span<const std::byte> in) {
 inline std::optional<endpoint_record> decode_endpoint(std::span<const std::byte> in) {
   if (in.size() != endpoint_size) return std::nullopt;
   const auto family = wire::get(&in[0], 1);
-  if ((family != 4 && family != 6) || wire::get(&in[1], 1) != 0) return std::nullopt;
+  if (family != 4 && family != 6) return std::nullopt;
   endpoint_record e;
   e.v6 = family == 6;
+  e.layout = static_cast<std::uint8_t>(wire::get(&in[1], 1));
+  if (!transport::data_layout::from_code(e.layout)) return std::nullopt;
   e.port = static_cast<std::uint16_t>(wire::get(&in[2], 2));
   if (e.port == 0) return std::nullopt;
   for (std::size_t i = 0; i < 16; ++i) {
