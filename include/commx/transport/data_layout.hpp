@@ -57,6 +57,7 @@ struct data_layout {
                        static_cast<std::uint8_t>((code & 16U) != 0 ? 4 : 2)};
   }
 
+  /// Equal when every field is.
   friend constexpr bool operator==(const data_layout&, const data_layout&) = default;
 };
 

@@ -182,8 +182,9 @@ inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_
   c.node = name_from_env("COMMX_NODE", "node");
   if (const auto as = get("COMMX_TEST_LAYOUT")) {
     if (*as != "swapped") {
-      throw error(errc::bootstrap_failed,
-                  fmt::format("tcp: COMMX_TEST_LAYOUT='{}': the one test layout is 'swapped'", *as));
+      throw error(
+          errc::bootstrap_failed,
+          fmt::format("tcp: COMMX_TEST_LAYOUT='{}': the one test layout is 'swapped'", *as));
     }
     c.layout = static_cast<std::uint8_t>(c.layout ^ 1U);  // bit 0: the byte order
   }
