@@ -173,7 +173,8 @@ inline auto communicator<T, C, S>::post_recv(int source, int tag, M& message, st
     };
   } else if constexpr (transport::knows_layouts<T>) {
     if (state_->mixed_layouts) [[unlikely]] {
-      req.target_ = std::addressof(message);
+      // A span may come const (the view is, its elements are not): only elements are written.
+      req.target_ = const_cast<target*>(std::addressof(message));
       req.decode_ = [](request& r) {
         const T& endpoint = r.state_->endpoint;
         detail::convert_message(*static_cast<target*>(r.target_), r.status_.bytes,
