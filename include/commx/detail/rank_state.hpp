@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -18,15 +19,21 @@
 
 namespace commx::detail {
 
+/// Where a transport cannot tell layouts apart, there is nothing to remember (and no byte).
+struct one_layout {};
+
 template <transport::transport T, stats::policy S>
 struct rank_state {
-  explicit rank_state(T&& transport)
-      : endpoint(std::move(transport)), mixed_layouts(layouts_differ(endpoint)) {}
+  explicit rank_state(T&& joined) : endpoint(std::move(joined)) {
+    if constexpr (transport::knows_layouts<T>) mixed_layouts = layouts_differ(endpoint);
+  }
 
   T endpoint;
   // Whether some rank's machine lays out values otherwise than this one's: then raw data
-  // received is converted (convert_layout.hpp); else nothing is looked at.
-  bool mixed_layouts;
+  // received is converted (convert_layout.hpp); else nothing is looked at. Only for a
+  // transport that knows layouts: others pay nothing, not even a byte.
+  [[no_unique_address]] std::conditional_t<transport::knows_layouts<T>, bool, one_layout>
+      mixed_layouts{};
   [[no_unique_address]] S stats;
   // Context ids come in pairs (point-to-point, collectives). Every new communicator takes the
   // largest next_context of its members, so no rank is ever in two communicators with one id.
