@@ -9,8 +9,9 @@
 # <name>_<transport>_<coll> otherwise,
 # and sees the macros that <commx/variant.hpp> turns into `commx::variant::communicator`, so the
 # application source never needs an #ifdef to pick its stack. Every stack <t> has a faulty_<t>
-# too: <t> with the faults COMMX_FAULTS names (commx/transport/faulty.hpp). A policy that exists over some
-# transports only (coll::native: MPI's own collectives, over transport::mpi) is built for those.
+# too: <t> with the faults COMMX_FAULTS names (commx/transport/faulty.hpp). A policy that
+# exists over some transports only (coll::native: MPI's own collectives, over transport::mpi)
+# is built for those.
 include_guard(GLOBAL)
 
 function(commx_add_variants name)

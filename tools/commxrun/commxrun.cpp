@@ -95,9 +95,9 @@ constexpr std::string_view kUsage =
     "  -h, --help     show this help and exit\n"
     "  --version      show the version and exit\n"
     "\n"
-    "If a rank exits non-zero or is killed, the other ranks are stopped (unless --keep-going) "
-    "(SIGTERM, then SIGKILL\n"
-    "after 2 s) and commxrun exits with that rank's status (128+signal if it was killed).\n"
+    "If a rank exits non-zero or is killed, the other ranks are stopped (SIGTERM, then SIGKILL\n"
+    "after 2 s; not with --keep-going) and commxrun exits with that rank's status (128+signal\n"
+    "if it was killed).\n"
     "Exit status: 0 if all ranks exit 0; 124 on timeout; 128+signal if commxrun is\n"
     "interrupted; 2 on bad usage; 1 if the ranks could not be started.\n";
 
