@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -59,7 +60,7 @@ struct fault {
   /// This fault's kind.
   kind what = kind::kill;
   int rank = 0;              ///< the rank it happens to
-  int peer = -1;             ///< corrupt, truncate: the rank whose connection is damaged
+  int peer = -1;             ///< corrupt, truncate, stranger: the rank it is done to
   fault_trigger when;        ///< when it fires
   clock::duration length{};  ///< stall: how long
 };
@@ -90,11 +91,6 @@ struct fault_plan {
   std::vector<fault> faults;
   /// Partitions.
   std::vector<fault_partition> partitions;
-
-  /// Whether it does anything at all.
-  [[nodiscard]] bool empty() const {
-    return delays.empty() && faults.empty() && partitions.empty();
-  }
 
   /// Reads a plan for a job of `size` ranks from `text` (the file comment's grammar). `random`
   /// draws from the seed; `network` says whether frames may be damaged (tcp).
@@ -158,6 +154,14 @@ inline std::vector<std::string_view> split(std::string_view text, char by) {
     if (at == std::string_view::npos) return parts;
     text.remove_prefix(at + 1);
   }
+}
+
+// An entry's `key=value` part.
+inline std::pair<std::string_view, std::string_view> key_value(std::string_view entry,
+                                                               std::string_view kv) {
+  const std::size_t eq = kv.find('=');
+  if (eq == std::string_view::npos) refuse(entry, fmt::format("'{}' is not key=value", kv));
+  return {kv.substr(0, eq), kv.substr(eq + 1)};
 }
 
 inline int rank_in(std::string_view entry, std::string_view digits, int size) {
@@ -269,10 +273,7 @@ inline void read_fault(fault_plan& plan, std::string_view entry, std::string_vie
     refuse(entry, fmt::format("unknown fault '{}'", kind));
   }
   for (std::string_view kv : keys) {
-    const std::size_t eq = kv.find('=');
-    if (eq == std::string_view::npos) refuse(entry, fmt::format("'{}' is not key=value", kv));
-    const std::string_view key = kv.substr(0, eq);
-    const std::string_view value = kv.substr(eq + 1);
+    const auto [key, value] = key_value(entry, kv);
     if (key == "for" && f.what == fault::kind::stall) {
       f.length = duration(entry, value);
     } else if (key == "peer" && f.what >= fault::kind::corrupt) {
@@ -299,13 +300,11 @@ inline void read_partition(fault_plan& plan, std::string_view entry, std::string
     refuse(entry, fmt::format("{} groups for a job of {} ranks", p.group.size(), size));
   }
   for (std::string_view kv : keys) {
-    const std::size_t eq = kv.find('=');
-    const std::string_view key = kv.substr(0, eq);
-    if (eq == std::string_view::npos) refuse(entry, fmt::format("'{}' is not key=value", kv));
+    const auto [key, value] = key_value(entry, kv);
     if (key == "at") {
-      p.from = duration(entry, kv.substr(eq + 1));
+      p.from = duration(entry, value);
     } else if (key == "for") {
-      p.length = duration(entry, kv.substr(eq + 1));
+      p.length = duration(entry, value);
     } else {
       refuse(entry, fmt::format("unknown key '{}'", key));
     }

@@ -123,9 +123,7 @@ class tcp {
   void damage_frame(int peer, bool cut) { engine_->damage_frame(peer, cut); }
 
   /// How `peer`'s machine lays out values, as it said when the job started (data_layout.hpp).
-  [[nodiscard]] data_layout layout_of(int peer) const {
-    return *data_layout::from_code(engine_->layout_code_of(peer));
-  }
+  [[nodiscard]] data_layout layout_of(int peer) const { return engine_->layout_of(peer); }
 
   /// For transport::faulty: connects to `peer` (its listening port, or this site's relay) as a
   /// stranger would, without the token, writes garbage and hangs up. The peer refuses it and

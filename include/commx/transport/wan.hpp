@@ -78,9 +78,7 @@ class wan {
   /// first appearance; 0 for all when no site is named.
   [[nodiscard]] int site_of(int peer) const { return engine_->site_of(peer); }
   /// How `peer`'s machine lays out values, as it said when the job started (data_layout.hpp).
-  [[nodiscard]] data_layout layout_of(int peer) const {
-    return *data_layout::from_code(engine_->layout_code_of(peer));
-  }
+  [[nodiscard]] data_layout layout_of(int peer) const { return engine_->layout_of(peer); }
   /// The payload bytes this endpoint has handed to sends to `peer` so far.
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const { return engine_->bytes_sent_to(peer); }
   /// The peers this endpoint found failed, in the order it found them (transport concept).

@@ -85,8 +85,10 @@ class engine {
   [[nodiscard]] int size() const { return cfg_.size; }
   [[nodiscard]] int node_of(int peer) const { return nodes_.at(index(peer)); }
   [[nodiscard]] int site_of(int peer) const { return sites_.at(index(peer)); }
-  [[nodiscard]] std::uint8_t layout_code_of(int peer) const {
-    return table_.empty() ? cfg_.layout : table_.at(index(peer)).layout;
+  /// How `peer`'s machine lays out values, from its record in the table (this rank's before).
+  [[nodiscard]] transport::data_layout layout_of(int peer) const {
+    return *transport::data_layout::from_code(table_.empty() ? cfg_.layout
+                                                             : table_.at(index(peer)).layout);
   }
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const {
     return peers_.at(index(peer)).bytes_sent;
@@ -252,66 +254,8 @@ class engine {
     return lost_source(source);
   }
 
-  /// Withdraws `op` if it has not completed; see the transport's cancel.
-  bool cancel(const std::shared_ptr<operation>& op) {
-    if (!op || op->done) return false;
-    const op_result cancelled{op->peer, op->tag, 0, make_error_code(errc::cancelled)};
-    switch (op->where) {
-      case operation::stage::posted:
-        std::erase(posted_, op);
-        break;
-      case operation::stage::awaiting_data: {
-        // The data is on its way: it will be read and dropped.
-        auto& waiting = peers_[index(op->result.source)].awaiting_data;
-        if (auto it = waiting.find(op->cookie); it != waiting.end()) it->second.op = nullptr;
-        break;
-      }
-      case operation::stage::receiving: {
-        connection& c = *peers_[index(op->result.source)].conn;
-        c.receiving = nullptr;
-        c.destination = nullptr;  // the rest of the payload is dropped
-        c.into_holding = false;
-        break;
-      }
-      case operation::stage::awaiting_cts:
-      case operation::stage::writing: {
-        peer_link& link = peers_[index(op->peer)];
-        link.awaiting_cts.erase(op->cookie);
-        connection& c = *link.conn;
-        auto frame = std::find_if(c.out.begin(), c.out.end(), [&](const out_frame& f) {
-          return f.cookie == op->cookie && f.written < f.total();
-        });
-        const bool data_started =
-            op->where == operation::stage::writing && frame != c.out.end() && frame->written > 0;
-        if (data_started) {
-          // Half written: the rest must follow or the stream breaks. Keep a copy instead of
-          // the caller's buffer, and call the send complete.
-          const std::size_t sent = frame->written > header_size ? frame->written - header_size : 0;
-          frame->owned.assign(frame->payload.begin() + static_cast<std::ptrdiff_t>(sent),
-                              frame->payload.end());
-          frame->payload = frame->owned;
-          frame->written = std::min(frame->written, header_size);  // the header's own progress
-          frame->completes = nullptr;
-          finish(*op, {op->peer, op->tag, op->payload.size(), {}});
-          return false;
-        }
-        // An envelope not yet started is simply dropped; once the receiver may have seen it,
-        // it hears that the message is withdrawn.
-        const bool unstarted = frame != c.out.end() && frame->written == 0;
-        const bool envelope_out = op->where == operation::stage::writing || !unstarted;
-        if (unstarted) c.out.erase(frame);
-        if (envelope_out) push_control(op->peer, frame_kind::revoke, op->cookie);
-        break;
-      }
-      case operation::stage::queued_self:
-        std::erase_if(unexpected_, [&](const queued_message& m) { return m.self_send == op; });
-        break;
-      case operation::stage::done:
-        return false;
-    }
-    finish(*op, cancelled);
-    return true;
-  }
+  /// Withdraws `op` if it has not completed; see the transport's cancel (engine_matching.hpp).
+  bool cancel(const std::shared_ptr<operation>& op);
 
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     // Polls first where the host has a core for each rank (polling.hpp), then sleeps in epoll.

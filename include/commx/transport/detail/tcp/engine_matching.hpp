@@ -2,9 +2,11 @@
 #pragma once
 /// @file
 /// The TCP engine's matching (engine.hpp): a posted receive taking a queued message, an
-/// arriving envelope finding its posted receive, and sends to this rank itself. Out of line as
+/// arriving envelope finding its posted receive, sends to this rank itself, and withdrawing an
+/// operation at any stage (cancel). Out of line as
 /// Asio's detail/impl files are, included by engine.hpp.
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -97,6 +99,67 @@ inline std::shared_ptr<operation> engine::send_to_self(context_id ctx, int tag,
   unexpected_.push_back(
       {rank(), ctx, tag, data.size(), queued_message::form::self_rendezvous, {}, 0, op});
   return op;
+}
+
+// Withdraws `op` if it has not completed; see the transport's cancel.
+inline bool engine::cancel(const std::shared_ptr<operation>& op) {
+  if (!op || op->done) return false;
+  const op_result cancelled{op->peer, op->tag, 0, make_error_code(errc::cancelled)};
+  switch (op->where) {
+    case operation::stage::posted:
+      std::erase(posted_, op);
+      break;
+    case operation::stage::awaiting_data: {
+      // The data is on its way: it will be read and dropped.
+      auto& waiting = peers_[index(op->result.source)].awaiting_data;
+      if (auto it = waiting.find(op->cookie); it != waiting.end()) it->second.op = nullptr;
+      break;
+    }
+    case operation::stage::receiving: {
+      connection& c = *peers_[index(op->result.source)].conn;
+      c.receiving = nullptr;
+      c.destination = nullptr;  // the rest of the payload is dropped
+      c.into_holding = false;
+      break;
+    }
+    case operation::stage::awaiting_cts:
+    case operation::stage::writing: {
+      peer_link& link = peers_[index(op->peer)];
+      link.awaiting_cts.erase(op->cookie);
+      connection& c = *link.conn;
+      auto frame = std::find_if(c.out.begin(), c.out.end(), [&](const out_frame& f) {
+        return f.cookie == op->cookie && f.written < f.total();
+      });
+      const bool data_started =
+          op->where == operation::stage::writing && frame != c.out.end() && frame->written > 0;
+      if (data_started) {
+        // Half written: the rest must follow or the stream breaks. Keep a copy instead of
+        // the caller's buffer, and call the send complete.
+        const std::size_t sent = frame->written > header_size ? frame->written - header_size : 0;
+        frame->owned.assign(frame->payload.begin() + static_cast<std::ptrdiff_t>(sent),
+                            frame->payload.end());
+        frame->payload = frame->owned;
+        frame->written = std::min(frame->written, header_size);  // the header's own progress
+        frame->completes = nullptr;
+        finish(*op, {op->peer, op->tag, op->payload.size(), {}});
+        return false;
+      }
+      // An envelope not yet started is simply dropped; once the receiver may have seen it,
+      // it hears that the message is withdrawn.
+      const bool unstarted = frame != c.out.end() && frame->written == 0;
+      const bool envelope_out = op->where == operation::stage::writing || !unstarted;
+      if (unstarted) c.out.erase(frame);
+      if (envelope_out) push_control(op->peer, frame_kind::revoke, op->cookie);
+      break;
+    }
+    case operation::stage::queued_self:
+      std::erase_if(unexpected_, [&](const queued_message& m) { return m.self_send == op; });
+      break;
+    case operation::stage::done:
+      return false;
+  }
+  finish(*op, cancelled);
+  return true;
 }
 
 }  // namespace commx::detail::tcp

@@ -20,10 +20,10 @@
 /// | 32 | 8 | cookie: rendezvous id (rts, cts, data, revoke), bytes returned (credit, grant) |
 ///
 /// Bootstrap payloads: an `address` frame carries one 52-byte endpoint (family 4 or 6, the
-/// layout of the rank's machine as transport::data_layout::code, port, 16 address bytes with IPv4 in the first 4 and the rest zero, then the rank's
-/// site name in 16 bytes, zero-padded: sites joined through commx-relay; then its node name in
-/// 16 bytes, zero-padded: COMMX_NODE, empty when the node is the host); a `table` frame one
-/// per rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
+/// layout of the rank's machine as transport::data_layout::code, port, 16 address bytes with
+/// IPv4 in the first 4 and the rest zero, then the rank's site name in 16 bytes, zero-padded:
+/// sites joined through commx-relay; then its node name in 16 bytes, zero-padded: COMMX_NODE,
+/// empty when the node is the host); a `table` frame one per rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
 /// Version 2 added the node name; version 3 the `data_follows` flag and the `grant` frame;
 /// version 4 the layout (a zero byte before).
 
