@@ -91,6 +91,14 @@ TEST_CASE("fault plan: random plans are drawn from the seed alone, and replay as
     seen.insert(plan.text());
   }
   CHECK(seen.size() >= 25);
+  // Over a network every kind is drawn, strangers included.
+  std::set<commx::transport::fault::kind> kinds;
+  for (std::uint64_t seed = 1; seed <= 100; ++seed) {
+    for (const auto& f : fault_plan::parse("random;seed=" + std::to_string(seed), 4, true).faults) {
+      kinds.insert(f.what);
+    }
+  }
+  CHECK(kinds.size() == 5);
   // Without a network, no frame is damaged.
   for (std::uint64_t seed = 1; seed <= 30; ++seed) {
     for (const auto& f :

@@ -228,11 +228,9 @@ inline void add_random(fault_plan& plan, int size, bool network) {
       default: {
         const int r = any_rank();
         const int offset = 1 + static_cast<int>(pick(static_cast<std::uint64_t>(size - 1)));
-        plan.faults.push_back({pick(2) == 0 ? fault::kind::corrupt : fault::kind::truncate,
-                               r,
-                               (r + offset) % size,
-                               when,
-                               {}});
+        constexpr fault::kind damage[] = {fault::kind::corrupt, fault::kind::truncate,
+                                          fault::kind::stranger};
+        plan.faults.push_back({damage[pick(3)], r, (r + offset) % size, when, {}});
         break;
       }
     }
