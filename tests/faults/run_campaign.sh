@@ -78,7 +78,7 @@ for pair in "$@"; do
 done
 
 echo "fault campaign: ${schedules_run} schedules run (${per_stack# }), ${faults_planned} faults" \
-  "injected (${faults_fired} kills, stalls and damaged frames fired; delays and partitions act" \
-  "throughout), hangs ${hangs}, crashes ${crashes}, leaks ${leaks}," \
+  "injected (${faults_fired} kills, stalls, damaged frames and strangers fired; delays and" \
+  "partitions act throughout), hangs ${hangs}, crashes ${crashes}, leaks ${leaks}," \
   "corrupt or duplicate ${wrong}"
 ((failures == 0))
