@@ -5,15 +5,19 @@
 // which has no route to B and so connects to the endpoint itself. The relays log every link,
 // so the test sees that the traffic went through them. Strangers at a relay (garbage, a wrong
 // token, a hello for a rank's port) are refused and logged while the job goes on, and a rank
-// whose relay holds another token fails with errc::authentication_failed, never a hang.
+// whose relay holds another token fails with errc::authentication_failed, never a hang. With
+// COMMX_TLS=sites, a tap on the wire between rank 1 and its relay finds none of the text the
+// ranks exchanged (and finds it without TLS).
 // (tests/wan/relay_netns_test.cpp runs the same across namespaces that cannot route.)
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <asio.hpp>
@@ -67,15 +71,93 @@ std::uint16_t free_port() {
 }
 
 std::unique_ptr<child> rank(int r, int size, const std::string& site, const std::string& relay,
-                            std::uint16_t root_port, int timeout_s = 30) {
-  return std::make_unique<child>(
-      std::vector<std::string>{"timeout", "-s", "KILL", "120", WAN_SCENARIO_PATH, "patterns"},
-      std::vector<std::string>{fmt::format("COMMX_RANK={}", r), fmt::format("COMMX_SIZE={}", size),
+                            std::uint16_t root_port, int timeout_s = 30,
+                            const std::string& scenario = "patterns",
+                            const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> env{fmt::format("COMMX_RANK={}", r),
+                               fmt::format("COMMX_SIZE={}", size),
                                fmt::format("COMMX_ROOT=127.0.0.1:{}", root_port),
-                               "COMMX_TOKEN=" + token, fmt::format("COMMX_TIMEOUT={}", timeout_s),
-                               "COMMX_SITE=" + site, "COMMX_RELAY=" + relay, "COMMX_ROOT_SITE=A",
-                               "COMMX_WAN_STREAMS=3", "COMMX_WAN_CHUNK=64K"});
+                               "COMMX_TOKEN=" + token,
+                               fmt::format("COMMX_TIMEOUT={}", timeout_s),
+                               "COMMX_SITE=" + site,
+                               "COMMX_RELAY=" + relay,
+                               "COMMX_ROOT_SITE=A",
+                               "COMMX_WAN_STREAMS=3",
+                               "COMMX_WAN_CHUNK=64K"};
+  env.insert(env.end(), extra.begin(), extra.end());
+  return std::make_unique<child>(
+      std::vector<std::string>{"timeout", "-s", "KILL", "120", WAN_SCENARIO_PATH, scenario}, env);
 }
+
+/// A forwarder on loopback in front of the relay at `to`, on a thread of its own, that keeps
+/// every byte it carries either way: what anyone on the wire between a rank and its relay sees.
+class wire_tap {
+ public:
+  explicit wire_tap(std::uint16_t to)
+      : to_(to), acceptor_(io_, {asio::ip::address_v4::loopback(), 0}) {
+    port = acceptor_.local_endpoint().port();
+    accept();
+    thread_ = std::thread([this] { io_.run_for(150s); });
+  }
+  wire_tap(const wire_tap&) = delete;
+  wire_tap& operator=(const wire_tap&) = delete;
+  ~wire_tap() { stop(); }
+
+  /// Stops forwarding; returns everything carried.
+  std::string stop() {
+    io_.stop();
+    if (thread_.joinable()) thread_.join();
+    return carried_;
+  }
+
+  std::uint16_t port = 0;
+
+ private:
+  struct link {
+    explicit link(asio::io_context& io)
+        : ends{asio::ip::tcp::socket(io), asio::ip::tcp::socket(io)} {}
+    std::array<asio::ip::tcp::socket, 2> ends;
+    std::array<std::array<char, 64 << 10>, 2> buffers{};
+  };
+
+  void accept() {
+    acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket s) {
+      if (ec) return;
+      auto l = std::make_shared<link>(io_);
+      l->ends[0] = std::move(s);
+      l->ends[1].async_connect({asio::ip::address_v4::loopback(), to_},
+                               [this, l](std::error_code cec) {
+                                 if (cec) return;
+                                 pump(l, 0);
+                                 pump(l, 1);
+                               });
+      accept();
+    });
+  }
+
+  void pump(const std::shared_ptr<link>& l, int from) {
+    l->ends[from].async_read_some(
+        asio::buffer(l->buffers[from]), [this, l, from](std::error_code ec, std::size_t n) {
+          auto& to = l->ends[1 - from];
+          if (ec) {
+            std::error_code ignored;
+            to.shutdown(asio::socket_base::shutdown_send, ignored);
+            return;
+          }
+          carried_.append(l->buffers[from].data(), n);
+          asio::async_write(to, asio::buffer(l->buffers[from].data(), n),
+                            [this, l, from](std::error_code wec, std::size_t) {
+                              if (!wec) pump(l, from);
+                            });
+        });
+  }
+
+  asio::io_context io_;
+  std::uint16_t to_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::thread thread_;
+  std::string carried_;  ///< only the tap's thread touches it until stop() joins it
+};
 
 /// The links a relay logged as opened for rank `r`.
 std::size_t links_opened(const std::string& log, int r) {
@@ -190,4 +272,34 @@ TEST_CASE("a rank whose relay holds another token fails with authentication_fail
   CHECK(r0->transcript().find("rank 1") != std::string::npos);
   a.stop();
   b.stop();
+}
+
+TEST_CASE("TLS between sites: the job works and a relay's wire carries only ciphertext",
+          "[relay][wan][tls]") {
+  relay_process a("A", {});
+  for (const bool encrypted : {false, true}) {
+    relay_process b("B", {"--route", "A=" + a.address()});
+    wire_tap wire(b.port);
+    const std::uint16_t root_port = free_port();
+    const std::vector<std::string> tls{encrypted ? "COMMX_TLS=sites" : "COMMX_TLS=off",
+                                       "COMMX_LOG=info"};
+    auto r0 = rank(0, 2, "A", a.address(), root_port, 30, "marker", tls);
+    auto r1 = rank(1, 2, "B", fmt::format("127.0.0.1:{}", wire.port), root_port, 30, "marker", tls);
+    const auto until = clock_type::now() + 100s;
+    const auto s0 = r0->finish(until);
+    const auto s1 = r1->finish(until);
+    const std::string carried = wire.stop();
+    INFO("encrypted: " << encrypted << "\nrank 0:\n"
+                       << r0->transcript() << "rank 1:\n"
+                       << r1->transcript());
+    CHECK(s0 == 0);
+    CHECK(s1 == 0);
+    CHECK(r1->transcript().find("marker exchanged") != std::string::npos);
+    CHECK((r1->transcript().find(", TLS)") != std::string::npos) == encrypted);
+    // Everything rank 1 sent and received went through the tap: 2 x 1 MiB and more.
+    CHECK(carried.size() > (std::size_t{2} << 20));
+    CHECK((carried.find("commx plaintext marker") != std::string::npos) == !encrypted);
+    b.stop();
+  }
+  a.stop();
 }

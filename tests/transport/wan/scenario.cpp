@@ -21,6 +21,9 @@
 //   takes all six in the order sent, byte for byte, through any_tag receives
 // - eager_refused: the same with rank 1 offering no window (COMMX_WAN_EAGER=0 on rank 1
 //   alone): rank 0's large send waits for rank 1's receive, and arrives whole
+// - marker: both ranks send each other text, 100 bytes (on the path's connection) and 1 MiB (on
+//   its data streams), made of one phrase repeated; relay_test.cpp looks for that phrase among
+//   the bytes a relay carried (found without TLS, not with it)
 // - parts: MPWide's per-stream buffers: rank 0 sends 4 parts of different sizes, part k on data
 //   stream k (each stream carried exactly its part), rank 1 receives them into 4 buffers of
 //   sizes it did not know
@@ -410,6 +413,29 @@ void break_stream(comm& world) {
   }
 }
 
+/// The text `marker` sends: a phrase no frame header or handshake contains.
+std::string marked(std::size_t bytes) {
+  constexpr std::string_view phrase = "commx plaintext marker; ";
+  std::string text;
+  while (text.size() < bytes) text += phrase;
+  text.resize(bytes);
+  return text;
+}
+
+void marker(comm& world) {
+  const int other = 1 - world.rank();
+  for (const std::size_t bytes : {std::size_t{100}, std::size_t{1} << 20}) {
+    const std::string out = marked(bytes);
+    std::string in(bytes, '\0');
+    auto receive = world.irecv(other, 3, std::span(in.data(), in.size()));
+    world.send(other, 3, std::span(out.data(), out.size()));
+    receive.wait();
+    COMMX_CHECK(in == out);
+  }
+  std::printf("marker exchanged\n");
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -441,6 +467,8 @@ int main(int argc, char** argv) {
       autotuned(world);
     } else if (scenario == "eager" || scenario == "eager_refused") {
       eager(world, scenario == "eager");
+    } else if (scenario == "marker") {
+      marker(world);
     } else if (scenario == "parts") {
       parts(world);
     } else if (scenario == "break_stream") {

@@ -19,6 +19,8 @@
 /// | COMMX_TCP_EAGER | largest message sent without a rendezvous, bytes (64 KiB, <= 1 MiB) |
 /// | COMMX_TCP_WINDOW | eager bytes a sender may have unconsumed at each receiver (4 MiB) |
 /// | COMMX_TEST_LAYOUT | `swapped`: announce the other byte order, as a rank on a machine of the other endianness would (tests of conversion) |
+/// | COMMX_TLS | `off`, `sites` (connections between sites) or `on` (every connection): encrypted with TLS 1.3 (tls.hpp) (off) |
+/// | COMMX_TLS_CERT, COMMX_TLS_KEY, COMMX_TLS_CA | PEM files: this rank's certificate chain and key, and the authority a peer's certificate must come from; unset: a key from the job token |
 /// | COMMX_TCP_POLL | `auto`: a wait polls the sockets (yielding in between) for up to 100 us before it blocks in epoll, unless the host runs more ranks than it has cores; `n`: n polls, whatever the host (polling.hpp) (auto) |
 
 #include <chrono>
@@ -39,6 +41,7 @@
 #include "commx/bootstrap.hpp"
 #include "commx/error.hpp"
 #include "commx/options.hpp"
+#include "commx/transport/detail/tcp/tls.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
 
 namespace commx::detail::tcp {
@@ -58,6 +61,7 @@ struct config {
   /// COMMX_TCP_POLL=n: n polls before blocking in epoll; unset (auto): decided once the
   /// rendezvous says how many ranks share this host (polling.hpp).
   std::optional<std::size_t> poll_turns;
+  tls_settings tls;  ///< COMMX_TLS*
   /// Sites joined through commx-relay: ranks at different sites connect through this site's
   /// relay when one is given (COMMX_SITE, COMMX_RELAY, COMMX_ROOT_SITE).
   std::string site;
@@ -142,6 +146,24 @@ inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_
   c.window = size_from_env(get, "COMMX_TCP_WINDOW", c.window, std::size_t{64} << 10, max_window);
   if (const auto poll = get("COMMX_TCP_POLL"); poll && *poll != "auto") {
     c.poll_turns = size_from_env(get, "COMMX_TCP_POLL", 0, 0, 1 << 20);
+  }
+  if (const auto mode = get("COMMX_TLS")) {
+    const auto parsed = tls_mode_from(*mode);
+    if (!parsed) {
+      throw error(errc::bootstrap_failed,
+                  fmt::format("COMMX_TLS='{}' is not off, sites or on", *mode));
+    }
+    c.tls.mode = *parsed;
+  }
+  c.tls.certificate = get("COMMX_TLS_CERT").value_or("");
+  c.tls.private_key = get("COMMX_TLS_KEY").value_or("");
+  c.tls.authority = get("COMMX_TLS_CA").value_or("");
+  const bool some =
+      !c.tls.certificate.empty() || !c.tls.private_key.empty() || !c.tls.authority.empty();
+  if (some && (c.tls.certificate.empty() || c.tls.private_key.empty() || c.tls.authority.empty())) {
+    throw error(errc::bootstrap_failed,
+                "COMMX_TLS_CERT, COMMX_TLS_KEY and COMMX_TLS_CA go together: a certificate, its "
+                "key and the authority that checks the peers'");
   }
   if (c.size == 1) return c;  // a job of one needs no network
   if (!env.root) {

@@ -14,6 +14,10 @@
 /// buffer is empty is read straight into its destination, with no copy; while a rendezvous
 /// payload may come next, the engine reads no more than the next header into the staging
 /// buffer, so that all of such a payload is read in place.
+///
+/// Encrypted (tls.hpp): the same, through the connection's `tls` channel. Frames are
+/// encrypted as they are written, and their ciphertext waits in the channel until the socket
+/// takes it; `idle()` says when nothing at all waits to be written.
 
 #include <algorithm>
 #include <array>
@@ -32,6 +36,7 @@
 
 #include <asio.hpp>
 
+#include "commx/transport/detail/tcp/tls.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
 
 namespace commx::detail::tcp {
@@ -52,13 +57,27 @@ struct out_frame {
 
 class connection {
  public:
-  explicit connection(asio::ip::tcp::socket s) : socket(std::move(s)) {
+  /// `secure`: the TLS session the handshake set up over `s`, if any.
+  explicit connection(asio::ip::tcp::socket s, std::unique_ptr<tls_channel> secure = nullptr)
+      : socket(std::move(s)), tls(std::move(secure)) {
+    if (tls) tls->rebind(socket);
     socket.non_blocking(true);
     socket.set_option(asio::ip::tcp::no_delay(true));
     staging.resize(staging_size);
   }
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection() = default;
 
   asio::ip::tcp::socket socket;
+  std::unique_ptr<tls_channel> tls;  ///< set when the connection is encrypted
+  /// Takes over a socket (and its TLS session) that a handshake on this connection's behalf
+  /// moved away.
+  void reattach(asio::ip::tcp::socket s, std::unique_ptr<tls_channel> secure) {
+    socket = std::move(s);
+    tls = std::move(secure);
+    if (tls) tls->rebind(socket);
+  }
   bool open = true;
   bool read_armed = false;
   bool write_armed = false;
@@ -75,6 +94,11 @@ class connection {
   template <class Done>
   std::error_code flush(Done&& done) {
     constexpr std::size_t max_frames = 16;
+    if (tls && tls->ciphertext_waiting() > 0) {
+      std::error_code ec;
+      bytes_written += tls->flush_ciphertext(ec);
+      if (ec || tls->ciphertext_waiting() > 0) return ec;
+    }
     while (!out.empty()) {
       std::array<asio::const_buffer, 2 * max_frames> buffers;
       std::size_t count = 0;
@@ -94,12 +118,11 @@ class connection {
       std::size_t offered = 0;
       for (std::size_t i = 0; i < count; ++i) offered += buffers[i].size();
       if (count > 0) {
-        n = socket.write_some(std::span(buffers.data(), count), ec);
+        n = write_some(std::span(buffers.data(), count), ec);
         if (ec == asio::error::would_block || ec == asio::error::try_again) return {};
         if (ec) return ec;
-        bytes_written += n;
       }
-      const bool full = n < offered;
+      const bool full = n < offered || (tls && tls->ciphertext_waiting() > 0);
       while (!out.empty()) {
         out_frame& f = out.front();
         const std::size_t take = std::min(n, f.total() - f.written);
@@ -122,14 +145,44 @@ class connection {
   /// (all, some or none), or sets `ec` when the connection broke.
   std::size_t write_now(const header_bytes& header, std::span<const std::byte> payload,
                         std::error_code& ec) {
-    if (!out.empty()) return 0;
+    if (!idle()) return 0;
     const std::array<asio::const_buffer, 2> buffers{asio::buffer(header),
                                                     asio::buffer(payload.data(), payload.size())};
-    const std::size_t n = socket.write_some(buffers, ec);
+    const std::size_t n = write_some(buffers, ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) ec = {};
-    bytes_written += n;
     return n;
   }
+
+  /// Nothing waits to be written: no frame, and no ciphertext.
+  [[nodiscard]] bool idle() const {
+    return out.empty() && (!tls || tls->ciphertext_waiting() == 0);
+  }
+
+  /// Writes what the socket takes now of ciphertext that waited, and of `buffers` when none
+  /// waits any more; returns the bytes of `buffers` taken (plaintext, when encrypted).
+  template <class ConstBuffers>
+  std::size_t write_some(const ConstBuffers& buffers, std::error_code& ec) {
+    if (!tls) {
+      const std::size_t n = socket.write_some(buffers, ec);
+      bytes_written += n;
+      return n;
+    }
+    bytes_written += tls->flush_ciphertext(ec);
+    if (ec || tls->ciphertext_waiting() > 0) return 0;
+    const std::size_t n = tls->write_some(buffers, ec);
+    if (ec) return n;
+    bytes_written += tls->flush_ciphertext(ec);
+    return n;
+  }
+
+  /// Reads what is there now into `into`: would_block when nothing is, eof at the end of the
+  /// stream. Encrypted, a read returns at most a record's plaintext: only would_block says the
+  /// socket is empty.
+  std::size_t read_some(asio::mutable_buffer into, std::error_code& ec) {
+    return tls ? tls->read_some(into, ec) : socket.read_some(into, ec);
+  }
+  /// A read can stop short of what the socket holds (encrypted: a record at a time).
+  [[nodiscard]] bool short_read_empties() const { return !tls; }
 
   // --- reading ---------------------------------------------------------------------------
   static constexpr std::size_t staging_size = std::size_t{256} << 10;
@@ -182,6 +235,7 @@ class connection {
 
   void close() {
     if (!open) return;
+    tls.reset();
     open = false;
     std::error_code ignored;
     socket.shutdown(asio::socket_base::shutdown_both, ignored);

@@ -73,6 +73,7 @@ class engine {
         sites_(static_cast<std::size_t>(cfg_.size), 0),
         log_{"tcp", cfg_.rank} {
     for (auto& p : peers_) p.send_credit = cfg_.window;
+    if (cfg_.tls.mode != tls_mode::off) tls_ = std::make_unique<tls_context>(cfg_.tls);
   }
 
   engine(const engine&) = delete;
@@ -126,6 +127,11 @@ class engine {
                  std::optional<asio::ip::tcp::socket> opened = std::nullopt) {
     dial(table_.at(index(peer)), until, std::move(done), std::move(opened));
   }
+  /// Whether this rank's connections to `peer` are encrypted (COMMX_TLS), and with what.
+  [[nodiscard]] bool tls_wanted(int peer) const {
+    return cfg_.tls.wanted(cfg_.site, table_.at(index(peer)).site);
+  }
+  [[nodiscard]] tls_context* tls() const { return tls_.get(); }
   /// Where a connection to `peer` goes first: this site's relay, or the peer.
   [[nodiscard]] asio::ip::tcp::endpoint first_hop(int peer) const {
     return dialer::first_hop(identity(table_.at(index(peer))), table_.at(index(peer)));
@@ -458,7 +464,7 @@ class engine {
 
   // --- connections ------------------------------------------------------------------------
 
-  void adopt(int peer, asio::ip::tcp::socket socket);
+  void adopt(int peer, asio::ip::tcp::socket socket, std::unique_ptr<tls_channel> secure);
   void log_refusal(const asio::ip::tcp::endpoint& from, const std::string& why);
   handshake::verdict_code welcome(const handshake::hello& h) const;
   void accept_next();
@@ -522,6 +528,7 @@ class engine {
   std::uint64_t events_ = 0;
   std::vector<int> failed_;  // in the order they were found failed
   std::optional<asio::ip::tcp::acceptor> acceptor_;
+  std::unique_ptr<tls_context> tls_;  ///< set when COMMX_TLS is not off
   int pending_handshakes_ = 0;
   bool joined_ = false;
   std::vector<endpoint_record> table_;

@@ -64,9 +64,10 @@ inline void engine::gone(int peer, presence how, std::error_code why) {
   ++events_;
 }
 
-inline void engine::adopt(int peer, asio::ip::tcp::socket socket) {
+inline void engine::adopt(int peer, asio::ip::tcp::socket socket,
+                          std::unique_ptr<tls_channel> secure) {
   peer_link& link = peers_[index(peer)];
-  link.conn = std::make_unique<connection>(std::move(socket));
+  link.conn = std::make_unique<connection>(std::move(socket), std::move(secure));
   link.conn->detect_dead_host(std::chrono::duration_cast<std::chrono::seconds>(
       std::min<clock::duration>(cfg_.timeout, std::chrono::hours(9))));
   link.state = presence::present;
@@ -75,7 +76,8 @@ inline void engine::adopt(int peer, asio::ip::tcp::socket socket) {
     std::error_code ignored;
     const auto local = link.conn->socket.local_endpoint(ignored);
     const auto remote = link.conn->socket.remote_endpoint(ignored);
-    COMMX_LOG(info, log_, "connected to rank {} ({})", peer, text_of(remote));
+    COMMX_LOG(info, log_, "connected to rank {} ({}{})", peer, text_of(remote),
+              link.conn->tls ? ", TLS" : "");
     COMMX_LOG(debug, log_, "connection to rank {}: local {}, dead host detected after {} s", peer,
               text_of(local),
               std::chrono::duration_cast<std::chrono::seconds>(
@@ -132,15 +134,18 @@ inline void engine::on_accepted(asio::ip::tcp::socket socket) {
         --pending_handshakes_;
         if (!ok) return log_refusal(s.remote, why);
         if (s.peer.why == handshake::purpose::stream) {
-          if (ext_.adopt_stream) ext_.adopt_stream(s.peer.rank, std::move(s.socket));
+          if (ext_.adopt_stream) {
+            ext_.adopt_stream(s.peer.rank, std::move(s.socket), std::move(s.tls));
+          }
           return;
         }
         // Two handshakes for one rank may both have passed `welcome`: the first one wins.
         if (peers_[index(s.peer.rank)].state != presence::absent) {
           return log_refusal(s.remote, fmt::format("rank {} is already connected", s.peer.rank));
         }
-        adopt(s.peer.rank, std::move(s.socket));
-      });
+        adopt(s.peer.rank, std::move(s.socket), std::move(s.tls));
+      },
+      tls_policy{tls_.get(), cfg_.tls.mode == tls_mode::on});
   session->start();
 }
 
@@ -194,7 +199,7 @@ inline void engine::leave(bool failing) noexcept {
       for (peer_link& l : peers_) {
         if (!l.conn || !l.conn->open) continue;
         all = false;
-        if (l.conn->out.empty() && !l.shut) {
+        if (l.conn->idle() && !l.shut) {
           std::error_code ignored;
           l.conn->socket.shutdown(asio::socket_base::shutdown_send, ignored);
           l.shut = true;

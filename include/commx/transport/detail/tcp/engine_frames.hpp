@@ -50,7 +50,7 @@ inline void engine::flush(int peer) {
     if (f.completes) finish(*f.completes, {peer, f.completes->tag, f.payload.size(), {}});
   });
   if (ec) return broken(peer, ec);
-  if (!c.out.empty() && !c.write_armed) {
+  if (!c.idle() && !c.write_armed) {
     c.write_armed = true;
     c.socket.async_wait(asio::socket_base::wait_write, [this, peer](std::error_code wec) {
       connection& conn = *peers_[index(peer)].conn;
@@ -87,8 +87,8 @@ inline void engine::on_readable(int peer) {
     std::error_code ec;
     if (c.in_payload && c.available() == 0 && c.destination != nullptr &&
         c.remaining >= connection::direct_read) {
-      const std::size_t n = c.socket.read_some(
-          asio::buffer(c.destination, static_cast<std::size_t>(c.remaining)), ec);
+      const std::size_t n =
+          c.read_some(asio::buffer(c.destination, static_cast<std::size_t>(c.remaining)), ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) break;
       if (ec) return broken(peer, ec);
       c.destination += n;
@@ -105,15 +105,17 @@ inline void engine::on_readable(int peer) {
     if (!c.in_payload && c.available() < header_size && awaits_payload(peer)) {
       room = header_size - c.available();
     }
-    const std::size_t n = c.socket.read_some(asio::buffer(c.staging.data() + c.end, room), ec);
+    const std::size_t n = c.read_some(asio::buffer(c.staging.data() + c.end, room), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;
     if (ec) return broken(peer, ec);
     c.end += n;
     process(peer);
     // A short read emptied the socket: skip the read that would only say so (arming the
     // wait again reports bytes that came meanwhile).
-    if (n < room) break;
+    if (n < room && c.short_read_empties()) break;
   }
+  // Reading may have had TLS answer the peer (a key update).
+  if (c.tls && !c.idle() && !c.write_armed) flush(peer);
   arm_read(peer);
 }
 

@@ -153,7 +153,7 @@ inline void engine::join_as_root(clock::time_point until) {
     // Give the abort a moment to leave; the peers fail on their own deadline anyway.
     const auto flushed = [&] {
       return std::all_of(peers_.begin(), peers_.end(), [](const peer_link& l) {
-        return !l.conn || !l.conn->open || l.conn->out.empty();
+        return !l.conn || !l.conn->open || l.conn->idle();
       });
     };
     run_until(flushed, clock::now() + std::chrono::seconds(1));
@@ -249,16 +249,21 @@ inline void engine::join_as_member(clock::time_point until) {
 
 inline void engine::connect(int peer, asio::ip::tcp::socket socket, handshake::purpose why,
                             clock::time_point until) {
+  const std::string_view their_site = why == handshake::purpose::join
+                                          ? std::string_view(cfg_.root_site)
+                                          : std::string_view(table_.at(index(peer)).site);
+  handshake::hello me{why, rank(), size(), handshake::fresh_nonce()};
+  me.tls = cfg_.tls.wanted(cfg_.site, their_site);
   auto session = std::make_shared<client_session>(
-      std::move(socket), cfg_.token,
-      handshake::hello{why, rank(), size(), handshake::fresh_nonce()}, peer, until,
+      std::move(socket), cfg_.token, me, peer, until,
       [this, peer](client_session& s, bool ok, const std::string& reason, bool token) {
-        if (ok) return adopt(peer, std::move(s.socket));
+        if (ok) return adopt(peer, std::move(s.socket), std::move(s.tls));
         const std::string text =
             fmt::format("tcp: rank {}: handshake with rank {} failed: {}", rank(), peer, reason);
         if (token) throw error(errc::authentication_failed, text);
         throw error(errc::bootstrap_failed, text);
-      });
+      },
+      tls_.get());
   session->start();
 }
 

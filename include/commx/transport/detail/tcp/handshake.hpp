@@ -7,10 +7,13 @@
 ///
 /// | message | from | bytes | content |
 /// |---|---|---|---|
-/// | hello | connecting side | 48 | magic "CMXH", version, purpose (join/peer/stream/relay), 2 zero bytes, rank, size, 32-byte nonce |
+/// | hello | connecting side | 48 | magic "CMXH", version, purpose (join/peer/stream/relay), flags (bit 0: TLS follows, tls.hpp), a zero byte, rank, size, 32-byte nonce |
 /// | challenge | accepting side | 80 | magic, version, 3 zero bytes, its rank, size, 32-byte nonce, proof = HMAC(token, "commx server" hello nonce rank size) |
 /// | response | connecting side | 40 | magic, 4 zero bytes, proof = HMAC(token, "commx client" hello challenge) |
 /// | verdict | accepting side | 8 | magic, 0 (accepted) or a refusal code |
+///
+/// A hello that asks for TLS is followed, once accepted, by a TLS handshake whose pre-shared key
+/// (unless certificates serve) is HMAC(token, "commx tls" hello challenge): fresh per connection.
 ///
 /// Every proof covers the other side's fresh nonce, so nothing can be replayed, and names the
 /// ranks, so a proof for one pair of ranks is no proof for another. Proofs are compared in
@@ -55,6 +58,8 @@ enum class verdict_code : std::uint32_t {
   accepted = 0,
   bad_proof = 1,
   unexpected = 2,  ///< a valid peer the acceptor does not expect (wrong size, duplicate rank)
+  tls_required =
+      3,  ///< the acceptor encrypts every connection (COMMX_TLS=on) and this one asked not to
 };
 
 using nonce = std::array<std::byte, nonce_size>;
@@ -69,6 +74,7 @@ struct hello {
   int rank = 0;
   int size = 0;
   nonce client_nonce{};
+  bool tls = false;  ///< a TLS handshake follows the verdict
 };
 
 struct challenge {
@@ -128,6 +134,7 @@ inline hello_bytes encode(const hello& h) {
   wire::put(&out[0], magic, 4);
   wire::put(&out[4], protocol_version, 1);
   wire::put(&out[5], static_cast<std::uint8_t>(h.why), 1);
+  wire::put(&out[6], h.tls ? 1U : 0U, 1);
   wire::put(&out[8], static_cast<std::uint32_t>(h.rank), 4);
   wire::put(&out[12], static_cast<std::uint32_t>(h.size), 4);
   std::copy(h.client_nonce.begin(), h.client_nonce.end(), out.begin() + 16);
@@ -138,7 +145,7 @@ inline hello_bytes encode(const hello& h) {
 /// is the acceptor's policy).
 inline std::optional<hello> decode_hello(std::span<const std::byte, hello_size> in) {
   if (wire::get(&in[0], 4) != magic || wire::get(&in[4], 1) != protocol_version ||
-      wire::get(&in[6], 2) != 0)
+      wire::get(&in[6], 1) > 1 || wire::get(&in[7], 1) != 0)
     return std::nullopt;
   const auto why = wire::get(&in[5], 1);
   if (why != static_cast<std::uint8_t>(purpose::join) &&
@@ -151,6 +158,7 @@ inline std::optional<hello> decode_hello(std::span<const std::byte, hello_size> 
   if (size < 1 || size > max_ranks || rank >= size) return std::nullopt;
   hello h;
   h.why = static_cast<purpose>(why);
+  h.tls = wire::get(&in[6], 1) == 1;
   h.rank = static_cast<int>(rank);
   h.size = static_cast<int>(size);
   std::copy(in.begin() + 16, in.end(), h.client_nonce.begin());
@@ -223,8 +231,16 @@ inline verdict_bytes make_verdict(verdict_code code) {
 inline std::optional<verdict_code> decode_verdict(std::span<const std::byte, verdict_size> in) {
   if (wire::get(&in[0], 4) != magic) return std::nullopt;
   const auto code = wire::get(&in[4], 4);
-  if (code > static_cast<std::uint32_t>(verdict_code::unexpected)) return std::nullopt;
+  if (code > static_cast<std::uint32_t>(verdict_code::tls_required)) return std::nullopt;
   return static_cast<verdict_code>(code);
+}
+
+/// The pre-shared key of a connection whose hello asked for TLS: both sides' nonces and ranks
+/// are in it, so it is new for every connection.
+inline proof tls_key(std::string_view token, const hello_bytes& hello_in,
+                     const challenge_bytes& challenge_out) {
+  return hmac<3>(token, {label("commx tls"), std::span<const std::byte>(hello_in),
+                         std::span<const std::byte>(challenge_out)});
 }
 
 }  // namespace commx::detail::tcp::handshake

@@ -76,13 +76,16 @@ struct queued_message {
 
 /// What a transport built on this engine (transport::wan) plugs in to carry the data of large
 /// messages over connections of its own. Every hook is optional: unset, the engine is plain tcp.
+class tls_channel;
+
 struct extension {
   /// A clear-to-send came for rendezvous send `op` to `peer`: true when the extension carries
   /// its data itself (and completes `op` through engine::complete), false to leave it to tcp.
   std::function<bool(int peer, const std::shared_ptr<operation>& op)> carry_data;
   /// A connection from `peer` that authenticated with purpose::stream (the engine does not
   /// keep it).
-  std::function<void(int peer, asio::ip::tcp::socket socket)> adopt_stream;
+  std::function<void(int peer, asio::ip::tcp::socket socket, std::unique_ptr<tls_channel> secure)>
+      adopt_stream;
   /// `peer` is gone (finished, or failed with `why`): the extension drops what it holds for it.
   std::function<void(int peer, std::error_code why)> peer_gone;
   /// The stack the engine's log lines name (log.hpp); empty: "tcp".

@@ -5,7 +5,9 @@
 /// accepting side (`server_session`) and the connecting side (`client_session`). Each ends in
 /// one call of its `done` callback, with the socket authenticated or with the reason it was
 /// refused (the socket is then closed). Nothing here blocks: a stranger that connects and says
-/// nothing costs a timer and a socket until its deadline, never the job's progress.
+/// nothing costs a timer and a socket until its deadline, never the job's progress. A hello that
+/// asks for TLS is followed by the TLS handshake (tls.hpp), under the same deadline; the session
+/// then hands over its `tls` channel with the socket.
 
 #include <array>
 #include <cstddef>
@@ -18,8 +20,15 @@
 
 #include "commx/deadline.hpp"
 #include "commx/transport/detail/tcp/handshake.hpp"
+#include "commx/transport/detail/tcp/tls.hpp"
 
 namespace commx::detail::tcp {
+
+/// What an accepting side does about TLS.
+struct tls_policy {
+  tls_context* context = nullptr;  ///< null: TLS is off here (a hello asking for it is refused)
+  bool required = false;           ///< a hello not asking for it is refused
+};
 
 /// The accepting side. `welcome(hello)` decides, once the peer has proved it holds the token,
 /// whether this rank expects it. A relay, which has no rank, passes rank -1: it answers as the
@@ -31,9 +40,10 @@ class server_session : public std::enable_shared_from_this<server_session> {
   using done_fn = std::function<void(server_session&, bool, const std::string&)>;
 
   server_session(asio::ip::tcp::socket s, std::string_view token, int rank, int size,
-                 clock::time_point until, welcome_fn welcome, done_fn done)
+                 clock::time_point until, welcome_fn welcome, done_fn done, tls_policy tls = {})
       : socket(std::move(s)),
         token_(token),
+        tls_policy_(tls),
         rank_(rank),
         size_(size),
         timer_(socket.get_executor()),
@@ -54,6 +64,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
   }
 
   asio::ip::tcp::socket socket;
+  std::unique_ptr<tls_channel> tls;  ///< the TLS session over `socket`, if the peer asked
   asio::ip::tcp::endpoint remote;
   handshake::hello peer;
 
@@ -91,15 +102,36 @@ class server_session : public std::enable_shared_from_this<server_session> {
                                       "or a different job size)",
                                       peer.rank, peer.size));
     }
+    if (peer.tls && tls_policy_.context == nullptr) {
+      return refuse(handshake::verdict_code::unexpected,
+                    fmt::format("rank {} asked for TLS, which is off here (COMMX_TLS)", peer.rank));
+    }
+    if (!peer.tls && tls_policy_.required) {
+      return refuse(
+          handshake::verdict_code::tls_required,
+          fmt::format("rank {} did not ask for TLS, which COMMX_TLS=on requires here", peer.rank));
+    }
     verdict_ = handshake::make_verdict(code);
     asio::async_write(socket, asio::buffer(verdict_),
                       [self = shared_from_this()](std::error_code wec, std::size_t) {
                         if (self->finished_) return;
                         if (wec) return self->fail("closed before the verdict");
-                        self->finished_ = true;
-                        self->timer_.cancel();
-                        self->done_(*self, true, {});
+                        if (!self->peer.tls) return self->succeed();
+                        self->tls = std::make_unique<tls_channel>(
+                            *self->tls_policy_.context, self->socket,
+                            handshake::tls_key(self->token_, self->hello_in_, self->challenge_));
+                        self->tls->async_handshake(false, [self](std::error_code hec) {
+                          if (self->finished_) return;
+                          if (hec) return self->fail(tls_channel::failure_text(hec));
+                          self->succeed();
+                        });
                       });
+  }
+
+  void succeed() {
+    finished_ = true;
+    timer_.cancel();
+    done_(*this, true, {});
   }
 
   // Tells an authenticated-looking peer why it is refused, then closes.
@@ -120,6 +152,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
   }
 
   std::string_view token_;
+  tls_policy tls_policy_;
   int rank_;
   int size_;
   asio::steady_timer timer_;
@@ -140,10 +173,12 @@ class client_session : public std::enable_shared_from_this<client_session> {
   /// (session, accepted, why refused, refused because of the token)
   using done_fn = std::function<void(client_session&, bool, const std::string&, bool)>;
 
+  /// `tls`: the context of the TLS handshake that follows when `me.tls` asks for one.
   client_session(asio::ip::tcp::socket s, std::string_view token, handshake::hello me,
-                 int expect_rank, clock::time_point until, done_fn done)
+                 int expect_rank, clock::time_point until, done_fn done, tls_context* tls = nullptr)
       : socket(std::move(s)),
         token_(token),
+        tls_context_(me.tls ? tls : nullptr),
         hello_(handshake::encode(me)),
         size_(me.size),
         expect_rank_(expect_rank),
@@ -166,6 +201,7 @@ class client_session : public std::enable_shared_from_this<client_session> {
   }
 
   asio::ip::tcp::socket socket;
+  std::unique_ptr<tls_channel> tls;  ///< the TLS session over `socket`, if the hello asked
 
  private:
   void on_challenge(std::error_code ec) {
@@ -196,8 +232,26 @@ class client_session : public std::enable_shared_from_this<client_session> {
     if (!code) return fail("malformed verdict", false);
     if (*code == handshake::verdict_code::bad_proof)
       return fail("the acceptor refused our proof: a different job token", true);
+    if (*code == handshake::verdict_code::tls_required) {
+      return fail("the acceptor encrypts every connection (COMMX_TLS=on there, not here)", false);
+    }
     if (*code != handshake::verdict_code::accepted)
       return fail("the acceptor does not expect this rank (a different job?)", false);
+    if (tls_context_ == nullptr) return succeed();
+    tls = std::make_unique<tls_channel>(*tls_context_, socket,
+                                        handshake::tls_key(token_, hello_, challenge_in_));
+    tls->async_handshake(true, [self = shared_from_this()](std::error_code ec) {
+      if (self->finished_) return;
+      // Refused credentials fail the job as a wrong token does; a broken connection may retry.
+      if (ec) {
+        return self->fail(tls_channel::failure_text(ec),
+                          ec.category() == asio::error::get_ssl_category());
+      }
+      self->succeed();
+    });
+  }
+
+  void succeed() {
     finished_ = true;
     timer_.cancel();
     done_(*this, true, {}, false);
@@ -213,6 +267,7 @@ class client_session : public std::enable_shared_from_this<client_session> {
   }
 
   std::string_view token_;
+  tls_context* tls_context_;
   handshake::hello_bytes hello_;
   int size_;
   int expect_rank_;

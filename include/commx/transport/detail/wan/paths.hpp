@@ -66,7 +66,10 @@ class paths {
     hooks.carry_data = [this](int peer, const std::shared_ptr<operation>& op) {
       return carry(peer, op);
     };
-    hooks.adopt_stream = [this](int peer, asio::ip::tcp::socket s) { adopt(peer, std::move(s)); };
+    hooks.adopt_stream = [this](int peer, asio::ip::tcp::socket s,
+                                std::unique_ptr<tcp::tls_channel> secure) {
+      adopt(peer, std::move(s), std::move(secure));
+    };
     hooks.peer_gone = [this](int peer, std::error_code why) { drop(peer, why); };
     hooks.stack = "wan";
     hooks.streamed_window = cfg_.eager;
@@ -321,7 +324,7 @@ class paths {
   void authenticate(const std::shared_ptr<stream>& s, clock::time_point until);
 
   /// An authenticated stream from `peer`: it says which it is in its opening frame.
-  void adopt(int peer, asio::ip::tcp::socket socket);
+  void adopt(int peer, asio::ip::tcp::socket socket, std::unique_ptr<tcp::tls_channel> secure);
   void on_open(stream& s, const stream_header& h);
 
   // --- sending ----------------------------------------------------------------------------
@@ -440,13 +443,13 @@ class paths {
       broken(*s, fmt::format("write failed: {}", ec.message()));
       return false;
     }
-    if (c.out.empty() && s->close_queued && !s->shut) {
+    if (c.idle() && s->close_queued && !s->shut) {
       std::error_code ignored;
       c.socket.shutdown(asio::socket_base::shutdown_send, ignored);
       s->shut = true;
       finish_close(s);
     }
-    if (!c.out.empty() && !c.write_armed) {
+    if (!c.idle() && !c.write_armed) {
       c.write_armed = true;
       c.socket.async_wait(asio::socket_base::wait_write,
                           [this, weak = std::weak_ptr<stream>(s)](std::error_code wec) {

@@ -70,17 +70,17 @@ inline void paths::connect_more(int peer) {
 
 inline void paths::authenticate(const std::shared_ptr<stream>& s, clock::time_point until) {
   const int peer = s->peer;
+  tcp::handshake::hello me{tcp::handshake::purpose::stream, engine_.rank(), engine_.size(),
+                           tcp::handshake::fresh_nonce()};
+  me.tls = engine_.tls_wanted(peer);
   auto session = std::make_shared<tcp::client_session>(
-      std::move(s->conn.socket), cfg_.base.token,
-      tcp::handshake::hello{tcp::handshake::purpose::stream, engine_.rank(), engine_.size(),
-                            tcp::handshake::fresh_nonce()},
-      peer, until,
+      std::move(s->conn.socket), cfg_.base.token, me, peer, until,
       [this, weak = std::weak_ptr<stream>(s)](tcp::client_session& cs, bool ok,
                                               const std::string& why, bool) {
         auto st = weak.lock();
         if (!st) return;
         --peers_[index(st->peer)].connecting;
-        st->conn.socket = std::move(cs.socket);
+        st->conn.reattach(std::move(cs.socket), std::move(cs.tls));
         if (!ok) return broken(*st, fmt::format("handshake failed: {}", why));
         connect_more(st->peer);
         st->conn.socket.non_blocking(true);
@@ -98,12 +98,14 @@ inline void paths::authenticate(const std::shared_ptr<stream>& s, clock::time_po
         on_readable(st);
         service(st->peer);
         apply_requested(st->peer);
-      });
+      },
+      engine_.tls());
   session->start();
 }
 
-inline void paths::adopt(int peer, asio::ip::tcp::socket socket) {
-  auto s = std::make_shared<stream>(std::move(socket), peer);
+inline void paths::adopt(int peer, asio::ip::tcp::socket socket,
+                         std::unique_ptr<tcp::tls_channel> secure) {
+  auto s = std::make_shared<stream>(std::move(socket), peer, std::move(secure));
   s->conn.detect_dead_host(std::chrono::duration_cast<std::chrono::seconds>(
       std::min<clock::duration>(cfg_.base.timeout, std::chrono::hours(9))));
   peers_[index(peer)].streams.push_back(s);

@@ -39,7 +39,7 @@ inline void paths::on_readable(const std::shared_ptr<stream>& s) {
     }
     std::error_code ec;
     if (!s->in_payload) {
-      const std::size_t n = c.socket.read_some(
+      const std::size_t n = c.read_some(
           asio::buffer(s->head.data() + s->head_have, stream_header_size - s->head_have), ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) break;
       if (ec == asio::error::eof) return ended(s);
@@ -58,7 +58,7 @@ inline void paths::on_readable(const std::shared_ptr<stream>& s) {
     }
     const std::size_t want = static_cast<std::size_t>(
         std::min<std::uint64_t>(s->remaining, sink ? sink->size() : s->remaining));
-    const std::size_t n = c.socket.read_some(asio::buffer(into, want), ec);
+    const std::size_t n = c.read_some(asio::buffer(into, want), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;
     if (ec == asio::error::eof) return ended(s);
     if (ec) return broken(*s, fmt::format("read failed: {}", ec.message()));

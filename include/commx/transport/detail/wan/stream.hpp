@@ -26,7 +26,8 @@ using tcp::operation;
 
 /// One data stream of a path.
 struct stream {
-  stream(asio::ip::tcp::socket s, int peer_rank) : conn(std::move(s)), peer(peer_rank) {
+  stream(asio::ip::tcp::socket s, int peer_rank, std::unique_ptr<tcp::tls_channel> secure = nullptr)
+      : conn(std::move(s), std::move(secure)), peer(peer_rank) {
     conn.staging = {};  // reads are ours, straight into users' buffers
   }
 
