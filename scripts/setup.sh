@@ -15,10 +15,11 @@ packages=(
   python3-matplotlib
   # The N-body example's particle-mesh solve (examples/nbody_wide).
   libfftw3-dev
-  # tcp: OpenSSL's libcrypto (HMAC), ip for the network-namespace tests, clang with libFuzzer for
-  # the frame and handshake fuzz target, iperf3 for the loopback bandwidth reference (and, with
-  # ip, for the wide-area link emulator tools/wanemu and its iperf3 ceiling in bench/wan/).
-  libssl-dev iproute2 clang libclang-rt-14-dev iperf3
+  # tcp: OpenSSL (libcrypto's HMAC, libssl's TLS; the openssl tool makes the TLS tests'
+  # certificates), ip for the network-namespace tests, clang with libFuzzer for the frame and
+  # handshake fuzz target, iperf3 for the loopback bandwidth reference (and, with ip, for the
+  # wide-area link emulator tools/wanemu and its iperf3 ceiling in bench/wan/).
+  libssl-dev openssl iproute2 clang libclang-rt-14-dev iperf3
   # The API reference (scripts/docs.sh); no graphviz: the reference draws no graphs.
   doxygen
   # The packaging tests: a Makefile consumer (make) and the .deb (cpack -G DEB runs dpkg-shlibdeps).
