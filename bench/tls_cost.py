@@ -27,7 +27,7 @@ def loopback_tcp(build, tls, out):
     subprocess.run([f"{build}/tools/commxrun/commxrun", "-n", "2", "--timeout", "300",
                     f"{build}/bench/bench_pingpong_tcp",
                     "--benchmark_filter=^(pingpong|bandwidth)/commx-tcp/(8|4194304)/",
-                    "--benchmark_min_time=0.3", "--benchmark_out_format=json",
+                    "--benchmark_min_time=1", "--benchmark_out_format=json",
                     f"--benchmark_out={out}"], env=env, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
         results = {}
