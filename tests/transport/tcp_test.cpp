@@ -244,8 +244,7 @@ TEST_CASE("the handshake: malformed hellos are refused", "[tcp][handshake]") {
 // --- two ranks as threads of this process ----------------------------------------------------
 
 using comm = commx::communicator<commx::transport::tcp>;
-
-int free_port();
+using commx::test::free_port;
 
 /// Runs fn(world) on two tcp ranks that are threads of this process (each its own endpoint),
 /// and rethrows the first failure.
@@ -371,18 +370,6 @@ TEST_CASE("large messages in flight between eager ones each land byte for byte i
 }
 
 // --- processes -------------------------------------------------------------------------------
-
-int free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(s);
-  return ntohs(addr.sin_port);
-}
 
 std::vector<std::string> rank_env(int rank, int size, const std::string& root,
                                   std::vector<std::string> extra = {}) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -17,8 +18,11 @@
 #include <utility>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -162,5 +166,20 @@ class child {
   std::string buffer_;
   std::string transcript_;
 };
+
+/// A loopback port that was free a moment ago (for a job's root or a relay).
+inline std::uint16_t free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) throw std::runtime_error("socket failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool bound = ::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                     ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  ::close(s);
+  if (!bound) throw std::runtime_error("no free loopback port");
+  return ntohs(addr.sin_port);
+}
 
 }  // namespace commx::test

@@ -29,6 +29,7 @@
 namespace {
 
 using commx::test::child;
+using commx::test::free_port;
 using clock_type = child::clock;
 using namespace std::chrono_literals;
 namespace tcp = commx::detail::tcp;
@@ -264,12 +265,6 @@ TEST_CASE("COMMX_TLS and its credentials are checked at start-up", "[tcp][tls]")
 }
 
 namespace {
-
-std::uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor a(io, {asio::ip::address_v4::loopback(), 0});
-  return a.local_endpoint().port();
-}
 
 /// One rank of a 2-rank job of tcp_scenario's `nodes` (an allreduce), with `extra` variables.
 std::unique_ptr<child> rank(int r, std::uint16_t root_port, std::vector<std::string> extra) {

@@ -29,6 +29,7 @@
 namespace {
 
 using commx::test::child;
+using commx::test::free_port;
 using clock_type = child::clock;
 using namespace std::chrono_literals;
 namespace tcp = commx::detail::tcp;
@@ -63,12 +64,6 @@ struct relay_process {
     return process->transcript();
   }
 };
-
-std::uint16_t free_port() {
-  asio::io_context io;
-  asio::ip::tcp::acceptor a(io, {asio::ip::address_v4::loopback(), 0});
-  return a.local_endpoint().port();
-}
 
 std::unique_ptr<child> rank(int r, int size, const std::string& site, const std::string& relay,
                             std::uint16_t root_port, int timeout_s = 30,
