@@ -4,8 +4,8 @@
 // non-blocking sockets, byte for byte, with the ciphertext waiting for the socket held to its
 // limit; certificates (made here with the openssl tool) accepted from the job's authority and
 // refused from another. Then jobs of real processes (tcp_scenario): a job on certificates, a
-// rank with a stranger's certificate and a rank that does not ask for TLS where it is required
-// both fail with a clear error on both sides, and COMMX_TLS* mistakes are named at start-up.
+// rank with a stranger's certificate, a rank that does not ask for TLS where it is required
+// and one that asks where it is off all fail with a clear error on both sides, and COMMX_TLS* mistakes are named at start-up.
 
 #include <catch2/catch.hpp>
 
@@ -331,5 +331,17 @@ TEST_CASE(
     CHECK(r1->transcript().find("COMMX_TLS=on there") != std::string::npos);
     CHECK(s0 == 3);
     CHECK(r0->transcript().find("did not ask for TLS") != std::string::npos);
+  }
+  {  // and the other way round
+    const std::uint16_t port = free_port();
+    auto r0 = rank(0, port, {"COMMX_TLS=off"});
+    auto r1 = rank(1, port, {"COMMX_TLS=on"});
+    const auto s1 = r1->finish(until());
+    const auto s0 = r0->finish(until());
+    INFO("rank 0:\n" << r0->transcript() << "rank 1:\n" << r1->transcript());
+    CHECK(s1 == 3);
+    CHECK(r1->transcript().find("COMMX_TLS=off there") != std::string::npos);
+    CHECK(s0 == 3);
+    CHECK(r0->transcript().find("asked for TLS, which is off here") != std::string::npos);
   }
 }

@@ -58,8 +58,10 @@ enum class verdict_code : std::uint32_t {
   accepted = 0,
   bad_proof = 1,
   unexpected = 2,  ///< a valid peer the acceptor does not expect (wrong size, duplicate rank)
-  tls_required =
-      3,  ///< the acceptor encrypts every connection (COMMX_TLS=on) and this one asked not to
+  /// The acceptor encrypts every connection (COMMX_TLS=on), and this one did not ask to be.
+  tls_required = 3,
+  /// This one asked for TLS, which the acceptor has off (COMMX_TLS=off).
+  tls_off = 4,
 };
 
 using nonce = std::array<std::byte, nonce_size>;
@@ -231,7 +233,7 @@ inline verdict_bytes make_verdict(verdict_code code) {
 inline std::optional<verdict_code> decode_verdict(std::span<const std::byte, verdict_size> in) {
   if (wire::get(&in[0], 4) != magic) return std::nullopt;
   const auto code = wire::get(&in[4], 4);
-  if (code > static_cast<std::uint32_t>(verdict_code::tls_required)) return std::nullopt;
+  if (code > static_cast<std::uint32_t>(verdict_code::tls_off)) return std::nullopt;
   return static_cast<verdict_code>(code);
 }
 

@@ -103,7 +103,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
                                       peer.rank, peer.size));
     }
     if (peer.tls && tls_policy_.context == nullptr) {
-      return refuse(handshake::verdict_code::unexpected,
+      return refuse(handshake::verdict_code::tls_off,
                     fmt::format("rank {} asked for TLS, which is off here (COMMX_TLS)", peer.rank));
     }
     if (!peer.tls && tls_policy_.required) {
@@ -179,7 +179,7 @@ class client_session : public std::enable_shared_from_this<client_session> {
       : socket(std::move(s)),
         token_(token),
         tls_context_(me.tls ? tls : nullptr),
-        hello_(handshake::encode(me)),
+        hello_(handshake::encode(asking(me, tls_context_ != nullptr))),
         size_(me.size),
         expect_rank_(expect_rank),
         timer_(socket.get_executor()),
@@ -235,6 +235,9 @@ class client_session : public std::enable_shared_from_this<client_session> {
     if (*code == handshake::verdict_code::tls_required) {
       return fail("the acceptor encrypts every connection (COMMX_TLS=on there, not here)", false);
     }
+    if (*code == handshake::verdict_code::tls_off) {
+      return fail("the acceptor has TLS off (COMMX_TLS=off there, not here)", false);
+    }
     if (*code != handshake::verdict_code::accepted)
       return fail("the acceptor does not expect this rank (a different job?)", false);
     if (tls_context_ == nullptr) return succeed();
@@ -255,6 +258,12 @@ class client_session : public std::enable_shared_from_this<client_session> {
     finished_ = true;
     timer_.cancel();
     done_(*this, true, {}, false);
+  }
+
+  /// The hello asks for TLS only when a context can serve it.
+  static handshake::hello asking(handshake::hello me, bool tls) {
+    me.tls = tls;
+    return me;
   }
 
   void fail(const std::string& why, bool token) {
