@@ -106,8 +106,8 @@ class tls_context {
     // SHA-256 suites: a TLS 1.2-style PSK callback serves TLS 1.3 only with those.
     SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256");
     SSL_CTX_set_num_tickets(ctx, 0);  // nothing resumes: every connection has its own key
-    // Asio sets RELEASE_BUFFERS, which frees a connection's record buffers whenever it is
-    // idle; a job's connections are seldom idle for long, so the buffers stay.
+    // RELEASE_BUFFERS (which asio::ssl::stream sets) would free a connection's record buffers
+    // whenever it is idle; a job's connections are seldom idle for long, so the buffers stay.
     SSL_CTX_clear_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     if (s.certificate.empty()) return;
     certificates_ = true;
