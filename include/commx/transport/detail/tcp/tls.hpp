@@ -45,7 +45,8 @@
 #include <sys/socket.h>
 
 #include <asio.hpp>
-#include <asio/ssl.hpp>
+#include <asio/ssl/context.hpp>  // not asio/ssl.hpp: its stream is not used, and costs
+#include <asio/ssl/error.hpp>    // every tcp translation unit half a second to parse
 #include <fmt/format.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
