@@ -266,16 +266,33 @@ TEST_CASE("COMMX_TLS and its credentials are checked at start-up", "[tcp][tls]")
 
 namespace {
 
-/// One rank of a 2-rank job of tcp_scenario's `nodes` (an allreduce), with `extra` variables.
-std::unique_ptr<child> rank(int r, std::uint16_t root_port, std::vector<std::string> extra) {
-  extra.push_back(fmt::format("COMMX_RANK={}", r));
-  extra.push_back("COMMX_SIZE=2");
-  extra.push_back(fmt::format("COMMX_ROOT=127.0.0.1:{}", root_port));
-  extra.push_back("COMMX_TOKEN=" + token);
-  extra.push_back("COMMX_TIMEOUT=5");
-  return std::make_unique<child>(
-      std::vector<std::string>{"timeout", "-s", "KILL", "60", COMMX_TCP_SCENARIO, "nodes", "0 0"},
-      extra);
+/// A 2-rank job of tcp_scenario's `nodes` (an allreduce), rank r with `env[r]` besides the
+/// job's variables, waited for (rank 1 first: rank 0 outlives a rank that fails); each rank's
+/// exit status and output.
+struct finished_job {
+  std::optional<int> status[2];
+  std::string output[2];
+};
+finished_job run_job(const std::vector<std::string> (&env)[2]) {
+  const std::uint16_t port = free_port();
+  std::unique_ptr<child> ranks[2];
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> vars = env[r];
+    vars.push_back(fmt::format("COMMX_RANK={}", r));
+    vars.push_back("COMMX_SIZE=2");
+    vars.push_back(fmt::format("COMMX_ROOT=127.0.0.1:{}", port));
+    vars.push_back("COMMX_TOKEN=" + token);
+    vars.push_back("COMMX_TIMEOUT=5");
+    ranks[r] = std::make_unique<child>(
+        std::vector<std::string>{"timeout", "-s", "KILL", "60", COMMX_TCP_SCENARIO, "nodes", "0 0"},
+        vars);
+  }
+  finished_job job;
+  for (const int r : {1, 0}) {
+    job.status[r] = ranks[r]->finish(clock_type::now() + 50s);
+    job.output[r] = ranks[r]->transcript();
+  }
+  return job;
 }
 
 }  // namespace
@@ -292,56 +309,42 @@ TEST_CASE(
                                     "COMMX_TLS_CERT=" + c.certificate, "COMMX_TLS_KEY=" + c.key,
                                     "COMMX_TLS_CA=" + job.certificate};
   };
-  const auto until = [] { return clock_type::now() + 50s; };
+  const auto says = [](const finished_job& j, int r, const char* text) {
+    return j.output[r].find(text) != std::string::npos;
+  };
   {
-    const std::uint16_t port = free_port();
-    auto r0 = rank(0, port, with(job));
-    auto r1 = rank(1, port, with(job));
-    const auto s0 = r0->finish(until());
-    const auto s1 = r1->finish(until());
-    INFO("rank 0:\n" << r0->transcript() << "rank 1:\n" << r1->transcript());
-    CHECK(s0 == 0);
-    CHECK(s1 == 0);
-    CHECK(r1->transcript().find("connected to rank 0 (127.0.0.1") != std::string::npos);
-    CHECK(r1->transcript().find(", TLS)") != std::string::npos);
-    CHECK(r0->transcript().find("hierarchical sum 1") != std::string::npos);
+    const auto j = run_job({with(job), with(job)});
+    INFO("rank 0:\n" << j.output[0] << "rank 1:\n" << j.output[1]);
+    CHECK(j.status[0] == 0);
+    CHECK(j.status[1] == 0);
+    CHECK(says(j, 1, "connected to rank 0 (127.0.0.1"));
+    CHECK(says(j, 1, ", TLS)"));
+    CHECK(says(j, 0, "hierarchical sum 1"));
   }
   {
-    const std::uint16_t port = free_port();
-    auto r0 = rank(0, port, with(job));
-    auto r1 = rank(1, port, with(stranger));
-    const auto s1 = r1->finish(until());
-    const auto s0 = r0->finish(until());
-    INFO("rank 0:\n" << r0->transcript() << "rank 1:\n" << r1->transcript());
-    CHECK(s1 == 3);
-    CHECK(r1->transcript().find("authentication failed") != std::string::npos);
-    CHECK(r1->transcript().find("TLS handshake failed") != std::string::npos);
-    CHECK(s0 == 3);  // no rank 1 within the timeout, and it says why it refused the one that came
-    CHECK(r0->transcript().find("TLS handshake failed") != std::string::npos);
-    CHECK(r0->transcript().find("rank 1 of 2 did not join") != std::string::npos);
+    const auto j = run_job({with(job), with(stranger)});
+    INFO("rank 0:\n" << j.output[0] << "rank 1:\n" << j.output[1]);
+    CHECK(j.status[1] == 3);
+    CHECK(says(j, 1, "authentication failed"));
+    CHECK(says(j, 1, "TLS handshake failed"));
+    CHECK(j.status[0] == 3);  // no rank 1 within the timeout, and it says why it refused the one
+    CHECK(says(j, 0, "TLS handshake failed"));
+    CHECK(says(j, 0, "rank 1 of 2 did not join"));
   }
   {
-    const std::uint16_t port = free_port();
-    auto r0 = rank(0, port, {"COMMX_TLS=on"});
-    auto r1 = rank(1, port, {"COMMX_TLS=off"});
-    const auto s1 = r1->finish(until());
-    const auto s0 = r0->finish(until());
-    INFO("rank 0:\n" << r0->transcript() << "rank 1:\n" << r1->transcript());
-    CHECK(s1 == 3);
-    CHECK(r1->transcript().find("COMMX_TLS=on there") != std::string::npos);
-    CHECK(s0 == 3);
-    CHECK(r0->transcript().find("did not ask for TLS") != std::string::npos);
+    const auto j = run_job({{"COMMX_TLS=on"}, {"COMMX_TLS=off"}});
+    INFO("rank 0:\n" << j.output[0] << "rank 1:\n" << j.output[1]);
+    CHECK(j.status[1] == 3);
+    CHECK(says(j, 1, "COMMX_TLS=on there"));
+    CHECK(j.status[0] == 3);
+    CHECK(says(j, 0, "did not ask for TLS"));
   }
   {  // and the other way round
-    const std::uint16_t port = free_port();
-    auto r0 = rank(0, port, {"COMMX_TLS=off"});
-    auto r1 = rank(1, port, {"COMMX_TLS=on"});
-    const auto s1 = r1->finish(until());
-    const auto s0 = r0->finish(until());
-    INFO("rank 0:\n" << r0->transcript() << "rank 1:\n" << r1->transcript());
-    CHECK(s1 == 3);
-    CHECK(r1->transcript().find("COMMX_TLS=off there") != std::string::npos);
-    CHECK(s0 == 3);
-    CHECK(r0->transcript().find("asked for TLS, which is off here") != std::string::npos);
+    const auto j = run_job({{"COMMX_TLS=off"}, {"COMMX_TLS=on"}});
+    INFO("rank 0:\n" << j.output[0] << "rank 1:\n" << j.output[1]);
+    CHECK(j.status[1] == 3);
+    CHECK(says(j, 1, "COMMX_TLS=off there"));
+    CHECK(j.status[0] == 3);
+    CHECK(says(j, 0, "asked for TLS, which is off here"));
   }
 }
