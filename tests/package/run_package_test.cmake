@@ -21,6 +21,8 @@ function(run)
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 
+# The Makefile consumer's own CXXFLAGS hold the same.
+set(strict_flags "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Wpedantic -Werror")
 string(REPLACE "|" ";" components "${COMPONENTS}")
 string(REPLACE "|" " " stacks "${COMPONENTS}")  # the Makefile's list
 string(REPLACE "|" ";" mpi_launch "${MPI_LAUNCH}")
@@ -53,12 +55,12 @@ endif()
 
 if(MODE STREQUAL "find_package")
   run(${CMAKE_COMMAND} -S ${COMMX_SOURCE_DIR}/tests/package/consumer -B ${build} -G ${GENERATOR}
-      -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER} -DCMAKE_PREFIX_PATH=${prefix}
+      -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER} "${strict_flags}" -DCMAKE_PREFIX_PATH=${prefix}
       -DCOMMX_TEST_COMPONENTS=${COMPONENTS})
   run(${CMAKE_COMMAND} --build ${build})
 elseif(MODE STREQUAL "add_subdirectory")
   run(${CMAKE_COMMAND} -S ${COMMX_SOURCE_DIR}/tests/package/subdir_consumer -B ${build}
-      -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
+      -G ${GENERATOR} -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER} "${strict_flags}"
       -DCOMMX_SOURCE_DIR=${COMMX_SOURCE_DIR} -DCOMMX_TEST_COMPONENTS=${COMPONENTS})
   run(${CMAKE_COMMAND} --build ${build})
   if(EXISTS ${build}/commx/tests)

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// transport::shm's own tests, on real processes: a flood of unexpected messages both ways, a
+// transport::shm's own tests, on real processes: floods of unexpected messages (both ways; three
+// senders to one, held within the eager window), offers beyond the tickets, a
 // rank SIGKILLed mid-exchange (in a forked job and under commxrun), a stale segment left by a
 // crashed job, and ranks that never arrive. The large-message path comes from COMMX_SHM_LARGE
 // (CTest runs this file once per path).
@@ -350,6 +351,131 @@ TEST_CASE("more large messages in flight both ways than there are offer tickets"
       return {};
     }));
   }
+  wait_all(ranks, 120s);
+  INFO(commx::test::shm_ranks::failures(ranks));
+  CHECK(commx::test::shm_ranks::failures(ranks).empty());
+}
+
+TEST_CASE(
+    "three ranks flood a fourth: it holds at most the eager window from each, and receives "
+    "every message byte for byte",
+    "[shm]") {
+  // 2000 messages of 256 bytes from each sender: 640,000 bytes of credit, ten windows of
+  // 64 KiB. Beyond the window they wait in the senders' memory as offers.
+  constexpr int count = 2000;
+  constexpr int words = 64;
+  constexpr std::size_t window = std::size_t{64} << 10;
+  constexpr int marker = 7;  // sent last: once it is queued, everything before it is too
+  job_spec job{commx::test::shm_ranks::fresh_token(),
+               4,
+               {{"COMMX_SHM_EAGER_WINDOW", std::to_string(window)}}};
+  std::vector<rank_process> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(start_rank(job, r, [r, window]() -> std::string {
+      comm world = comm::from_env();
+      if (world.transport().eager_window() != window) return "COMMX_SHM_EAGER_WINDOW ignored";
+      if (r != 0) {
+        std::vector<std::array<std::uint32_t, words>> out(count);
+        std::vector<comm::request> sends;
+        for (int i = 0; i < count; ++i) {
+          auto& message = out[static_cast<std::size_t>(i)];
+          for (int w = 0; w < words; ++w) message[static_cast<std::size_t>(w)] = word_of(r, i, w);
+          sends.push_back(world.isend(0, i % 3, std::span<const std::uint32_t>(message)));
+        }
+        world.send(0, marker, r);
+        commx::wait_all(sends, 60s);
+        world.barrier(60s);
+        return {};
+      }
+      for (int s = 1; s < 4; ++s) world.probe(s, marker, 60s);
+      const std::size_t held = world.transport().held_bytes();
+      if (held == 0 || held > 3 * window) {
+        return fmt::format("holds {} bytes of queued messages; the bound is 3 x {}", held, window);
+      }
+      // Tag 2 first, then 1, then 0, from each sender in turn: a receive for a later tag
+      // finds its message past the offers of earlier ones.
+      for (int tag = 2; tag >= 0; --tag) {
+        for (int s = 1; s < 4; ++s) {
+          for (int i = tag; i < count; i += 3) {
+            std::array<std::uint32_t, words> got{};
+            world.recv(s, tag, std::span(got), 60s);
+            for (int w = 0; w < words; ++w) {
+              if (got[static_cast<std::size_t>(w)] != word_of(s, i, w)) {
+                return fmt::format("rank {} message {} word {} differs", s, i, w);
+              }
+            }
+          }
+        }
+      }
+      for (int s = 1; s < 4; ++s) {
+        int from = 0;
+        world.recv(s, marker, from, 60s);
+        if (from != s) return "a marker differs";
+      }
+      world.barrier(60s);
+      return {};
+    }));
+  }
+  wait_all(ranks, 120s);
+  INFO(commx::test::shm_ranks::failures(ranks));
+  CHECK(commx::test::shm_ranks::failures(ranks).empty());
+}
+
+TEST_CASE(
+    "a receive for a later tag finds its message behind more unclaimed offers than there "
+    "are tickets, and an offer without a ticket can be withdrawn",
+    "[shm]") {
+  constexpr int count = 40;  // large messages on tag 0, against 16 tickets per pair
+  constexpr std::size_t words = (std::size_t{64} << 10) / 4;
+  job_spec job{commx::test::shm_ranks::fresh_token(), 2, {}};
+  std::array<int, 2> sent{};  // rank 1 -> 0: all its sends are posted, one of them withdrawn
+  REQUIRE(::pipe(sent.data()) == 0);
+  std::vector<rank_process> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(start_rank(job, r, [r, &sent]() -> std::string {
+      comm world = comm::from_env();
+      if (r == 1) {
+        std::vector<std::vector<std::uint32_t>> out(count + 1);
+        std::vector<comm::request> sends;
+        for (int i = 0; i <= count; ++i) {
+          auto& message = out[static_cast<std::size_t>(i)];
+          message.resize(words);
+          for (std::size_t w = 0; w < words; ++w) message[w] = word_of(1, i, static_cast<int>(w));
+          sends.push_back(world.isend(0, 0, message));
+        }
+        // The last offer has no ticket: withdrawn, it must never arrive.
+        if (!sends.back().cancel()) return "the offer without a ticket was not withdrawn";
+        sends.pop_back();
+        sends.push_back(world.isend(0, 2, out[0]));  // large, behind 24 offers without a ticket
+        const int small = 11;
+        sends.push_back(world.isend(0, 1, small));
+        post_byte(sent[1]);
+        commx::wait_all(sends, 60s);
+        world.barrier(60s);
+        return {};
+      }
+      if (!await_byte(sent[0])) return "rank 1 ended before sending";
+      std::vector<std::uint32_t> got(words);
+      world.recv(1, 2, std::span(got), 20s);
+      if (got[5] != word_of(1, 0, 5)) return "the tag 2 message differs";
+      int small = 0;
+      world.recv(1, 1, small, 20s);
+      if (small != 11) return "the tag 1 message differs";
+      for (int i = 0; i < count; ++i) {
+        world.recv(1, 0, std::span(got), 20s);
+        for (std::size_t w = 0; w < words; w += 97) {
+          if (got[w] != word_of(1, i, static_cast<int>(w))) {
+            return fmt::format("tag 0 message {} word {} differs", i, w);
+          }
+        }
+      }
+      if (world.iprobe(1, 0)) return "the withdrawn message arrived";
+      world.barrier(60s);
+      return {};
+    }));
+  }
+  ::close(sent[0]);
+  ::close(sent[1]);
   wait_all(ranks, 120s);
   INFO(commx::test::shm_ranks::failures(ranks));
   CHECK(commx::test::shm_ranks::failures(ranks).empty());

@@ -9,7 +9,9 @@
 /// between cores as one cache line, detail/shm/ring.hpp); large ones (above COMMX_SHM_LARGE_THRESHOLD, 32 KiB by default) are copied
 /// once, straight from the sender's memory with process_vm_readv, when the kernel allows it, and
 /// otherwise in pipelined pieces through the ring. Messages nobody asked for yet go to a private
-/// queue in the receiving process, so senders never deadlock. A waiting rank spins briefly,
+/// queue in the receiving process, so senders never deadlock; what it holds of each sender's is
+/// bounded by eager credit (COMMX_SHM_EAGER_WINDOW, 1 MiB), beyond which messages wait in the
+/// sender's memory as large ones do (detail/shm/credit.hpp). A waiting rank spins briefly,
 /// yields, then sleeps on a futex in the segment until a peer wakes it. A peer whose process is
 /// gone is noticed within the liveness period (20 ms) and its pending operations raise
 /// errc::peer_lost. See detail/shm/endpoint.hpp for the protocol and detail/shm/segment.hpp for
@@ -180,6 +182,12 @@ class shm {
 
   /// Whether large messages are copied by cross-memory attach (else through the ring).
   [[nodiscard]] bool cross_memory_enabled() const { return endpoint_->cross_memory_enabled(); }
+  /// What this rank holds of small messages nobody has asked for yet, each counted as its
+  /// payload plus 64 bytes. At most eager_window() per sender, itself included, however many
+  /// are sent: beyond it they stay in the sender's memory until a receive takes them.
+  [[nodiscard]] std::size_t held_bytes() const { return endpoint_->held_bytes(); }
+  /// That bound per sender (COMMX_SHM_EAGER_WINDOW).
+  [[nodiscard]] std::uint64_t eager_window() const { return endpoint_->eager_window(); }
   /// The segment's name (removed from /dev/shm once every rank has arrived).
   [[nodiscard]] const std::string& segment_name() const { return endpoint_->segment_name(); }
 

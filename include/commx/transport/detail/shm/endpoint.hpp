@@ -16,7 +16,10 @@
 /// Every rank drains all its incoming rings whenever it makes progress, into posted receives or
 /// into its private queue; a send that finds its ring full waits in a private outbox, in order,
 /// until the receiver has made room. Nothing ever blocks on another rank's cooperation except a
-/// large message, whose sender waits (without blocking anything else) for the receive.
+/// large message, whose sender waits (without blocking anything else) for the receive. What the
+/// queue holds of each sender's small messages is bounded by eager credit: beyond it they are
+/// offered as large ones are (credit.hpp), and offers beyond the pair's ticket slots go out
+/// without one (transfer_table.hpp), so no offer waits behind another.
 ///
 /// Waiting: spin (long while the rank has a core of its own: waiting.hpp), yield a few turns,
 /// then sleep on the rank's futex word. A rank that writes to a ring, or frees space in one,
@@ -50,6 +53,7 @@
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"
 #include "commx/log.hpp"
+#include "commx/transport/detail/shm/credit.hpp"
 #include "commx/transport/detail/shm/cross_memory.hpp"
 #include "commx/transport/detail/shm/futex.hpp"
 #include "commx/transport/detail/shm/liveness.hpp"
@@ -57,6 +61,7 @@
 #include "commx/transport/detail/shm/options.hpp"
 #include "commx/transport/detail/shm/ring.hpp"
 #include "commx/transport/detail/shm/segment.hpp"
+#include "commx/transport/detail/shm/transfer_table.hpp"
 #include "commx/transport/detail/shm/waiting.hpp"
 
 namespace commx::detail::shm {
@@ -85,12 +90,15 @@ class endpoint {
     // A whole eager message must fit in a ring with room to spare; pieces are a quarter ring.
     eager_limit_ = std::min(opts_.large_threshold, ring / 2 - record_bytes(record_kind::rts, 0));
     chunk_ = std::min<std::size_t>(ring / 4, std::size_t{64} << 10);
+    window_ = std::max<std::uint64_t>(opts_.eager_window, credit_cost(eager_limit_));
     producers_.resize(n);
     consumers_.resize(n);
     outbox_.resize(n);
     urgent_.resize(n);
     in_flight_.resize(n);
     transfers_.resize(n);
+    credit_out_.resize(n);
+    credit_in_.resize(n);
     generations_.assign(n, 0);
     owed_wakes_.reserve(n);
     peers_.resize(n);
@@ -99,8 +107,6 @@ class endpoint {
       const auto p = static_cast<std::size_t>(peer);
       producers_[p] = ring_producer(segment_.ring(rank, peer));
       consumers_[p] = ring_consumer(segment_.ring(peer, rank));
-      in_flight_[p].resize(tickets_per_pair);
-      transfers_[p].resize(tickets_per_pair);
       if (peer != rank) {
         peers_[p] = process_watch(segment_.slot(peer).pid.load(std::memory_order_acquire));
       }
@@ -125,6 +131,10 @@ class endpoint {
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return size_; }
   [[nodiscard]] bool cross_memory_enabled() const { return cross_memory_; }
+  /// What this rank holds of small messages nobody has asked for yet, each counted as its
+  /// payload plus 64 bytes: at most the eager window per sender (credit.hpp).
+  [[nodiscard]] std::size_t held_bytes() const { return held_bytes_; }
+  [[nodiscard]] std::uint64_t eager_window() const { return window_; }
   [[nodiscard]] const std::string& segment_name() const { return segment_.name(); }
   /// Who speaks in this endpoint's log lines: `commx[rank 3 shm]`.
   [[nodiscard]] const log::context& log_context() const { return log_; }
@@ -148,13 +158,7 @@ class endpoint {
     }
     auto op = new_operation(operation::kind::send, to, ctx, tag);
     op->payload = data;
-    record header{};
-    header.kind = record_kind::rts;
-    header.tag = tag;
-    header.ctx = ctx;
-    header.size = data.size();
-    header.address = reinterpret_cast<std::uint64_t>(data.data());
-    outbox_[t].push_back({outgoing::kind::offer, header, op});
+    outbox_[t].push_back({outgoing::kind::offer, offer_record(*op), op});
     flush(to);
     return op;
   }
@@ -245,7 +249,7 @@ class endpoint {
         complete(op, {op.peer, op.tag, 0, make_error_code(errc::cancelled)});
         return true;
       }
-      if (op.ticket >= 0 && withdraw(op)) return true;
+      if (op.offered && withdraw(op)) return true;
     }
     // Matched and being copied: that takes as long as the peer keeps making progress, which a
     // peer that is gone stops (the operation then fails with peer_lost).
@@ -325,6 +329,16 @@ class endpoint {
     return header;
   }
 
+  static record offer_record(const operation& op) {
+    record header{};
+    header.kind = record_kind::rts;
+    header.tag = op.tag;
+    header.ctx = op.ctx;
+    header.size = op.payload.size();
+    header.address = reinterpret_cast<std::uint64_t>(op.payload.data());
+    return header;
+  }
+
   static op_result lost(int peer, std::size_t bytes) {
     return {peer, any_tag, bytes, make_error_code(errc::peer_lost)};
   }
@@ -342,13 +356,28 @@ class endpoint {
     return op;
   }
 
-  // The eager fast path, isend's and send_blocking's: nothing queued ahead of the message and
-  // room in the ring, so it is written now; false (nothing done) otherwise.
+  // The eager fast path, isend's and send_blocking's: nothing queued ahead of the message,
+  // room in the ring and credit at the receiver, so it is written now; false (nothing done)
+  // otherwise.
   bool write_eager_now(int to, context_id ctx, int tag, std::span<const std::byte> data) {
     const auto t = static_cast<std::size_t>(to);
-    if (!outbox_[t].empty() || !producers_[t].fits(record_kind::eager, data.size())) return false;
+    if (!outbox_[t].empty() || !producers_[t].fits(record_kind::eager, data.size()) ||
+        !credit_out_[t].take(credit_cost(data.size()), producers_[t], window_)) {
+      return false;
+    }
     producers_[t].write(eager_record(ctx, tag, data.size()), data);
     return true;
+  }
+
+  // The user took a small message from `from`, as it arrived or (took_held) out of the queue:
+  // its credit goes back to the sender.
+  void took(int from, std::size_t bytes) {
+    const auto f = static_cast<std::size_t>(from);
+    credit_in_[f].give_back(credit_cost(bytes), consumers_[f], window_);
+  }
+  void took_held(int from, std::size_t bytes) {
+    held_bytes_ -= credit_cost(bytes);
+    took(from, bytes);
   }
 
   // Matches the receive `op` against the messages queued, or posts it.
@@ -373,6 +402,7 @@ class endpoint {
       if (!queued.large) {
         if (!queued.eager.empty()) std::memcpy(target, queued.eager.data(), queued.size);
         complete(*op, {queued.source, queued.tag, queued.size, {}});
+        took_held(queued.source, queued.size);
         unexpected_.pop(at);
         return;
       }
@@ -433,6 +463,7 @@ class endpoint {
   void arrive_clear_to_send(int from, const record& header);
   void arrive_piece(int from, const record& header, const ring_consumer& ring);
   void arrive_fin(int from, const record& header);
+  void arrive_revoke(int from, const record& header);
   static constexpr std::size_t drain_limit = 1024;
 
   // Writing to the rings, withdrawing, and the large-message path at start-up
@@ -442,7 +473,7 @@ class endpoint {
   void send_control(int to, const record& header);
   void flush(int to);
   void write_queue(int to, std::deque<outgoing>& queue, bool& wrote);
-  int free_ticket(int to) const;
+  bool write_pieces(int to, operation& op);
   void probe_cross_memory();
 
   // Declared first: every container below holds operations the pool made.
@@ -455,6 +486,8 @@ class endpoint {
   waiting waiting_;
   std::size_t eager_limit_ = 0;
   std::size_t chunk_ = 0;
+  std::uint64_t window_ = 0;    // eager credit per pair (credit.hpp)
+  std::size_t held_bytes_ = 0;  // small messages queued, as credit counts them
   bool cross_memory_ = false;
   bool left_ = false;
 
@@ -462,8 +495,10 @@ class endpoint {
   std::vector<ring_consumer> consumers_;      // from each peer
   std::vector<std::deque<outgoing>> outbox_;  // messages (eager, offers), in order
   std::vector<std::deque<outgoing>> urgent_;  // answers (cts, fin) and pieces
-  std::vector<std::vector<std::shared_ptr<operation>>> in_flight_;  // offers, by ticket
-  std::vector<std::vector<std::shared_ptr<operation>>> transfers_;  // pieces coming, by ticket
+  std::vector<transfer_table> in_flight_;     // our offers to each peer
+  std::vector<transfer_table> transfers_;     // pieces coming from each peer
+  std::vector<credit_to_send> credit_out_;
+  std::vector<credit_to_return> credit_in_;
   std::vector<std::uint64_t> generations_;
   std::vector<int> owed_wakes_;  // peers nudge() could not be sure were awake
   std::vector<process_watch> peers_;

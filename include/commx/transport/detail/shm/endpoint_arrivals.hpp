@@ -51,6 +51,8 @@ inline void endpoint::arrive(int from, const record& header, const ring_consumer
       return arrive_piece(from, header, ring);
     case record_kind::fin:
       return arrive_fin(from, header);
+    case record_kind::revoke:
+      return arrive_revoke(from, header);
   }
   throw error(errc::protocol_violation,
               fmt::format("shm: rank {}: record of unknown kind {} from rank {}", rank_,
@@ -75,12 +77,16 @@ inline void endpoint::arrive_eager(int from, const record& header, const ring_co
     } else {
       posted = posted_.erase(posted);
     }
-    if (!ec) return;
+    if (!ec) {
+      took(from, bytes);
+      return;
+    }
   }
   queued_message message{0, from, header.ctx, header.tag, bytes, {}};
   message.eager.resize(bytes);
   ring.read_payload(header, 0, message.eager.data(), bytes);
   unexpected_.push(std::move(message));
+  held_bytes_ += credit_cost(bytes);
 }
 
 inline void endpoint::arrive_offer(int from, const record& header) {
@@ -89,7 +95,7 @@ inline void endpoint::arrive_offer(int from, const record& header) {
   offer.ticket = header.ticket;
   offer.generation = header.generation;
   offer.address = header.address;
-  if (offer.ticket >= tickets_per_pair) {
+  if (offer.ticket >= tickets_per_pair && offer.ticket != no_ticket) {
     throw error(errc::protocol_violation,
                 fmt::format("shm: rank {}: offer from rank {} names ticket {} (< {})", rank_, from,
                             offer.ticket, tickets_per_pair));
@@ -122,27 +128,32 @@ inline void endpoint::arrive_offer(int from, const record& header) {
 }
 
 inline bool endpoint::still_offered(const queued_message& offer) const {
+  if (offer.ticket == no_ticket) return true;  // a withdrawal takes it out of the queue
   const auto& word = segment_.tickets(offer.source, rank_)[offer.ticket];
   return word.load(std::memory_order_acquire) == ticket::word(offer.generation, ticket::offered);
 }
 
 // Claims a large message for `op` and copies it, or asks for it in pieces. False if the
-// sender withdrew it first (nothing happened to `op`).
+// sender withdrew it first (nothing happened to `op`). An offer without a ticket slot is
+// claimed by asking for its pieces (transfer_table.hpp).
 inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int from, int tag,
                                  std::size_t bytes, std::uint32_t slot, std::uint64_t generation,
                                  std::uint64_t address, std::byte* target) {
   operation& op = *receive;
-  auto& word = segment_.tickets(from, rank_)[slot];
-  std::uint32_t expected = ticket::word(generation, ticket::offered);
-  if (!word.compare_exchange_strong(expected, ticket::word(generation, ticket::claimed),
-                                    std::memory_order_acq_rel)) {
-    return false;
+  const bool slotted = slot != no_ticket;
+  if (slotted) {
+    auto& word = segment_.tickets(from, rank_)[slot];
+    std::uint32_t expected = ticket::word(generation, ticket::offered);
+    if (!word.compare_exchange_strong(expected, ticket::word(generation, ticket::claimed),
+                                      std::memory_order_acq_rel)) {
+      return false;
+    }
   }
   record answer{};
   answer.ticket = slot;
   answer.generation = generation;
   answer.tag = tag;
-  if (cross_memory_ && bytes != 0) {
+  if (slotted && cross_memory_ && bytes != 0) {
     const pid_t pid = peers_[static_cast<std::size_t>(from)].pid();
     const cross_copy copied =
         from == rank_
@@ -174,54 +185,76 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int 
               "messages above {} bytes are copied through the ring from now on",
               from, eager_limit_);
   }
-  if (bytes == 0) {
+  if (slotted && bytes == 0) {
     complete(op, {from, tag, 0, {}});
     answer.kind = record_kind::fin;
     send_control(from, answer);
     return true;
   }
+  // Pieces follow the answer (an offer without a slot sends one empty piece for an empty
+  // message: its sender alone knows whether it withdrew it first).
   op.target = target;
   op.progress = 0;
   op.generation = generation;
   op.result = {from, tag, bytes, {}};
-  transfers_[static_cast<std::size_t>(from)][slot] = receive;
+  transfers_[static_cast<std::size_t>(from)].put(slot, receive);
   answer.kind = record_kind::cts;
   send_control(from, answer);
   return true;
 }
 
 inline void endpoint::arrive_clear_to_send(int from, const record& header) {
-  auto& op = in_flight_[static_cast<std::size_t>(from)][header.ticket % tickets_per_pair];
-  if (!op || op->generation != header.generation) return;  // cancelled meanwhile
-  urgent_[static_cast<std::size_t>(from)].push_back({outgoing::kind::pieces, {}, op});
+  auto* op = in_flight_[static_cast<std::size_t>(from)].find(header.ticket, header.generation);
+  if (op == nullptr) return;  // withdrawn meanwhile
+  urgent_[static_cast<std::size_t>(from)].push_back({outgoing::kind::pieces, {}, *op});
 }
 
 inline void endpoint::arrive_piece(int from, const record& header, const ring_consumer& ring) {
-  auto& op = transfers_[static_cast<std::size_t>(from)][header.ticket % tickets_per_pair];
-  if (!op || op->generation != header.generation) return;  // abandoned receive: drop it
-  const std::size_t bytes = op->result.bytes;
+  transfer_table& table = transfers_[static_cast<std::size_t>(from)];
+  auto* found = table.find(header.ticket, header.generation);
+  if (found == nullptr) return;  // abandoned receive: drop it
+  operation& op = **found;
+  const std::size_t bytes = op.result.bytes;
   if (header.size > bytes || header.payload > bytes - header.size) {
     throw error(errc::protocol_violation,
                 fmt::format("shm: rank {}: piece [{}, +{}) from rank {} is outside its {}-byte "
                             "message",
                             rank_, header.size, header.payload, from, bytes));
   }
-  ring.read_payload(header, 0, op->target + header.size, header.payload);
-  op->progress += header.payload;
-  if (op->progress == bytes) {
-    complete(*op, op->result);
-    op.reset();
+  ring.read_payload(header, 0, op.target + header.size, header.payload);
+  op.progress += header.payload;
+  if (op.progress == bytes) {
+    complete(op, op.result);
+    table.erase(header.ticket, header.generation);
   }
 }
 
 inline void endpoint::arrive_fin(int from, const record& header) {
-  auto& op = in_flight_[static_cast<std::size_t>(from)][header.ticket % tickets_per_pair];
-  if (!op || op->generation != header.generation) return;
-  segment_.tickets(rank_, from)[op->ticket].store(ticket::free, std::memory_order_release);
+  transfer_table& table = in_flight_[static_cast<std::size_t>(from)];
+  auto* found = table.find(header.ticket, header.generation);
+  if (found == nullptr || header.ticket == no_ticket) return;
+  operation& op = **found;
+  segment_.tickets(rank_, from)[op.ticket].store(ticket::free, std::memory_order_release);
   const auto failure = static_cast<errc>(header.size);
-  complete(*op, {from, op->tag, op->payload.size(),
-                 header.size == 0 ? std::error_code{} : make_error_code(failure)});
-  op.reset();
+  complete(op, {from, op.tag, op.payload.size(),
+                header.size == 0 ? std::error_code{} : make_error_code(failure)});
+  table.erase(header.ticket, header.generation);
+}
+
+// The sender withdrew an offer without a slot: out of the queue if it is still there; a
+// receive that matched it already fails as tcp's does when its message is revoked.
+inline void endpoint::arrive_revoke(int from, const record& header) {
+  transfer_table& table = transfers_[static_cast<std::size_t>(from)];
+  if (auto* found = table.find(no_ticket, header.generation)) {
+    operation& op = **found;
+    complete(op, {from, op.result.tag, 0, make_error_code(errc::cancelled)});
+    table.erase(no_ticket, header.generation);
+    return;
+  }
+  unexpected_.remove_if([&](const queued_message& m) {
+    return m.large && m.source == from && m.ticket == no_ticket &&
+           m.generation == header.generation;
+  });
 }
 
 }  // namespace commx::detail::shm

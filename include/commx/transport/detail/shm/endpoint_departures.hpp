@@ -133,14 +133,12 @@ inline void endpoint::depart(int peer, presence how, std::string_view found) {
     }
     queue->clear();
   }
-  for (auto& op : in_flight_[p]) {
-    if (op && !op->done) complete(*op, lost(peer, op->payload.size()));
-    op.reset();
-  }
-  for (auto& transfer : transfers_[p]) {
-    if (transfer && !transfer->done) complete(*transfer, lost(peer, 0));
-    transfer.reset();
-  }
+  in_flight_[p].release_all([&](operation& op) {
+    if (!op.done) complete(op, lost(peer, op.payload.size()));
+  });
+  transfers_[p].release_all([&](operation& op) {
+    if (!op.done) complete(op, lost(peer, 0));
+  });
   // Its large messages are in memory that is gone.
   unexpected_.remove_if([&](const queued_message& m) { return m.large && m.source == peer; });
 }

@@ -9,30 +9,35 @@
 
 namespace commx::detail::shm {
 
-// Withdraws an offer nobody claimed yet; false if a receive claimed it first.
+// Withdraws an offer nobody claimed yet; false if a receive claimed it first. One without a
+// slot is withdrawn until its first piece is written: the receiver hears of it by `revoke`.
 inline bool endpoint::withdraw(operation& op) {
   const auto to = static_cast<std::size_t>(op.peer);
-  auto& word = segment_.tickets(rank_, op.peer)[op.ticket];
-  std::uint32_t expected = ticket::word(op.generation, ticket::offered);
-  if (!word.compare_exchange_strong(expected, ticket::free, std::memory_order_acq_rel)) {
-    return false;
+  if (op.ticket < 0) {
+    if (op.progress != 0) return false;
+    std::erase_if(urgent_[to], [&](const outgoing& o) { return o.op.get() == &op; });
+    in_flight_[to].erase(no_ticket, op.generation);
+    record revoke{};
+    revoke.kind = record_kind::revoke;
+    revoke.ticket = no_ticket;
+    revoke.generation = op.generation;
+    send_control(op.peer, revoke);
+  } else {
+    auto& word = segment_.tickets(rank_, op.peer)[op.ticket];
+    std::uint32_t expected = ticket::word(op.generation, ticket::offered);
+    if (!word.compare_exchange_strong(expected, ticket::free, std::memory_order_acq_rel)) {
+      return false;
+    }
+    in_flight_[to].erase(static_cast<std::uint32_t>(op.ticket), op.generation);
   }
-  in_flight_[to][static_cast<std::size_t>(op.ticket)].reset();
   complete(op, {op.peer, op.tag, 0, make_error_code(errc::cancelled)});
   return true;
 }
 
 // Drops every reference to an abandoned operation.
 inline void endpoint::forget(const operation& op) {
-  for (auto& per_peer : transfers_) {
-    for (auto& t : per_peer) {
-      if (t.get() == &op) t.reset();
-    }
-  }
-  for (auto& per_peer : in_flight_) {
-    for (auto& t : per_peer) {
-      if (t.get() == &op) t.reset();
-    }
+  for (auto* tables : {&transfers_, &in_flight_}) {
+    for (transfer_table& table : *tables) table.forget(op);
   }
   for (auto* queues : {&outbox_, &urgent_}) {
     for (auto& queue : *queues) {
@@ -65,58 +70,72 @@ inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wro
   while (!queue.empty()) {
     outgoing& next = queue.front();
     if (next.what == outgoing::kind::eager) {
-      if (!ring.fits(record_kind::eager, next.op->payload.size())) break;
-      ring.write(next.header, next.op->payload);
-      complete(*next.op, {to, next.op->tag, next.op->payload.size(), {}});
-    } else if (next.what == outgoing::kind::control) {
+      const std::size_t bytes = next.op->payload.size();
+      if (!ring.fits(record_kind::eager, bytes)) break;
+      if (credit_out_[t].take(credit_cost(bytes), ring, window_)) {
+        ring.write(next.header, next.op->payload);
+        complete(*next.op, {to, next.op->tag, bytes, {}});
+        wrote = true;
+        queue.pop_front();
+        continue;
+      }
+      next = {outgoing::kind::offer, offer_record(*next.op), next.op};  // beyond the window
+    }
+    if (next.what == outgoing::kind::control) {
       if (!ring.fits(next.header.kind, 0)) break;
       ring.write(next.header, {});
     } else if (next.what == outgoing::kind::offer) {
-      const int slot = free_ticket(to);
-      if (slot < 0 || !ring.fits(record_kind::rts, 0)) break;
+      if (!ring.fits(record_kind::rts, 0)) break;
       operation& op = *next.op;
+      const int slot = in_flight_[t].free_slot();
+      const auto ticket_field = slot < 0 ? no_ticket : static_cast<std::uint32_t>(slot);
+      op.offered = true;
       op.ticket = slot;
       op.generation = ++generations_[t];
-      next.header.ticket = static_cast<std::uint32_t>(slot);
+      next.header.ticket = ticket_field;
       next.header.generation = op.generation;
-      segment_.tickets(rank_, to)[slot].store(ticket::word(op.generation, ticket::offered),
-                                              std::memory_order_release);
-      in_flight_[t][static_cast<std::size_t>(slot)] = next.op;
-      ring.write(next.header, {});
-    } else {  // pieces of a large message the receiver asked for
-      operation& op = *next.op;
-      const std::size_t total = op.payload.size();
-      while (op.progress < total) {
-        const std::size_t piece = std::min(chunk_, total - op.progress);
-        if (!ring.fits(record_kind::data, piece)) break;
-        record header{};
-        header.kind = record_kind::data;
-        header.payload = static_cast<std::uint32_t>(piece);
-        header.ticket = static_cast<std::uint32_t>(op.ticket);
-        header.generation = op.generation;
-        header.size = op.progress;
-        ring.write(header, op.payload.subspan(op.progress, piece));
-        op.progress += piece;
-        wrote = true;
-        // Each piece is visible at once: the receiver copies it out while we write the next.
-        wake(to);
+      if (slot >= 0) {
+        segment_.tickets(rank_, to)[slot].store(ticket::word(op.generation, ticket::offered),
+                                                std::memory_order_release);
       }
-      if (op.progress < total) break;
-      segment_.tickets(rank_, to)[op.ticket].store(ticket::free, std::memory_order_release);
-      in_flight_[t][static_cast<std::size_t>(op.ticket)].reset();
-      complete(op, {to, op.tag, total, {}});
+      in_flight_[t].put(ticket_field, next.op);
+      ring.write(next.header, {});
+    } else if (!write_pieces(to, *next.op)) {  // of a large message the receiver asked for
+      break;
     }
     wrote = true;
     queue.pop_front();
   }
 }
 
-inline int endpoint::free_ticket(int to) const {
-  const auto& slots = in_flight_[static_cast<std::size_t>(to)];
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    if (!slots[i]) return static_cast<int>(i);
+// Writes the pieces of `op` the ring has room for; true once the last is written (the send
+// is then complete). An empty message without a slot still sends one, empty.
+inline bool endpoint::write_pieces(int to, operation& op) {
+  ring_producer& ring = producers_[static_cast<std::size_t>(to)];
+  const std::size_t total = op.payload.size();
+  const auto ticket_field = op.ticket < 0 ? no_ticket : static_cast<std::uint32_t>(op.ticket);
+  bool unwritten = total == 0;
+  while (op.progress < total || unwritten) {
+    const std::size_t piece = std::min(chunk_, total - op.progress);
+    if (!ring.fits(record_kind::data, piece)) return false;
+    record header{};
+    header.kind = record_kind::data;
+    header.payload = static_cast<std::uint32_t>(piece);
+    header.ticket = ticket_field;
+    header.generation = op.generation;
+    header.size = op.progress;
+    ring.write(header, op.payload.subspan(op.progress, piece));
+    op.progress += piece;
+    unwritten = false;
+    // Each piece is visible at once: the receiver copies it out while we write the next.
+    wake(to);
   }
-  return -1;
+  if (op.ticket >= 0) {
+    segment_.tickets(rank_, to)[op.ticket].store(ticket::free, std::memory_order_release);
+  }
+  in_flight_[static_cast<std::size_t>(to)].erase(ticket_field, op.generation);
+  complete(op, {to, op.tag, total, {}});
+  return true;
 }
 
 // Reads the word a peer published in its slot out of the peer's memory: if the kernel lets

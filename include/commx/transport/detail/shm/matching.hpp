@@ -6,7 +6,8 @@
 /// overflow buffer" of HPVM's Fig. 6: a rank always empties its rings into it, whether or not
 /// receives are posted, so a sender's ring is never full for long and two ranks flooding each
 /// other cannot deadlock. A large message costs the queue only its envelope: its payload stays
-/// in the sender's memory until a receive takes it.
+/// in the sender's memory until a receive takes it. What the queue holds of each sender's
+/// small messages is bounded by eager credit (credit.hpp).
 
 #include <cstddef>
 #include <cstdint>
@@ -43,8 +44,10 @@ struct operation {
   op_result result;
   bool done = false;
 
-  // A large message in flight: the sender's ticket slot and its use, and how far the pieces
-  // through the ring have got (bytes sent, or bytes received into `target`).
+  // A large message in flight: whether it was offered, the sender's ticket slot (-1: none,
+  // transfer_table.hpp) and which offer of the pair it is, and how far the pieces through the
+  // ring have got (bytes sent, or bytes received into `target`).
+  bool offered = false;
   int ticket = -1;
   std::uint64_t generation = 0;
   std::size_t progress = 0;

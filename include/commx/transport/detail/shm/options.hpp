@@ -8,6 +8,7 @@
 /// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: cma when the kernel allows it, else copy) | copy (measured 1.8-4.4x cma's bandwidth here: bench/README.md) |
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768 |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, >= 4096); same on every rank | by rank count |
+/// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
 /// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
 /// | COMMX_SHM_SPIN | `auto`: a waiting rank spins up to 50 us before it yields while its core is its own, else 8 polls; `n`: n polls (with a pause between) before it yields (waiting.hpp) | auto |
 /// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 200 |
@@ -43,6 +44,9 @@ struct options {
   std::size_t large_threshold = std::size_t{32} << 10;
   /// Bytes per ring; 0 picks by rank count (all rings together stay near 32 MiB).
   std::size_t ring_bytes = 0;
+  /// What a rank holds of one sender's small messages that nobody has asked for yet, at most
+  /// (credit.hpp); raised to one message of the eager limit when smaller.
+  std::size_t eager_window = std::size_t{1} << 20;
   /// How long start-up waits for every rank to arrive.
   std::chrono::milliseconds startup_timeout{60'000};
   /// How many times a waiting rank polls its rings, with a pause instruction between, before it
@@ -76,6 +80,9 @@ struct options {
     }
     if (auto text = get("COMMX_SHM_RING_BYTES")) {
       opts.ring_bytes = parse_bytes(*text, "COMMX_SHM_RING_BYTES");
+    }
+    if (auto text = get("COMMX_SHM_EAGER_WINDOW")) {
+      opts.eager_window = parse_bytes(*text, "COMMX_SHM_EAGER_WINDOW");
     }
     if (auto text = get("COMMX_SHM_SPIN"); text && *text != "auto") {
       opts.spin_rounds = static_cast<int>(

@@ -35,6 +35,8 @@ inline constexpr std::size_t cache_line = 64;
 /// The shared part of a ring besides its cells: the consumer's position, on a line of its own.
 struct ring_control {
   alignas(cache_line) std::atomic<std::uint64_t> head{0};  ///< written by the consumer only
+  /// Written by the consumer only: the eager credit it has given back so far (credit.hpp).
+  std::atomic<std::uint64_t> returned{0};
 };
 static_assert(sizeof(ring_control) == cache_line);
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
@@ -46,6 +48,7 @@ enum class record_kind : std::uint32_t {
   cts,        ///< clear to send: the receiver matched an rts and wants it through the ring
   data,       ///< a piece of a large message going through the ring after a cts
   fin,        ///< the receiver copied a large message itself (cross-memory attach): done
+  revoke,     ///< the sender withdrew an offer that had no ticket slot (transfer_table.hpp)
 };
 
 /// Every record's header. An eager record carries only its first 32 bytes (`short_header`),
@@ -55,10 +58,10 @@ struct record {
   record_kind kind{};
   std::uint32_t payload = 0;  ///< bytes that follow the header in the ring
   std::int32_t tag = 0;
-  std::uint32_t ticket = 0;  ///< rts, cts, data, fin: the sender's ticket slot for the message
+  std::uint32_t ticket = 0;  ///< rts, cts, data, fin: the sender's ticket slot, or no_ticket
   std::uint64_t ctx = 0;
   // The long header only:
-  std::uint64_t generation = 0;  ///< rts, cts, data, fin: which use of the ticket slot
+  std::uint64_t generation = 0;  ///< rts, cts, data, fin, revoke: which offer of the pair
   std::uint64_t size = 0;        ///< rts: the message's size; data: the offset of this piece
   std::uint64_t address = 0;     ///< rts: where the message is in the sender's memory
 };
@@ -160,6 +163,11 @@ class ring_producer {
     return ring_.control().head.load(std::memory_order_acquire) != head_;
   }
 
+  /// The eager credit the consumer has given back so far.
+  [[nodiscard]] std::uint64_t credit_returned() const {
+    return ring_.control().returned.load(std::memory_order_acquire);
+  }
+
  private:
   [[nodiscard]] std::size_t cell_of(std::uint64_t position) const {
     return static_cast<std::size_t>((position & (ring_.capacity() - 1)) / cell);
@@ -199,6 +207,11 @@ class ring_consumer {
   /// Copies `bytes` of the current record's payload, from `offset`, to `to`.
   void read_payload(const record& header, std::size_t offset, void* to, std::size_t bytes) const {
     if (bytes != 0) ring_.get(head_ + header_bytes(header.kind) + offset, to, bytes);
+  }
+
+  /// Gives the producer back eager credit: `total`, the sum so far, only ever grows.
+  void return_credit(std::uint64_t total) const {
+    ring_.control().returned.store(total, std::memory_order_release);
   }
 
   /// Releases the current record's space to the producer.

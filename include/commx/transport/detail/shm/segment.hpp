@@ -52,7 +52,7 @@
 namespace commx::detail::shm {
 
 inline constexpr std::uint64_t segment_magic = 0x636f6d6d782d7368ULL;  // "commx-sh"
-inline constexpr std::uint32_t segment_version = 2;
+inline constexpr std::uint32_t segment_version = 3;  // 3: eager credit, slotless offers
 inline constexpr std::uint32_t tickets_per_pair = 16;
 
 /// What a rank's slot says about it.

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// Large messages in flight with one peer: the offers a sender made that wait for their
+/// receive, or the transfers a receiver expects pieces of.
+///
+/// An offer takes one of the pair's ticket slots when one is free: its ticket word in the
+/// segment settles a claim racing a withdrawal with one compare-and-swap, and lets the receiver
+/// copy the payload by cma. When every slot is taken (more than tickets_per_pair large messages
+/// nobody has asked for yet, or a flood beyond the eager credit: credit.hpp) the offer goes out
+/// without a slot (`no_ticket`), found by its generation instead. Its receiver answers `cts` and
+/// gets pieces through the ring; its sender withdraws it with a `revoke` record, which fails a
+/// receive that had already matched it with errc::cancelled, as tcp's revoke does. So an offer
+/// never waits for a slot, and a receive for a later tag always finds its message.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "commx/transport/detail/shm/matching.hpp"
+#include "commx/transport/detail/shm/segment.hpp"
+
+namespace commx::detail::shm {
+
+/// A record's ticket field for an offer without a slot.
+inline constexpr std::uint32_t no_ticket = 0xffffffffU;
+
+class transfer_table {
+ public:
+  transfer_table() : slots_(tickets_per_pair) {}
+
+  /// The operation a record names (its ticket, or no_ticket, and the offer's generation);
+  /// null when there is none: withdrawn, abandoned, or finished.
+  [[nodiscard]] std::shared_ptr<operation>* find(std::uint32_t ticket, std::uint64_t generation) {
+    if (ticket == no_ticket) {
+      auto it = slotless_.find(generation);
+      return it == slotless_.end() ? nullptr : &it->second;
+    }
+    auto& op = slots_[ticket % tickets_per_pair];
+    return op && op->generation == generation ? &op : nullptr;
+  }
+
+  /// Records `op` (whose generation is set) under `ticket`.
+  void put(std::uint32_t ticket, std::shared_ptr<operation> op) {
+    if (ticket == no_ticket) {
+      const std::uint64_t generation = op->generation;
+      slotless_[generation] = std::move(op);
+    } else {
+      slots_[ticket % tickets_per_pair] = std::move(op);
+    }
+  }
+
+  void erase(std::uint32_t ticket, std::uint64_t generation) {
+    if (ticket == no_ticket) {
+      slotless_.erase(generation);
+    } else {
+      slots_[ticket % tickets_per_pair].reset();
+    }
+  }
+
+  /// A free ticket slot, or -1 when every one is taken.
+  [[nodiscard]] int free_slot() const {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (!slots_[i]) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  /// Calls `f(operation&)` for each operation held, then holds none.
+  template <class F>
+  void release_all(F&& f) {
+    for (auto& op : slots_) {
+      if (op) f(*op);
+      op.reset();
+    }
+    for (auto& [generation, op] : slotless_) f(*op);
+    slotless_.clear();
+  }
+
+  /// Drops every reference to `op`.
+  void forget(const operation& op) {
+    for (auto& held : slots_) {
+      if (held.get() == &op) held.reset();
+    }
+    std::erase_if(slotless_, [&](const auto& entry) { return entry.second.get() == &op; });
+  }
+
+ private:
+  std::vector<std::shared_ptr<operation>> slots_;
+  std::map<std::uint64_t, std::shared_ptr<operation>> slotless_;
+};
+
+}  // namespace commx::detail::shm
