@@ -307,15 +307,25 @@ TEST_CASE("a flood of small messages is held within the window, and none is lost
         out[static_cast<std::size_t>(i)].assign(1024, i);
         sends.push_back(world.isend(1, 3, out[static_cast<std::size_t>(i)]));
       }
+      const int total = count;  // last: once it is queued, everything before it is too
+      sends.push_back(world.isend(1, 4, total));
       world.barrier();
       commx::wait_all(sends);
     } else {
       world.barrier();  // rank 0 posted all its sends before rank 1 receives any
+      world.probe(0, 4);
+      const std::uint64_t window = world.transport().eager_window();
+      const std::uint64_t held = world.transport().held_bytes();
+      COMMX_CHECK(held <= window);
+      COMMX_CHECK(held > window / 2);  // the eager path did carry the first of them
       for (int i = 0; i < count; ++i) {
         std::vector<int> got;
         world.recv(0, 3, got);
         COMMX_CHECK(got == std::vector<int>(1024, i));
       }
+      int sent = 0;
+      world.recv(0, 4, sent);
+      COMMX_CHECK_EQ(sent, count);
     }
   }));
 }

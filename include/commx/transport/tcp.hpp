@@ -74,6 +74,12 @@ class tcp {
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const { return engine_->bytes_sent_to(peer); }
   /// The peers this endpoint found failed, in the order it found them (transport concept).
   [[nodiscard]] std::vector<int> failed_peers() const { return engine_->failed_peers(); }
+  /// What this rank holds of small messages nobody has asked for yet (or has not yet returned
+  /// the credit of), each counted with its 40-byte frame header: at most eager_window() per
+  /// peer, however many are sent; beyond it they wait at the sender as rts.
+  [[nodiscard]] std::uint64_t held_bytes() const { return engine_->held_bytes(); }
+  /// That bound per peer (COMMX_TCP_WINDOW).
+  [[nodiscard]] std::uint64_t eager_window() const { return engine_->eager_window(); }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).

@@ -94,6 +94,15 @@ class engine {
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const {
     return peers_.at(index(peer)).bytes_sent;
   }
+  /// Eager bytes from every peer that this rank holds, or has not yet given the credit of back
+  /// (each counted with its frame header): at most the window per peer.
+  [[nodiscard]] std::uint64_t held_bytes() const {
+    std::uint64_t held = 0;
+    for (const peer_link& link : peers_) held += link.held;
+    return held;
+  }
+  /// COMMX_TCP_WINDOW.
+  [[nodiscard]] std::uint64_t eager_window() const { return cfg_.window; }
   [[nodiscard]] std::uint64_t event_count() const { return events_; }
   /// COMMX_TIMEOUT: how long joining and leaving may take.
   [[nodiscard]] clock::duration timeout() const { return cfg_.timeout; }
