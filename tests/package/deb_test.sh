@@ -6,7 +6,8 @@
 # `apt-get remove` and nothing of it left behind.
 #   deb_test.sh <commx build dir> <work dir>
 # Installs into /usr, so it needs root and must not run beside anything else using apt or dpkg
-# (its CTest, package.deb, is RUN_SERIAL). Exits 77 (CTest's SKIP_RETURN_CODE) when it cannot
+# (its CTest, package.deb, holds the lock system_packages; the other package tests find the
+# install tree first, by their prefix path). Exits 77 (CTest's SKIP_RETURN_CODE) when it cannot
 # run here: not root, or no apt-get/dpkg-deb.
 set -euo pipefail
 build_dir=$(realpath "$1")
