@@ -230,9 +230,10 @@ inline void endpoint::arrive_piece(int from, const record& header, const ring_co
 }
 
 inline void endpoint::arrive_fin(int from, const record& header) {
+  if (header.ticket == no_ticket) return;  // fin answers only an offer with a slot (cma)
   transfer_table& table = in_flight_[static_cast<std::size_t>(from)];
   auto* found = table.find(header.ticket, header.generation);
-  if (found == nullptr || header.ticket == no_ticket) return;
+  if (found == nullptr) return;
   operation& op = **found;
   segment_.tickets(rank_, from)[op.ticket].store(ticket::free, std::memory_order_release);
   const auto failure = static_cast<errc>(header.size);
