@@ -240,7 +240,8 @@ class window {
     }
   }
 
-  /// Holds `target`'s window (passive target) until `unlock(target)`.
+  /// Holds `target`'s window (passive target) until `unlock(target)`. A lock that misses its
+  /// deadline (errc::timeout) holds nothing, now or later.
   void lock(int target, lock_type type = lock_type::exclusive, deadline until = {}) {
     check_rank(target, "window lock");
     if constexpr (to_mpi) {

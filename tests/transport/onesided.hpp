@@ -206,6 +206,46 @@ void window_locks(Comm& comm) {
   win.free();
 }
 
+/// While rank 0 holds a target exclusively, rank 1's locks there, shared or exclusive, are not
+/// granted (they time out); once it is released they are, and a lock that timed out holds
+/// nothing: every rank can take the target exclusively afterwards.
+template <class Comm>
+void window_lock_exclusion(Comm& comm) {
+  const int n = comm.size();
+  if (n < 2) return;
+  const int owner = n - 1;
+  constexpr int held = 31;
+  constexpr int refused = 32;
+  window<std::int64_t, Comm> win(comm, 1);
+  if (comm.rank() == 0) {
+    win.lock(owner, lock_type::exclusive);
+    win.put(7, owner, 0);
+    comm.send(1, held, 1);
+    int done = 0;
+    comm.recv(1, refused, done);
+    win.unlock(owner);
+  } else if (comm.rank() == 1) {
+    int go = 0;
+    comm.recv(0, held, go);
+    for (const lock_type type : {lock_type::shared, lock_type::exclusive}) {
+      COMMX_EXPECT_ERROR(errc::timeout, win.lock(owner, type, std::chrono::milliseconds(50)));
+    }
+    comm.send(0, refused, 1);
+    win.lock(owner, lock_type::shared);
+    std::int64_t seen = -1;
+    win.get(std::span<std::int64_t>(&seen, 1), owner, 0);
+    win.unlock(owner);
+    COMMX_CHECK_EQ(seen, 7);
+  }
+  comm.barrier();
+  win.lock(owner, lock_type::exclusive);
+  win.accumulate(1, owner, 0, std::plus<>{});
+  win.unlock(owner);
+  win.fence();
+  if (comm.rank() == owner) COMMX_CHECK_EQ(win.local()[0], std::int64_t{7} + n);
+  win.free();
+}
+
 /// A put flushed before a message is visible to the target when the message arrives.
 template <class Comm>
 void window_flush_visibility(Comm& comm) {
@@ -259,6 +299,7 @@ std::vector<named_check<Comm>> job_checks() {
       {"window_put_get", &window_put_get<Comm>},
       {"window_atomics", &window_atomics<Comm>},
       {"window_locks", &window_locks<Comm>},
+      {"window_lock_exclusion", &window_lock_exclusion<Comm>},
       {"window_flush_visibility", &window_flush_visibility<Comm>},
       {"window_out_of_range", &window_out_of_range<Comm>},
   };

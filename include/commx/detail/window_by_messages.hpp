@@ -15,6 +15,10 @@
 /// | cas | offset, expected, desired | the old element |
 /// | lock | exclusive or shared | nothing, once granted |
 /// | unlock | exclusive or shared | nothing |
+/// | withdraw | exclusive or shared | nothing; the lock it follows is released if granted, else answered `cancelled` |
+///
+/// A lock that times out at its origin is withdrawn: left queued, the target would grant it
+/// later to a rank that no longer waits for it, and nobody could take the lock again.
 
 #include <algorithm>
 #include <cstddef>
@@ -23,6 +27,7 @@
 #include <deque>
 #include <memory>
 #include <span>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -34,7 +39,16 @@
 
 namespace commx::detail {
 
-enum class window_handler : std::uint32_t { put = 1, get, accumulate, fetch_op, cas, lock, unlock };
+enum class window_handler : std::uint32_t {
+  put = 1,
+  get,
+  accumulate,
+  fetch_op,
+  cas,
+  lock,
+  unlock,
+  withdraw
+};
 
 /// What a target keeps: its memory, and who holds or waits for its lock.
 template <class E>
@@ -57,6 +71,13 @@ struct window_target {
       exclusive_held = true;
     } else {
       ++shared_holders;
+    }
+  }
+  void release(lock_type type) {
+    if (type == lock_type::exclusive) {
+      exclusive_held = false;
+    } else if (shared_holders > 0) {
+      --shared_holders;
     }
   }
 };
@@ -124,17 +145,23 @@ class window_by_messages {
 
   void lock(int target, lock_type type, clock::time_point when) {
     flush(target, when);
-    std::vector<std::byte> message = am_message(sizeof(std::uint32_t));
-    am_append(message, static_cast<std::uint32_t>(type));
-    issue(target, window_handler::lock, std::move(message), {});
-    flush(target, when);
+    issue(target, window_handler::lock, lock_message(type), {});
+    try {
+      flush(target, when);
+    } catch (const std::system_error& e) {
+      if (e.code() != errc::timeout) throw;
+      // The lock is still queued there (see the file comment): withdraw it. Neither answer is
+      // waited for here; the next flush to `target` collects both, without their errors.
+      for (issued& op : issued_) op.quiet = op.quiet || op.call->target == target;
+      issue(target, window_handler::withdraw, lock_message(type), {});
+      issued_.back().quiet = true;
+      throw;
+    }
   }
 
   void unlock(int target, lock_type type, clock::time_point when) {
     flush(target, when);
-    std::vector<std::byte> message = am_message(sizeof(std::uint32_t));
-    am_append(message, static_cast<std::uint32_t>(type));
-    issue(target, window_handler::unlock, std::move(message), {});
+    issue(target, window_handler::unlock, lock_message(type), {});
     flush(target, when);
   }
 
@@ -153,7 +180,7 @@ class window_by_messages {
       return true;
     });
     for (const issued& op : ended) {
-      if (op.call->error) {
+      if (op.call->error && !op.quiet) {
         throw_error(op.call->error, {comm_.rank(), op.call->target, unknown, 0, "window"},
                     op.call->reason);
       }
@@ -172,7 +199,14 @@ class window_by_messages {
   struct issued {
     std::shared_ptr<am_call> call;
     std::span<std::byte> into;  // where a get's answer goes
+    bool quiet = false;         // a withdrawn lock, or its withdrawal: its error is no one's
   };
+
+  static std::vector<std::byte> lock_message(lock_type type) {
+    std::vector<std::byte> message = am_message(sizeof(std::uint32_t));
+    am_append(message, static_cast<std::uint32_t>(type));
+    return message;
+  }
 
   static std::span<std::byte> as_writable(E& value) {
     return {reinterpret_cast<std::byte*>(&value), sizeof(E)};
@@ -268,13 +302,21 @@ class window_by_messages {
         target.waiting.push_back({source, call, wanted});
         throw am_deferred{};
       }
-      case window_handler::unlock: {
+      case window_handler::unlock:
+      case window_handler::withdraw: {
         std::uint32_t type = 0;
         (void)am_read(payload, 0, type);
-        if (static_cast<lock_type>(type) == lock_type::exclusive) {
-          target.exclusive_held = false;
-        } else if (target.shared_holders > 0) {
-          --target.shared_holders;
+        // A source waits for one lock at a time, and its messages arrive in order: a withdraw
+        // finds its lock queued, or granted and held.
+        const auto queued = std::ranges::find_if(
+            target.waiting, [source](const auto& waiter) { return waiter.source == source; });
+        if (static_cast<window_handler>(id) == window_handler::withdraw &&
+            queued != target.waiting.end()) {
+          const std::uint32_t withdrawn = queued->call;
+          target.waiting.erase(queued);
+          engine.answer(source, withdrawn, {}, make_error_code(errc::cancelled));
+        } else {
+          target.release(static_cast<lock_type>(type));
         }
         while (!target.waiting.empty() && target.grantable(target.waiting.front().type)) {
           const auto next = target.waiting.front();

@@ -183,13 +183,17 @@ class rma_window {
     check(MPI_Win_sync(win_), "MPI_Win_sync");
   }
 
-  /// Takes `target`'s lock word if it is free for `type`; false otherwise.
+  /// Takes `target`'s lock word if it is free for `type`; false otherwise. The word counts
+  /// shared holders; an exclusive holder swaps 0 for `exclusive_mark`, so far below zero that
+  /// shared takers, which add one and look, still see it negative (with -1 as the mark, a shared taker
+  /// would see 0, take the lock beside the exclusive holder, and leave the word at -1 for good
+  /// once both had unlocked). The exclusive holder gives the mark back by adding, not by storing
+  /// zero, so that a shared taker's passing +1 and -1 around it are not lost.
   bool try_lock(int target, lock_type type) {
     if (type == lock_type::exclusive) {
       const std::int64_t free = 0;
-      const std::int64_t held = -1;
       std::int64_t seen = 0;
-      check(MPI_Compare_and_swap(&held, &free, &seen, MPI_INT64_T, target, 0, locks_),
+      check(MPI_Compare_and_swap(&exclusive_mark, &free, &seen, MPI_INT64_T, target, 0, locks_),
             "MPI_Compare_and_swap");
       check(MPI_Win_flush(target, locks_), "MPI_Win_flush");
       return seen == 0;
@@ -200,14 +204,7 @@ class rma_window {
   }
   void unlock(int target, lock_type type) {
     flush(target);
-    if (type == lock_type::exclusive) {
-      const std::int64_t free = 0;
-      check(MPI_Accumulate(&free, 1, MPI_INT64_T, target, 0, 1, MPI_INT64_T, MPI_REPLACE, locks_),
-            "MPI_Accumulate");
-      check(MPI_Win_flush(target, locks_), "MPI_Win_flush");
-    } else {
-      (void)add_to_word(target, -1);
-    }
+    (void)add_to_word(target, type == lock_type::exclusive ? -exclusive_mark : -1);
   }
 
   /// Collective: ends the epoch and frees MPI's windows.
@@ -220,6 +217,8 @@ class rma_window {
   }
 
  private:
+  static constexpr std::int64_t exclusive_mark = -(std::int64_t{1} << 40);
+
   static MPI_Aint disp(std::size_t offset) { return static_cast<MPI_Aint>(offset); }
 
   static std::string describe(int code, const char* call) {
