@@ -73,11 +73,9 @@ else()
       SOURCE_DIR=${COMMX_SOURCE_DIR}/tests/package "STACKS=${stacks}")
 endif()
 
-# The consumer built the layered stacks with their network stack (consumer/CMakeLists.txt).
+# The consumer built the layered stacks with their network stack (consumer/CMakeLists.txt),
+# all but shm+tcp.
 if(MODE STREQUAL "find_package")
-  if("tcp" IN_LIST components)
-    list(APPEND components shm_tcp)
-  endif()
   if("wan" IN_LIST components)
     list(APPEND components shm_tcp_wan)
     if("mpi" IN_LIST components)
