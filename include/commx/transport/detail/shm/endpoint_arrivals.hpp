@@ -82,10 +82,7 @@ inline void endpoint::arrive_eager(int from, const record& header, const ring_co
       return;
     }
   }
-  queued_message message{0, from, header.ctx, header.tag, bytes, {}};
-  message.eager.resize(bytes);
-  ring.read_payload(header, 0, message.eager.data(), bytes);
-  unexpected_.push(std::move(message));
+  ring.read_payload(header, 0, unexpected_.push_eager(from, header.ctx, header.tag, bytes), bytes);
   held_bytes_ += credit_cost(bytes);
 }
 

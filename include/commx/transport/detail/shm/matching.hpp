@@ -11,12 +11,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <span>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "commx/error.hpp"
@@ -74,26 +74,97 @@ inline bool matches(int want_source, context_id want_ctx, int want_tag, int sour
          (want_tag == any_tag || want_tag == tag);
 }
 
+/// The messages of one (source, context, tag), oldest first. Its slots are reused rather than
+/// freed: a message that waits a moment for its receive (a broadcast's, a stream's) costs no
+/// allocation once the queue has held one before, where a deque and a payload vector cost up
+/// to three each time. A slot keeps up to `kept_payload` bytes of its last payload's memory.
+class message_fifo {
+ public:
+  static constexpr std::size_t kept_payload = 4096;
+
+  [[nodiscard]] bool empty() const { return head_ == tail_; }
+  [[nodiscard]] queued_message& front() { return slots_[head_]; }
+  [[nodiscard]] const queued_message& front() const { return slots_[head_]; }
+
+  /// The slot for a new last message, its payload memory kept (its contents are the caller's
+  /// to set).
+  queued_message& push_slot() {
+    if (head_ > 0 && head_ >= tail_ - head_) compact();
+    if (tail_ == slots_.size()) slots_.emplace_back();
+    return slots_[tail_++];
+  }
+  void pop_front() {
+    queued_message& gone = slots_[head_];
+    if (gone.eager.capacity() > kept_payload) std::vector<std::byte>().swap(gone.eager);
+    if (++head_ == tail_) head_ = tail_ = 0;
+  }
+  void remove_if(const std::function<bool(const queued_message&)>& doomed) {
+    std::size_t kept = head_;
+    for (std::size_t i = head_; i < tail_; ++i) {
+      if (doomed(slots_[i])) continue;
+      if (kept != i) std::swap(slots_[kept], slots_[i]);
+      ++kept;
+    }
+    tail_ = kept;
+    if (head_ == tail_) head_ = tail_ = 0;
+  }
+
+ private:
+  // Moves the live messages to the front, so that a queue that never empties does not grow.
+  void compact() {
+    for (std::size_t i = head_; i < tail_; ++i) std::swap(slots_[i - head_], slots_[i]);
+    tail_ -= head_;
+    head_ = 0;
+  }
+
+  std::vector<queued_message> slots_;
+  std::size_t head_ = 0;
+  std::size_t tail_ = 0;
+};
+
 /// Messages nobody asked for yet, indexed by (source, context, tag): a receive naming all three
 /// finds its message at the front of one queue however many others wait, so a flood of 100,000
 /// messages is received in linear time. Wildcards look at the front of every queue and take
-/// the earliest arrival.
+/// the earliest arrival. A queue emptied stays, for the next message of its key, while there
+/// are at most `kept_keys` of them.
 class unexpected_queue {
  public:
   using key = std::tuple<int, context_id, int>;  // source, context, tag
-  using queue = std::deque<queued_message>;
-  using position = std::map<key, queue>::iterator;
+  using position = std::map<key, message_fifo>::iterator;
+  static constexpr std::size_t kept_keys = 64;
 
+  /// Queues an envelope (a large message's offer).
   void push(queued_message message) {
     message.order = next_++;
-    queues_[{message.source, message.ctx, message.tag}].push_back(std::move(message));
+    queued_message& slot = queues_[{message.source, message.ctx, message.tag}].push_slot();
+    slot = std::move(message);
+  }
+
+  /// Queues a small message of `size` bytes; returns where its payload goes.
+  std::byte* push_eager(int source, context_id ctx, int tag, std::size_t size) {
+    queued_message& slot = queues_[{source, ctx, tag}].push_slot();
+    slot.order = next_++;
+    slot.source = source;
+    slot.ctx = ctx;
+    slot.tag = tag;
+    slot.size = size;
+    slot.large = false;
+    slot.ticket = 0;
+    slot.generation = 0;
+    slot.address = 0;
+    slot.eager.resize(size);
+    return slot.eager.data();
   }
 
   /// The queue whose front is the first message a receive (from, ctx, tag) matches, or end().
   position find(int from, context_id ctx, int tag) {
-    if (from != any_source && tag != any_tag) return queues_.find({from, ctx, tag});
+    if (from != any_source && tag != any_tag) {
+      const position found = queues_.find({from, ctx, tag});
+      return found == queues_.end() || found->second.empty() ? queues_.end() : found;
+    }
     position best = queues_.end();
     for (auto it = queues_.begin(); it != queues_.end(); ++it) {
+      if (it->second.empty()) continue;
       const queued_message& front = it->second.front();
       if (!matches(from, ctx, tag, front.source, front.ctx, front.tag)) continue;
       if (best == queues_.end() || front.order < best->second.front().order) best = it;
@@ -102,22 +173,24 @@ class unexpected_queue {
   }
 
   [[nodiscard]] position end() { return queues_.end(); }
+  /// How many keys the queue holds, emptied ones included.
+  [[nodiscard]] std::size_t keys() const { return queues_.size(); }
 
   /// Removes the front message of `at`.
   void pop(position at) {
     at->second.pop_front();
-    if (at->second.empty()) queues_.erase(at);
+    if (at->second.empty() && queues_.size() > kept_keys) queues_.erase(at);
   }
 
   void remove_if(const std::function<bool(const queued_message&)>& doomed) {
     for (auto it = queues_.begin(); it != queues_.end();) {
-      std::erase_if(it->second, doomed);
+      it->second.remove_if(doomed);
       it = it->second.empty() ? queues_.erase(it) : std::next(it);
     }
   }
 
  private:
-  std::map<key, queue> queues_;
+  std::map<key, message_fifo> queues_;
   std::uint64_t next_ = 0;
 };
 

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+// shm's queue of unexpected messages (matching.hpp), in one process: it reuses its slots and
+// its emptied keys, so what it must keep through that reuse is tested here: first in, first
+// out per key, the earliest arrival for a wildcard, removal in the middle of a backlog.
+
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "commx/transport/detail/shm/matching.hpp"
+
+namespace shm = commx::detail::shm;
+
+namespace {
+
+constexpr commx::context_id ctx = 7;
+
+void push(shm::unexpected_queue& queue, int source, int tag, std::uint32_t value,
+          std::size_t bytes = sizeof(std::uint32_t)) {
+  std::byte* payload = queue.push_eager(source, ctx, tag, bytes);
+  std::memcpy(payload, &value, sizeof value);
+}
+
+// Takes the first message a receive (source, tag) matches; returns its value.
+std::uint32_t take(shm::unexpected_queue& queue, int source, int tag) {
+  const auto at = queue.find(source, ctx, tag);
+  REQUIRE(at != queue.end());
+  std::uint32_t value = 0;
+  std::memcpy(&value, at->second.front().eager.data(), sizeof value);
+  queue.pop(at);
+  return value;
+}
+
+}  // namespace
+
+TEST_CASE("a key's messages come out in arrival order while its slots are reused") {
+  shm::unexpected_queue queue;
+  std::uint32_t next_in = 0;
+  std::uint32_t next_out = 0;
+  // A backlog of 5 that never drains: the slots move to the front now and then.
+  for (int i = 0; i < 5; ++i) push(queue, 1, 3, next_in++);
+  for (int i = 0; i < 1000; ++i) {
+    push(queue, 1, 3, next_in++);
+    if (i % 7 == 0) push(queue, 1, 3, next_in++);
+    REQUIRE(take(queue, 1, 3) == next_out++);
+    if (i % 7 == 3) REQUIRE(take(queue, 1, 3) == next_out++);
+  }
+  while (next_out < next_in) REQUIRE(take(queue, 1, 3) == next_out++);
+  CHECK(queue.find(1, ctx, 3) == queue.end());
+  CHECK(queue.find(commx::any_source, ctx, commx::any_tag) == queue.end());
+}
+
+TEST_CASE("a wildcard receive takes the earliest arrival among the keys") {
+  shm::unexpected_queue queue;
+  for (std::uint32_t i = 0; i < 60; ++i) push(queue, 1 + static_cast<int>(i % 3), 3, i);
+  for (std::uint32_t i = 0; i < 60; ++i) REQUIRE(take(queue, commx::any_source, 3) == i);
+  // Emptied keys stay, and are skipped.
+  push(queue, 2, 4, 99);
+  CHECK(take(queue, commx::any_source, commx::any_tag) == 99);
+  CHECK(queue.find(commx::any_source, ctx, commx::any_tag) == queue.end());
+}
+
+TEST_CASE("removal from the middle of a backlog keeps the rest in order") {
+  shm::unexpected_queue queue;
+  for (std::uint32_t i = 0; i < 10; ++i) push(queue, 1, 3, i);
+  for (std::uint32_t i = 0; i < 3; ++i) REQUIRE(take(queue, 1, 3) == i);
+  queue.remove_if([](const shm::queued_message& m) {
+    std::uint32_t value = 0;
+    std::memcpy(&value, m.eager.data(), sizeof value);
+    return value % 2 == 1;
+  });
+  push(queue, 1, 3, 10);
+  for (const std::uint32_t expected : {4U, 6U, 8U, 10U}) REQUIRE(take(queue, 1, 3) == expected);
+  CHECK(queue.find(1, ctx, 3) == queue.end());
+}
+
+TEST_CASE("the queue keeps small payloads' memory and a bounded number of empty keys") {
+  shm::unexpected_queue queue;
+  push(queue, 1, 3, 1, 100);
+  (void)take(queue, 1, 3);
+  push(queue, 1, 3, 2);
+  CHECK(queue.find(1, ctx, 3)->second.front().eager.capacity() >= 100);
+  (void)take(queue, 1, 3);
+  push(queue, 1, 3, 3, 4 * shm::message_fifo::kept_payload);
+  (void)take(queue, 1, 3);
+  push(queue, 1, 3, 4);
+  CHECK(queue.find(1, ctx, 3)->second.front().eager.capacity() <= shm::message_fifo::kept_payload);
+  (void)take(queue, 1, 3);
+  for (int tag = 0; tag < 1000; ++tag) {
+    push(queue, 1, tag, static_cast<std::uint32_t>(tag));
+    REQUIRE(take(queue, 1, tag) == static_cast<std::uint32_t>(tag));
+  }
+  CHECK(queue.keys() <= shm::unexpected_queue::kept_keys + 1);
+}
