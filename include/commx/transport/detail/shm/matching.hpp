@@ -125,24 +125,26 @@ class message_fifo {
 /// Messages nobody asked for yet, indexed by (source, context, tag): a receive naming all three
 /// finds its message at the front of one queue however many others wait, so a flood of 100,000
 /// messages is received in linear time. Wildcards look at the front of every queue and take
-/// the earliest arrival. A queue emptied stays, for the next message of its key, while there
-/// are at most `kept_keys` of them.
+/// the earliest arrival. A key whose queue empties leaves the index, but its node (with its
+/// queue's slots) is kept, up to `kept_keys` of them, for the next new key: collectives give
+/// each call a tag of its own, so most of their messages come with a new key.
 class unexpected_queue {
  public:
   using key = std::tuple<int, context_id, int>;  // source, context, tag
-  using position = std::map<key, message_fifo>::iterator;
+  using index = std::map<key, message_fifo>;
+  using position = index::iterator;
   static constexpr std::size_t kept_keys = 64;
 
   /// Queues an envelope (a large message's offer).
   void push(queued_message message) {
     message.order = next_++;
-    queued_message& slot = queues_[{message.source, message.ctx, message.tag}].push_slot();
+    queued_message& slot = queue_of({message.source, message.ctx, message.tag}).push_slot();
     slot = std::move(message);
   }
 
   /// Queues a small message of `size` bytes; returns where its payload goes.
   std::byte* push_eager(int source, context_id ctx, int tag, std::size_t size) {
-    queued_message& slot = queues_[{source, ctx, tag}].push_slot();
+    queued_message& slot = queue_of({source, ctx, tag}).push_slot();
     slot.order = next_++;
     slot.source = source;
     slot.ctx = ctx;
@@ -158,13 +160,9 @@ class unexpected_queue {
 
   /// The queue whose front is the first message a receive (from, ctx, tag) matches, or end().
   position find(int from, context_id ctx, int tag) {
-    if (from != any_source && tag != any_tag) {
-      const position found = queues_.find({from, ctx, tag});
-      return found == queues_.end() || found->second.empty() ? queues_.end() : found;
-    }
+    if (from != any_source && tag != any_tag) return queues_.find({from, ctx, tag});
     position best = queues_.end();
     for (auto it = queues_.begin(); it != queues_.end(); ++it) {
-      if (it->second.empty()) continue;
       const queued_message& front = it->second.front();
       if (!matches(from, ctx, tag, front.source, front.ctx, front.tag)) continue;
       if (best == queues_.end() || front.order < best->second.front().order) best = it;
@@ -173,24 +171,44 @@ class unexpected_queue {
   }
 
   [[nodiscard]] position end() { return queues_.end(); }
-  /// How many keys the queue holds, emptied ones included.
+  /// How many keys have messages queued.
   [[nodiscard]] std::size_t keys() const { return queues_.size(); }
 
   /// Removes the front message of `at`.
   void pop(position at) {
     at->second.pop_front();
-    if (at->second.empty() && queues_.size() > kept_keys) queues_.erase(at);
+    if (at->second.empty()) retire(at);
   }
 
   void remove_if(const std::function<bool(const queued_message&)>& doomed) {
     for (auto it = queues_.begin(); it != queues_.end();) {
       it->second.remove_if(doomed);
-      it = it->second.empty() ? queues_.erase(it) : std::next(it);
+      const position here = it++;
+      if (here->second.empty()) retire(here);
     }
   }
 
  private:
-  std::map<key, message_fifo> queues_;
+  message_fifo& queue_of(const key& k) {
+    const position found = queues_.lower_bound(k);
+    if (found != queues_.end() && found->first == k) return found->second;
+    if (spare_.empty()) return queues_.emplace_hint(found, k, message_fifo{})->second;
+    index::node_type node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = k;
+    return queues_.insert(found, std::move(node))->second;
+  }
+
+  void retire(position at) {
+    if (spare_.size() < kept_keys) {
+      spare_.push_back(queues_.extract(at));
+    } else {
+      queues_.erase(at);
+    }
+  }
+
+  index queues_;  // keys with messages queued
+  std::vector<index::node_type> spare_;
   std::uint64_t next_ = 0;
 };
 
