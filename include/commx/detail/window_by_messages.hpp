@@ -150,9 +150,10 @@ class window_by_messages {
       flush(target, when);
     } catch (const std::system_error& e) {
       if (e.code() != errc::timeout) throw;
-      // The lock is still queued there (see the file comment): withdraw it. Neither answer is
-      // waited for here; the next flush to `target` collects both, without their errors.
-      for (issued& op : issued_) op.quiet = op.quiet || op.call->target == target;
+      // The lock (the last call issued) is still queued there (see the file comment):
+      // withdraw it. Neither answer is waited for here; the next flush to `target` collects
+      // both, without their errors.
+      issued_.back().quiet = true;
       issue(target, window_handler::withdraw, lock_message(type), {});
       issued_.back().quiet = true;
       throw;
