@@ -7,7 +7,7 @@
 /// so a collective made of many messages has one deadline, not one per message.
 
 #include <chrono>
-#include <optional>
+#include <type_traits>
 
 namespace commx {
 
@@ -26,6 +26,10 @@ constexpr clock::duration clamped(std::chrono::duration<Rep, Period> timeout) {
 
 /// When a blocking call gives up: a time point, a duration from now, or the default (the
 /// communicator's timeout, resolved when the call has to wait).
+///
+/// Sixteen trivially copyable bytes, so that it travels in two registers: every blocking call
+/// takes one by value, and one built in memory byte by byte and read back whole stalls the
+/// call on its store buffer (perf: a third of an 8-byte broadcast's time on its root).
 class deadline {
  public:
   /// Use the communicator's default timeout.
@@ -34,19 +38,21 @@ class deadline {
   /// `timeout` from now.
   template <class Rep, class Period>
   constexpr deadline(std::chrono::duration<Rep, Period> timeout)  // NOLINT: implicit on purpose
-      : relative_(clamped(timeout)) {}
+      : ticks_(clamped(timeout).count()), meaning_(meaning::relative) {}
 
   /// At `when`.
-  constexpr deadline(clock::time_point when) : absolute_(when) {}  // NOLINT: implicit on purpose
+  constexpr deadline(clock::time_point when)  // NOLINT: implicit on purpose
+      : ticks_(when.time_since_epoch().count()), meaning_(meaning::absolute) {}
 
   /// The absolute time this deadline means for a call starting now.
   [[nodiscard]] clock::time_point resolve(clock::duration default_timeout) const {
-    if (absolute_) return *absolute_;
-    return saturating_after(clock::now(), relative_.value_or(default_timeout));
+    if (meaning_ == meaning::absolute) return clock::time_point(clock::duration(ticks_));
+    return saturating_after(
+        clock::now(), meaning_ == meaning::relative ? clock::duration(ticks_) : default_timeout);
   }
 
   /// Whether this is the default deadline (the communicator's timeout).
-  [[nodiscard]] constexpr bool is_default() const { return !absolute_ && !relative_; }
+  [[nodiscard]] constexpr bool is_default() const { return meaning_ == meaning::by_default; }
 
  private:
   // "Wait forever" is spelled as a huge timeout; adding it to now() must not overflow.
@@ -55,8 +61,11 @@ class deadline {
     return now + timeout;
   }
 
-  std::optional<clock::duration> relative_;
-  std::optional<clock::time_point> absolute_;
+  enum class meaning : unsigned char { by_default, relative, absolute };
+  clock::rep ticks_ = 0;  // a duration or a time since the clock's epoch, as meaning_ says
+  meaning meaning_ = meaning::by_default;
 };
+
+static_assert(std::is_trivially_copyable_v<deadline> && sizeof(deadline) <= 16);
 
 }  // namespace commx

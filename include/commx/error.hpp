@@ -90,12 +90,15 @@ class error_category_impl final : public std::error_category {
   }
 };
 
+// Initialised at compile time, so that error_category() has no guard to test: every
+// comparison of an error_code with an errc calls it, several times per message.
+constinit inline const error_category_impl error_category_instance{};
+
 }  // namespace detail
 
 /// The category of every `commx::errc`.
 inline const std::error_category& error_category() noexcept {
-  static const detail::error_category_impl instance;
-  return instance;
+  return detail::error_category_instance;
 }
 
 /// Makes `errc` values convert to std::error_code (found by argument-dependent lookup).

@@ -108,3 +108,33 @@ TEST_CASE("a full ring refuses a record and keeps a cell free", "[shm]") {
   CHECK_FALSE(ring->consumer.peek(header));
   CHECK(ring->producer.fits(shm::record_kind::eager, payload.size()));
 }
+
+TEST_CASE("every payload size arrives whole and alone, within one cell and across cells", "[shm]") {
+  // Sizes around each of copy_small's cases (0-3, 4-7, 8-15, 16-32 bytes in one cell) and the
+  // records of two and three cells, laps after lap: neighbouring bytes must stay untouched.
+  auto ring = std::make_unique<test_ring>();
+  std::uint8_t next = 1;
+  for (int lap = 0; lap < 12; ++lap) {
+    for (std::size_t size = 0; size <= 100; ++size) {
+      std::vector<std::byte> payload(size);
+      for (auto& b : payload) b = std::byte{next++};
+      REQUIRE(ring->producer.fits(shm::record_kind::eager, size));
+      ring->producer.write(eager(static_cast<int>(size), size), payload);
+      shm::record header{};
+      REQUIRE(ring->consumer.peek(header));
+      REQUIRE(header.payload == size);
+      CHECK(header.tag == static_cast<int>(size));
+      CHECK(header.ctx == 7);
+      // Read into the middle of a guarded buffer: a copy that runs over shows in the guards.
+      std::vector<std::byte> got(size + 64, std::byte{0xee});
+      ring->consumer.read_payload(header, 0, got.data() + 32, size);
+      CHECK(std::equal(payload.begin(), payload.end(), got.begin() + 32));
+      CHECK(std::all_of(got.begin(), got.begin() + 32,
+                        [](std::byte b) { return b == std::byte{0xee}; }));
+      CHECK(std::all_of(got.begin() + 32 + static_cast<std::ptrdiff_t>(size), got.end(),
+                        [](std::byte b) { return b == std::byte{0xee}; }));
+      ring->consumer.pop(header);
+      CHECK_FALSE(ring->consumer.has_data());
+    }
+  }
+}

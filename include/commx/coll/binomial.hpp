@@ -22,6 +22,7 @@
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/combine.hpp"
+#include "commx/coll/detail/inline_list.hpp"
 #include "commx/coll/detail/pattern/binomial_tree.hpp"
 #include "commx/coll/detail/pattern/recursive_doubling.hpp"
 #include "commx/coll/detail/pattern/ring.hpp"
@@ -60,14 +61,14 @@ struct binomial {
     using namespace detail::pattern;
     const int v = relative_rank(p.rank(), root, p.size());
     if (v != 0) p.recv(absolute_rank(binomial_parent(v), root, p.size()), data);
-    std::vector<typename Port::pending> pending;
+    detail::pending_list<Port> pending;
     const children kids = binomial_children(v, p.size());
     for (int i = kids.count - 1; i >= 0; --i) {  // the largest subtree first: it has most to do
       pending.push_back(
           p.isend(absolute_rank(kids.ranks[static_cast<std::size_t>(i)], root, p.size()),
                   std::span<const E>(data)));
     }
-    p.wait_all(std::span(pending));
+    p.wait_all(pending.view());
   }
 
   /// A binomial tree onto rank 0 that combines contiguous rank ranges (rank order); a root
@@ -78,15 +79,18 @@ struct binomial {
     if (p.size() == 1) return;
     const int r = p.rank();
     const children kids = binomial_children(r, p.size());  // the tree is rooted at rank 0
-    std::vector<E> scratch;
-    std::span<E> acc = data;  // only rank 0 with root 0 may fold into the caller's data
-    if (!(r == 0 && root == 0) && (kids.count > 0 || r == 0)) {
-      scratch.assign(data.begin(), data.end());
-      acc = scratch;
+    // Only rank 0 with root 0 may fold into the caller's data.
+    const bool folds_aside = !(r == 0 && root == 0) && (kids.count > 0 || r == 0);
+    const detail::scratch<E> aside(folds_aside ? data.size() : 0);
+    std::span<E> acc = data;
+    if (folds_aside) {
+      std::ranges::copy(data, aside.view().begin());
+      acc = aside.view();
     }
-    std::vector<E> incoming(kids.count > 0 ? data.size() : 0);
+    const detail::scratch<E> room(kids.count > 0 ? data.size() : 0);
+    const std::span<E> incoming = room.view();
     for (int child : kids) {
-      p.recv(child, std::span<E>(incoming));
+      p.recv(child, incoming);
       detail::combine_into(acc, std::span<const E>(incoming), op);
     }
     if (r != 0) p.send(binomial_parent(r), std::span<const E>(acc));
@@ -102,7 +106,8 @@ struct binomial {
     const detail::pattern::doubling plan(p.size());
     const int r = p.rank();
     if (p.size() == 1) return;
-    std::vector<E> incoming(data.size());
+    const detail::scratch<E> room(data.size());
+    const std::span<E> incoming = room.view();
     if (plan.sits_out(r)) {
       p.send(plan.fold_partner(r), std::span<const E>(data));
       p.recv(plan.fold_partner(r), data);
@@ -141,14 +146,14 @@ struct binomial {
     // The subtree's blocks, in relative rank order: this rank's first.
     std::vector<E> block(static_cast<std::size_t>(span) * n);
     std::ranges::copy(in, block.begin());
-    std::vector<typename Port::pending> pending;
+    detail::pending_list<Port> pending;
     for (int child : kids) {
       const auto offset = static_cast<std::size_t>(child - v) * n;
       const auto count = static_cast<std::size_t>(subtree_size(child, p.size())) * n;
       pending.push_back(p.irecv(absolute_rank(child, root, p.size()),
                                 std::span<E>(block).subspan(offset, count)));
     }
-    p.wait_all(std::span(pending));
+    p.wait_all(pending.view());
     if (v != 0) {
       p.send(absolute_rank(binomial_parent(v), root, p.size()), std::span<const E>(block));
       return;
@@ -180,7 +185,7 @@ struct binomial {
     } else {
       p.recv(absolute_rank(binomial_parent(v), root, p.size()), std::span<E>(block));
     }
-    std::vector<typename Port::pending> pending;
+    detail::pending_list<Port> pending;
     for (int i = kids.count - 1; i >= 0; --i) {
       const int child = kids.ranks[static_cast<std::size_t>(i)];
       const auto offset = static_cast<std::size_t>(child - v) * n;
@@ -189,7 +194,7 @@ struct binomial {
                                 std::span<const E>(block).subspan(offset, count)));
     }
     std::copy_n(block.begin(), n, out.begin());
-    p.wait_all(std::span(pending));
+    p.wait_all(pending.view());
   }
 
   /// Recursive doubling on the whole output: in round k each core rank swaps the 2^k blocks it

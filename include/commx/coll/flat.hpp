@@ -15,6 +15,7 @@
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/combine.hpp"
+#include "commx/coll/detail/inline_list.hpp"
 
 namespace commx::coll {
 
@@ -64,7 +65,8 @@ struct flat {
       return;
     }
     if (p.size() == 1) return;
-    std::vector<E> incoming(data.begin(), data.end());
+    const detail::scratch<E> room(data.size());
+    const std::span<E> incoming = room.view();
     if (root == 0) {
       for (int r = 1; r < p.size(); ++r) {
         p.recv(r, std::span<E>(incoming));
@@ -72,14 +74,15 @@ struct flat {
       }
       return;
     }
-    std::vector<E> acc(data.begin(), data.end());
-    p.recv(0, std::span<E>(acc));
+    const detail::scratch<E> acc_room(data.size());
+    const std::span<E> acc = acc_room.view();
+    p.recv(0, acc);
     for (int r = 1; r < p.size(); ++r) {
       if (r == root) {
-        detail::combine_into(std::span<E>(acc), std::span<const E>(data), op);
+        detail::combine_into(acc, std::span<const E>(data), op);
       } else {
         p.recv(r, std::span<E>(incoming));
-        detail::combine_into(std::span<E>(acc), std::span<const E>(incoming), op);
+        detail::combine_into(acc, std::span<const E>(incoming), op);
       }
     }
     std::ranges::copy(acc, data.begin());
@@ -117,7 +120,7 @@ struct flat {
   template <class Port, class E>
   static void alltoall(Port& p, std::span<const E> in, std::span<E> out) {
     const std::size_t n = in.size() / static_cast<std::size_t>(p.size());
-    std::vector<typename Port::pending> pending;
+    detail::pending_list<Port> pending;
     pending.reserve(2 * static_cast<std::size_t>(p.size()));
     for (int r = 0; r < p.size(); ++r) {
       if (r != p.rank())
@@ -130,7 +133,7 @@ struct flat {
       else
         pending.push_back(p.isend(r, slot));
     }
-    p.wait_all(std::span(pending));
+    p.wait_all(pending.view());
   }
 
   /// A chain: rank r takes the prefix from r-1, folds its own data on the right, passes it on.
@@ -170,7 +173,7 @@ struct flat {
       p.send(root, in);
       return;
     }
-    std::vector<typename Port::pending> pending;
+    detail::pending_list<Port> pending;
     for (int r = 0; r < p.size(); ++r) {
       auto slot = out.subspan(displs[index(r)], counts[index(r)]);
       if (r == root)
@@ -178,7 +181,7 @@ struct flat {
       else
         pending.push_back(p.irecv(r, slot));
     }
-    p.wait_all(std::span(pending));
+    p.wait_all(pending.view());
   }
 
   /// The root sends each rank its block.
@@ -189,7 +192,7 @@ struct flat {
       p.recv(root, out);
       return;
     }
-    std::vector<typename Port::pending> pending;
+    detail::pending_list<Port> pending;
     for (int r = 0; r < p.size(); ++r) {
       auto slot = in.subspan(displs[index(r)], counts[index(r)]);
       if (r == root)
@@ -197,14 +200,14 @@ struct flat {
       else
         pending.push_back(p.isend(r, slot));
     }
-    p.wait_all(std::span(pending));
+    p.wait_all(pending.view());
   }
 
   /// Every rank sends its block to every other rank directly.
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
-    std::vector<typename Port::pending> pending;
+    detail::pending_list<Port> pending;
     for (int r = 0; r < p.size(); ++r) {
       if (r != p.rank())
         pending.push_back(p.irecv(r, out.subspan(displs[index(r)], counts[index(r)])));
@@ -213,7 +216,7 @@ struct flat {
     for (int r = 0; r < p.size(); ++r) {
       if (r != p.rank()) pending.push_back(p.isend(r, in));
     }
-    p.wait_all(std::span(pending));
+    p.wait_all(pending.view());
   }
 
   /// Every rank posts all its receives and sends at once.
@@ -222,7 +225,7 @@ struct flat {
                         std::span<const std::size_t> send_displs, std::span<E> out,
                         std::span<const std::size_t> recv_counts,
                         std::span<const std::size_t> recv_displs) {
-    std::vector<typename Port::pending> pending;
+    detail::pending_list<Port> pending;
     for (int r = 0; r < p.size(); ++r) {
       if (r != p.rank()) {
         pending.push_back(p.irecv(r, out.subspan(recv_displs[index(r)], recv_counts[index(r)])));
@@ -236,7 +239,7 @@ struct flat {
         pending.push_back(p.isend(r, block));
       }
     }
-    p.wait_all(std::span(pending));
+    p.wait_all(pending.view());
   }
 
   /// Reduce everything to rank 0 (rank-order fold), then hand each rank its block.

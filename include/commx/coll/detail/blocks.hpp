@@ -6,7 +6,8 @@
 
 #include <cstddef>
 #include <span>
-#include <vector>
+
+#include "commx/coll/detail/inline_list.hpp"
 
 namespace commx::coll::detail {
 
@@ -19,13 +20,13 @@ void reduce_scatter_through_zero(Port& p, std::span<E> data, std::span<const std
     p.recv(0, data.first(counts[index(p.rank())]));
     return;
   }
-  std::vector<typename Port::pending> pending;
+  pending_list<Port> pending;
   std::size_t offset = counts[0];
   for (int r = 1; r < p.size(); ++r) {
     pending.push_back(p.isend(r, std::span<const E>(data.subspan(offset, counts[index(r)]))));
     offset += counts[index(r)];
   }
-  p.wait_all(std::span(pending));
+  p.wait_all(pending.view());
 }
 
 }  // namespace commx::coll::detail

@@ -12,10 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <memory>
 #include <span>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -131,9 +131,20 @@ class message_fifo {
 class unexpected_queue {
  public:
   using key = std::tuple<int, context_id, int>;  // source, context, tag
-  using index = std::map<key, message_fifo>;
+  struct key_hash {
+    std::size_t operator()(const key& k) const noexcept {
+      const auto [source, ctx, tag] = k;
+      std::uint64_t h = ctx * 0x9e3779b97f4a7c15ULL;
+      h ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(source)) << 32U) |
+           static_cast<std::uint32_t>(tag);
+      return static_cast<std::size_t>(h * 0xff51afd7ed558ccdULL >> 16U);
+    }
+  };
+  // Hashed, not ordered: a receive finds its key in constant time however many are queued (a
+  // rooted collective's far side may run a thousand calls ahead, each with a tag of its own).
+  using index = std::unordered_map<key, message_fifo, key_hash>;
   using position = index::iterator;
-  static constexpr std::size_t kept_keys = 64;
+  static constexpr std::size_t kept_keys = 1024;
 
   /// Queues an envelope (a large message's offer).
   void push(queued_message message) {
@@ -190,13 +201,13 @@ class unexpected_queue {
 
  private:
   message_fifo& queue_of(const key& k) {
-    const position found = queues_.lower_bound(k);
-    if (found != queues_.end() && found->first == k) return found->second;
-    if (spare_.empty()) return queues_.emplace_hint(found, k, message_fifo{})->second;
+    const position found = queues_.find(k);
+    if (found != queues_.end()) return found->second;
+    if (spare_.empty()) return queues_.try_emplace(k).first->second;
     index::node_type node = std::move(spare_.back());
     spare_.pop_back();
     node.key() = k;
-    return queues_.insert(found, std::move(node))->second;
+    return queues_.insert(std::move(node)).position->second;
   }
 
   void retire(position at) {

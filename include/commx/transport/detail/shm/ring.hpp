@@ -80,6 +80,23 @@ constexpr std::size_t record_bytes(record_kind kind, std::size_t payload) {
   return (header_bytes(kind) + payload + cell - 1) & ~(cell - 1);
 }
 
+/// Copies `n` <= 32 bytes with a few fixed-size moves rather than a call to memcpy: a small
+/// message's header and payload are written and read this way, within one cell.
+inline void copy_small(std::byte* to, const std::byte* from, std::size_t n) {
+  if (n >= 16) {
+    std::memcpy(to, from, 16);
+    std::memcpy(to + n - 16, from + n - 16, 16);
+  } else if (n >= 8) {
+    std::memcpy(to, from, 8);
+    std::memcpy(to + n - 8, from + n - 8, 8);
+  } else if (n >= 4) {
+    std::memcpy(to, from, 4);
+    std::memcpy(to + n - 4, from + n - 4, 4);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) to[i] = from[i];
+  }
+}
+
 /// Copies in and out of a ring's buffer, across its end when needed.
 class ring_buffer {
  public:
@@ -96,6 +113,12 @@ class ring_buffer {
     const auto* source = static_cast<const std::byte*>(from);
     std::memcpy(data_ + at, source, first);
     if (first < bytes) std::memcpy(data_, source + first, bytes - first);
+  }
+
+  /// The cell at `position` (which must start a cell): a record's header and a one-cell
+  /// record's payload never cross the buffer's end there.
+  [[nodiscard]] std::byte* cell_at(std::uint64_t position) const {
+    return data_ + (position & mask_);
   }
 
   /// The stamp word of the cell at `position` (which must start a cell).
@@ -144,10 +167,18 @@ class ring_producer {
     const std::uint64_t next = at + record_bytes(header.kind, payload.size());
     // Everything but the stamp; then the next cell's stamp cleared if payload of an earlier lap
     // lies there; then this stamp.
-    ring_.put(at + sizeof header.stamp,
-              reinterpret_cast<const std::byte*>(&header) + sizeof header.stamp,
-              head_bytes - sizeof header.stamp);
-    if (!payload.empty()) ring_.put(at + head_bytes, payload.data(), payload.size());
+    std::byte* line = ring_.cell_at(at);
+    const auto* fields = reinterpret_cast<const std::byte*>(&header) + sizeof header.stamp;
+    if (header.kind == record_kind::eager) {
+      std::memcpy(line + sizeof header.stamp, fields, short_header - sizeof header.stamp);
+    } else {
+      std::memcpy(line + sizeof header.stamp, fields, sizeof header - sizeof header.stamp);
+    }
+    if (head_bytes + payload.size() <= cell) {
+      copy_small(line + head_bytes, payload.data(), payload.size());
+    } else {
+      ring_.put(at + head_bytes, payload.data(), payload.size());
+    }
     for (std::uint64_t p = at + cell; p < next; p += cell) payload_cells_[cell_of(p)] = true;
     if (payload_cells_[cell_of(next)]) {
       ring_.stamp(next).store(0, std::memory_order_relaxed);
@@ -188,12 +219,12 @@ class ring_consumer {
   /// True when a record is waiting; then `header` holds its header.
   bool peek(record& header) {
     if (!has_data()) return false;
-    ring_.get(head_ + sizeof header.stamp,
-              reinterpret_cast<std::byte*>(&header) + sizeof header.stamp,
-              short_header - sizeof header.stamp);
+    const std::byte* line = ring_.cell_at(head_);
+    auto* fields = reinterpret_cast<std::byte*>(&header);
+    std::memcpy(fields + sizeof header.stamp, line + sizeof header.stamp,
+                short_header - sizeof header.stamp);
     if (header.kind != record_kind::eager) {
-      ring_.get(head_ + short_header, reinterpret_cast<std::byte*>(&header) + short_header,
-                sizeof header - short_header);
+      std::memcpy(fields + short_header, line + short_header, sizeof header - short_header);
     }
     header.stamp = head_ + 1;
     return true;
@@ -206,7 +237,12 @@ class ring_consumer {
 
   /// Copies `bytes` of the current record's payload, from `offset`, to `to`.
   void read_payload(const record& header, std::size_t offset, void* to, std::size_t bytes) const {
-    if (bytes != 0) ring_.get(head_ + header_bytes(header.kind) + offset, to, bytes);
+    const std::size_t from = header_bytes(header.kind) + offset;
+    if (from + bytes <= cell) {
+      copy_small(static_cast<std::byte*>(to), ring_.cell_at(head_) + from, bytes);
+    } else {
+      ring_.get(head_ + from, to, bytes);
+    }
   }
 
   /// Gives the producer back eager credit: `total`, the sum so far, only ever grows.
