@@ -122,7 +122,7 @@ class message_fifo {
   std::size_t tail_ = 0;
 };
 
-/// Messages nobody asked for yet, indexed by (source, context, tag): a receive naming all three
+/// Messages nobody asked for yet, hashed by (source, context, tag): a receive naming all three
 /// finds its message at the front of one queue however many others wait, so a flood of 100,000
 /// messages is received in linear time. Wildcards look at the front of every queue and take
 /// the earliest arrival. A key whose queue empties leaves the index, but its node (with its
