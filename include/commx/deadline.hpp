@@ -3,8 +3,9 @@
 /// @file
 /// `commx::deadline`: when a blocking call gives up. Every blocking call takes one as its last
 /// argument; the default means "the communicator's timeout", a duration means "this long from
-/// the call", a time point means exactly then. It becomes one absolute time at the entry point,
-/// so a collective made of many messages has one deadline, not one per message.
+/// the call", a time point means exactly then. It becomes one absolute time once per call, at the
+/// latest when the call first has to wait, so a collective made of many messages has one
+/// deadline, not one per message.
 
 #include <chrono>
 #include <type_traits>

@@ -16,6 +16,7 @@
 
 #include "commx/coll/concept.hpp"
 #include "commx/deadline.hpp"
+#include "commx/detail/call_deadline.hpp"
 #include "commx/detail/collective_task.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/detail/timeout.hpp"
@@ -71,9 +72,10 @@ class coll_port {
 
   /// `call_number` counts the communicator's collective calls and `phase` a call's parts (a
   /// check, the data); both go into the tag, so no message meets another call's receive.
-  /// `driver` is the nonblocking collective's, or null for a blocking call (bound by `when`).
+  /// `driver` is the nonblocking collective's (`when` null), or null for a blocking call,
+  /// bound by `when`.
   coll_port(rank_state<T, S>& state, const group& members, context_id ctx, int rank,
-            clock::time_point when, stats::op kind, std::uint32_t call_number, int phase = 0,
+            call_deadline* when, stats::op kind, std::uint32_t call_number, int phase = 0,
             collective_driver* driver = nullptr)
       : state_(state),
         group_(members),
@@ -210,14 +212,16 @@ class coll_port {
   void complete(pending& p) {
     if (p.endpoint_ == nullptr) return;
     const detail::stopwatch<S> watch;
-    clock::time_point when = when_;
     bool done = false;
+    clock::time_point when;
     if (driver_ != nullptr) {
       while (driver_->mode() == drive_mode::poll && !(done = state_.endpoint.test(p.handle_))) {
         driver_->yield();
       }
       if (driver_->mode() == drive_mode::abandon) throw collective_abandoned{};
       when = driver_->deadline();
+    } else if (!(done = state_.endpoint.test(p.handle_))) {
+      when = when_->resolve();
     }
     if (!done) done = detail::wait_until(state_.endpoint, p.handle_, when, &state_.running);
     if constexpr (S::enabled) {
@@ -268,7 +272,7 @@ class coll_port {
   const group& group_;
   context_id ctx_;
   int rank_;
-  clock::time_point when_;
+  call_deadline* when_;
   stats::op kind_;
   int tag_;
   collective_driver* driver_;

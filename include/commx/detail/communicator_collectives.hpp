@@ -288,14 +288,14 @@ inline void communicator<T, C, S>::run(Call call, deadline until) {
   // A call that moves nothing and compares nothing ends here, before reading the clock (as
   // much as MPI's own count-0 calls cost).
   if (call.moves_nothing && checks_ != check_level::collective) return;
-  const clock::time_point when = until.resolve(timeout_);
+  detail::call_deadline when(until, timeout_);
   if (checks_ == check_level::collective) {
-    detail::coll_port<T, S> check(*state_, *group_, ctx_ + 1, rank_, when, kind, call_number,
+    detail::coll_port<T, S> check(*state_, *group_, ctx_ + 1, rank_, &when, kind, call_number,
                                   /*phase=*/1);
     detail::check_same_call(check, call.signature, rank_);
   }
   if (call.moves_nothing) return;
-  detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, when, kind, call_number);
+  detail::coll_port<T, S> port(*state_, *group_, ctx_ + 1, rank_, &when, kind, call_number);
   // A reduction runs under C, or under C with rank-order folds when reproducible bits across
   // policies were asked for.
   if (Call::reduces && reduction_ == reduction_order::reproducible) {
@@ -319,12 +319,12 @@ inline auto communicator<T, C, S>::start(Call call) -> request {
                in_rank_order = Call::reduces && reduction_ == reduction_order::reproducible,
                call = std::move(call)](detail::collective_driver& driver) mutable {
     if (compare) {
-      detail::coll_port<T, S> check(*state, *members, ctx, rank, {}, kind, call_number,
+      detail::coll_port<T, S> check(*state, *members, ctx, rank, nullptr, kind, call_number,
                                     /*phase=*/1, &driver);
       detail::check_same_call(check, call.signature, rank);
     }
     if (call.moves_nothing) return;
-    detail::coll_port<T, S> port(*state, *members, ctx, rank, {}, kind, call_number,
+    detail::coll_port<T, S> port(*state, *members, ctx, rank, nullptr, kind, call_number,
                                  /*phase=*/0, &driver);
     using policy = typename coll::nonblocking_of<C>::type;
     if (in_rank_order) {

@@ -27,12 +27,12 @@ class inline_list {
 
   /// Room for `n` elements in all: beyond N they move to the heap now, not one by one.
   void reserve(std::size_t n) {
-    if (n > N && heap_.empty()) spill(n);
+    if (n > N && !on_heap()) spill(n);
   }
 
   void push_back(T&& value) {
-    if (in_place_count_ == N && heap_.empty()) spill(2 * N);
-    if (heap_.capacity() != 0) {
+    if (in_place_count_ == N && !on_heap()) spill(2 * N);
+    if (on_heap()) {
       heap_.push_back(std::move(value));
     } else {
       ::new (static_cast<void*>(in_place() + in_place_count_)) T(std::move(value));
@@ -42,10 +42,11 @@ class inline_list {
 
   /// The elements, contiguous wherever they are.
   [[nodiscard]] std::span<T> view() {
-    return heap_.capacity() != 0 ? std::span<T>(heap_) : std::span<T>(in_place(), in_place_count_);
+    return on_heap() ? std::span<T>(heap_) : std::span<T>(in_place(), in_place_count_);
   }
 
  private:
+  [[nodiscard]] bool on_heap() const { return heap_.capacity() != 0; }
   T* in_place() { return std::launder(reinterpret_cast<T*>(storage_)); }
 
   void spill(std::size_t capacity) {
@@ -57,7 +58,7 @@ class inline_list {
 
   alignas(T) std::byte storage_[N * sizeof(T)];
   std::size_t in_place_count_ = 0;
-  std::vector<T> heap_;  // in use once it has capacity
+  std::vector<T> heap_;  // in use once it has capacity (on_heap)
 };
 
 /// `n` elements of scratch space, value-initialised: in place up to `Bytes` for elements that
