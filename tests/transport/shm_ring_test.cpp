@@ -111,7 +111,7 @@ TEST_CASE("a full ring refuses a record and keeps a cell free", "[shm]") {
 
 TEST_CASE("every payload size arrives whole and alone, within one cell and across cells", "[shm]") {
   // Sizes around each of copy_small's cases (0-3, 4-7, 8-15, 16-32 bytes in one cell) and the
-  // records of two and three cells, laps after lap: neighbouring bytes must stay untouched.
+  // records of two and three cells, lap after lap: neighbouring bytes must stay untouched.
   auto ring = std::make_unique<test_ring>();
   std::uint8_t next = 1;
   for (int lap = 0; lap < 12; ++lap) {
