@@ -64,9 +64,7 @@ struct binomial {
     detail::pending_list<Port> pending;
     const children kids = binomial_children(v, p.size());
     for (int i = kids.count - 1; i >= 0; --i) {  // the largest subtree first: it has most to do
-      pending.push_back(
-          p.isend(absolute_rank(kids.ranks[static_cast<std::size_t>(i)], root, p.size()),
-                  std::span<const E>(data)));
+      pending.push_back(p.isend(absolute_rank(kids[i], root, p.size()), std::span<const E>(data)));
     }
     p.wait_all(pending.view());
   }
@@ -187,7 +185,7 @@ struct binomial {
     }
     detail::pending_list<Port> pending;
     for (int i = kids.count - 1; i >= 0; --i) {
-      const int child = kids.ranks[static_cast<std::size_t>(i)];
+      const int child = kids[i];
       const auto offset = static_cast<std::size_t>(child - v) * n;
       const auto count = static_cast<std::size_t>(subtree_size(child, p.size())) * n;
       pending.push_back(p.isend(absolute_rank(child, root, p.size()),

@@ -7,7 +7,6 @@
 /// children and the tree is at most ceil(log2 p) deep. The subtree of v holds the relative ranks
 /// [v, v + subtree_size(v, p)): contiguous, which is what gather and scatter rely on.
 
-#include <array>
 #include <bit>
 
 namespace commx::coll::detail::pattern {
@@ -31,19 +30,32 @@ constexpr int subtree_size(int v, int size) {
   return (end < size ? end : size) - v;
 }
 
-/// Children in increasing order of distance (and so of relative rank).
+/// Children in increasing order of distance (and so of relative rank): child i is
+/// parent + 2^i. Computed as they are asked for, not stored: an array of them, zeroed on every
+/// call, cost a 2-rank broadcast 40% of its time.
 struct children {
-  std::array<int, 32> ranks{};
+  int parent = 0;
   int count = 0;
-  [[nodiscard]] constexpr const int* begin() const { return ranks.data(); }
-  [[nodiscard]] constexpr const int* end() const { return ranks.data() + count; }
+
+  [[nodiscard]] constexpr int operator[](int i) const { return parent + (1 << i); }
+
+  struct iterator {
+    int parent;
+    int i;
+    constexpr int operator*() const { return parent + (1 << i); }
+    constexpr iterator& operator++() {
+      ++i;
+      return *this;
+    }
+    constexpr bool operator!=(const iterator& other) const { return i != other.i; }
+  };
+  [[nodiscard]] constexpr iterator begin() const { return {parent, 0}; }
+  [[nodiscard]] constexpr iterator end() const { return {parent, count}; }
 };
 
 constexpr children binomial_children(int v, int size) {
-  children result;
-  for (int mask = 1; mask < subtree_span(v, size) && v + mask < size; mask <<= 1) {
-    result.ranks[static_cast<unsigned>(result.count++)] = v + mask;
-  }
+  children result{v, 0};
+  for (int mask = 1; mask < subtree_span(v, size) && v + mask < size; mask <<= 1) ++result.count;
   return result;
 }
 
