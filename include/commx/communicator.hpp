@@ -18,7 +18,9 @@
 /// different communicators never match each other.
 ///
 /// Thread safety: a communicator (and every communicator split from it) is used by one thread
-/// at a time. Copies share the same rank: they are handles, not new communicators.
+/// at a time. Copies share the same rank: they are handles, not new communicators, and they
+/// and the rank's requests are copied and destroyed by that thread too (their count of owners
+/// has no atomics: detail/local_shared.hpp).
 
 #include <algorithm>
 #include <concepts>
@@ -38,6 +40,7 @@
 #include "commx/detail/call_check.hpp"
 #include "commx/detail/collective_call.hpp"
 #include "commx/detail/communicator_nonblocking.hpp"
+#include "commx/detail/local_shared.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/error.hpp"
 #include "commx/options.hpp"
@@ -66,8 +69,8 @@ using span_element = std::remove_const_t<typename Span::element_type>;
 /// @tparam C the collectives policy (coll::flat, binomial, ring, hierarchical, tuned, native).
 /// @tparam S the stats policy (stats::none costs nothing; stats::counting counts).
 ///
-/// Thread safety: a communicator and the communicators split from it are used by one thread at
-/// a time; different ranks' communicators may be used concurrently.
+/// Thread safety: a communicator, its copies, its requests and the communicators split from it
+/// are used by one thread at a time; different ranks' communicators may be used concurrently.
 template <transport::transport T, coll::collectives<T> C = coll::flat,
           stats::policy S = stats::none>
 class communicator
@@ -87,8 +90,8 @@ class communicator
 
   /// The world communicator over a transport endpoint.
   explicit communicator(T endpoint, options opts = {})
-      : state_(std::make_shared<detail::rank_state<T, S>>(std::move(endpoint))),
-        group_(std::make_shared<const detail::group>(state_->endpoint.size())),
+      : state_(detail::local_shared<detail::rank_state<T, S>>::make(std::move(endpoint))),
+        group_(detail::local_shared<const detail::group>::make(state_->endpoint.size())),
         ctx_(0),
         rank_(state_->endpoint.rank()),
         collective_calls_(std::make_shared<std::uint32_t>(0)),
@@ -541,8 +544,8 @@ class communicator
   template <class Call>
   request start(Call call);
 
-  std::shared_ptr<detail::rank_state<T, S>> state_;
-  std::shared_ptr<const detail::group> group_;
+  detail::local_shared<detail::rank_state<T, S>> state_;
+  detail::local_shared<const detail::group> group_;
   context_id ctx_ = 0;
   int rank_ = unknown;
   std::shared_ptr<std::uint32_t> collective_calls_;  // shared by copies of this communicator

@@ -21,14 +21,17 @@
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <ranges>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "commx/coll/concept.hpp"
 #include "commx/deadline.hpp"
+#include "commx/detail/local_shared.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/detail/timeout.hpp"
 #include "commx/error.hpp"
@@ -54,16 +57,48 @@ struct status {
 namespace detail {
 
 /// Waits for `handle` until `when`, sleeping in the transport between events and moving on
-/// the rank's nonblocking collectives (`running`, if given) at each. False on timeout.
-template <transport::transport T>
-bool wait_until(T& endpoint, typename T::request& handle, clock::time_point when,
+/// the rank's nonblocking collectives (`running`, if given) at each. False on timeout. `when`
+/// is a time point, or a callable that gives it: then it is asked only once a test has found
+/// the operation unfinished, so a wait that need not wait reads no clock.
+template <transport::transport T, class When>
+bool wait_until(T& endpoint, typename T::request& handle, When&& when,
                 running_collectives* running = nullptr) {
+  std::optional<clock::time_point> until;
   for (;;) {
     const std::uint64_t seen = endpoint.event_count();
     if (running != nullptr && !running->empty()) running->advance_all();
     if (endpoint.test(handle)) return true;
-    if (clock::now() >= when) return false;
-    endpoint.wait_for_event(seen, when);
+    if (!until) {
+      if constexpr (std::is_invocable_r_v<clock::time_point, When&>) {
+        until = when();
+      } else {
+        until = when;
+      }
+    }
+    if (clock::now() >= *until) return false;
+    endpoint.wait_for_event(seen, *until);
+  }
+}
+
+// A transport request is replaced in place, never assigned from a temporary: the compiler
+// writes such a temporary field by field and reads it back 16 bytes at a time, and each read
+// waits for the writes to drain (a store-forwarding stall, several per message on mpi).
+template <class Handle>
+void reset_in_place(Handle& handle) noexcept {
+  std::destroy_at(std::addressof(handle));
+  ::new (static_cast<void*>(std::addressof(handle))) Handle();
+}
+
+/// `handle` becomes what `start()` returns, built where it lies (C++17's guaranteed elision of
+/// a prvalue initialiser); on an exception it is left a fresh request.
+template <class Handle, class Start>
+void start_in_place(Handle& handle, Start&& start) {
+  std::destroy_at(std::addressof(handle));
+  try {
+    ::new (static_cast<void*>(std::addressof(handle))) Handle(std::forward<Start>(start)());
+  } catch (...) {
+    ::new (static_cast<void*>(std::addressof(handle))) Handle();
+    throw;
   }
 }
 
@@ -175,7 +210,7 @@ class request {
   request(request&& other) noexcept
       : state_(std::move(other.state_)),
         group_(std::move(other.group_)),
-        handle_(std::exchange(other.handle_, {})),
+        handle_(std::move(other.handle_)),  // `other` is inactive: its handle is never read
         where_(other.where_),
         kind_(other.kind_),
         timeout_(other.timeout_),
@@ -193,7 +228,7 @@ class request {
       abandon();
       state_ = std::move(other.state_);
       group_ = std::move(other.group_);
-      handle_ = std::exchange(other.handle_, {});
+      handle_ = std::move(other.handle_);
       where_ = other.where_;
       kind_ = other.kind_;
       timeout_ = other.timeout_;
@@ -215,7 +250,9 @@ class request {
   /// Blocks until the operation completes.
   /// @throws commx::error errc::timeout when the deadline passes (the request is withdrawn);
   ///   errc::truncated, errc::peer_lost, errc::type_mismatch, errc::serialization_failed.
-  status wait(deadline until = {}) { return wait_until(until.resolve(timeout_)); }
+  status wait(deadline until = {}) {
+    return wait_until([&] { return until.resolve(timeout_); });
+  }
 
   /// The status if the operation has completed, without blocking. Throws as `wait` does.
   std::optional<status> test() {
@@ -257,9 +294,9 @@ class request {
   using decoder = void (*)(request&);
 
   // A pending point-to-point request of `state`'s rank (communicator::make_request).
-  request(std::shared_ptr<detail::rank_state<T, S>> state,
-          std::shared_ptr<const detail::group> group, const error_context& where, stats::op kind,
-          clock::duration timeout, bool is_recv)
+  request(detail::local_shared<detail::rank_state<T, S>> state,
+          detail::local_shared<const detail::group> group, const error_context& where,
+          stats::op kind, clock::duration timeout, bool is_recv)
       : state_(std::move(state)),
         group_(std::move(group)),
         where_(where),
@@ -268,11 +305,13 @@ class request {
         is_recv_(is_recv),
         active_(true) {}
 
-  status wait_until(clock::time_point when) {
+  // `when` gives the deadline, asked only once the operation has been found unfinished.
+  template <class When>
+  status wait_until(When&& when) {
     if (!active_) return finished();
     const detail::stopwatch<S> watch;
     if (task_) {
-      task_->finish(when);
+      task_->finish(when());
       account_wait(watch.seconds());
       return collective_ended();
     }
@@ -303,7 +342,7 @@ class request {
   status complete() {
     active_ = false;
     const transport::op_result result = state_->endpoint.result(handle_);
-    handle_ = {};
+    detail::reset_in_place(handle_);  // frees the transport's operation now
     if (result.error) fail(result);
     if (!is_recv_) return status_;
     status_ = {group_->local_of(result.source), result.tag, result.bytes};
@@ -337,8 +376,8 @@ class request {
     active_ = false;
   }
 
-  std::shared_ptr<detail::rank_state<T, S>> state_;
-  std::shared_ptr<const detail::group> group_;
+  detail::local_shared<detail::rank_state<T, S>> state_;
+  detail::local_shared<const detail::group> group_;
   typename T::request handle_{};
   error_context where_{};
   stats::op kind_ = stats::op::isend;
@@ -358,11 +397,13 @@ class request {
 /// @throws commx::error as request::wait, for the first request that fails.
 template <class Range>
 void wait_all(Range&& requests, deadline until) {
-  std::optional<clock::time_point> when;
+  std::optional<clock::time_point> when;  // resolved when a request first has to wait
   for (auto& req : requests) {
     if (!req.active()) continue;
-    if (!when) when = until.resolve(req.timeout_);
-    req.wait(*when);
+    req.wait_until([&] {
+      if (!when) when = until.resolve(req.timeout_);
+      return *when;
+    });
   }
 }
 

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -181,6 +182,32 @@ TEST_CASE("tuned picks from the table of the stack it runs over", "[coll][tuned]
     }
   }
   CHECK(commx::coll::detail::name(algorithm::hierarchical) == "hierarchical");
+}
+
+TEST_CASE("tuned's index gives each collective exactly its own rules", "[coll][tuned]") {
+  using commx::coll::detail::algorithm;
+  using commx::coll::detail::grouped_by_collective;
+  using commx::coll::detail::index_by_collective;
+  using commx::coll::detail::tuning_rule;
+  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi"}) {
+    INFO(stack);
+    const auto table = commx::coll::detail::tuned_rules_for(stack);
+    REQUIRE(grouped_by_collective(table));
+    const auto index = index_by_collective(table);
+    std::size_t indexed = 0;
+    for (std::size_t c = 0; c < index.size(); ++c) {
+      for (const tuning_rule& rule : index[c])
+        CHECK(static_cast<std::size_t>(rule.collective) == c);
+      indexed += index[c].size();
+    }
+    CHECK(indexed == table.size());  // none lost, none twice
+  }
+  // A table that lists a collective in two places is refused (it would lose the first run).
+  const std::array<tuning_rule, 3> split{tuning_rule{op::bcast, 1, 0, algorithm::flat},
+                                         tuning_rule{op::reduce, 1, 0, algorithm::flat},
+                                         tuning_rule{op::bcast, 1, 8, algorithm::ring}};
+  CHECK_FALSE(grouped_by_collective(split));
+  CHECK(grouped_by_collective(std::span(split).first(2)));
 }
 
 // Run by the CTest coll.tuned_forced with COMMX_COLL_ALLREDUCE=flat in its environment.

@@ -64,10 +64,16 @@ TEST_CASE("inline_list reserves on the heap at once when asked for more than fit
   int live = 0;
   {
     inline_list<tracked, 2> list;
+    const std::span<const std::byte> self(reinterpret_cast<const std::byte*>(&list), sizeof list);
     list.push_back(tracked(7, live));
     list.reserve(10);
+    // On the heap straight away, with room for all ten: no further move as they come.
+    const tracked* first = list.view().data();
+    CHECK_FALSE(in(self, first));
+    CHECK(list.view().size() == 1);
     for (int i = 0; i < 9; ++i) list.push_back(tracked(i, live));
     const std::span<tracked> all = list.view();
+    CHECK(all.data() == first);
     REQUIRE(all.size() == 10);
     CHECK(all[0].value == 7);
     CHECK(all[9].value == 8);

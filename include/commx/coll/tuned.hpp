@@ -210,12 +210,16 @@ struct tuned {
   }
 
   // Calls `run` with a value of the chosen policy type: one switch, no virtual dispatch. The
-  // port's table is found at compile time, so a call compares no stack names.
+  // port's table is found and indexed by collective at compile time, so a call compares no
+  // stack names and reads only its collective's rules.
   template <class Port, class Run>
   static void dispatch(stats::op collective, int ranks, std::size_t bytes, Run&& run) {
-    static constexpr std::span<const detail::tuning_rule> rules =
+    static constexpr std::span<const detail::tuning_rule> table =
         detail::tuned_rules_for(stack_of<Port>());
-    switch (choose_from(rules, collective, ranks, bytes)) {
+    static_assert(detail::grouped_by_collective(table),
+                  "a tuned table must list each collective's rules together");
+    static constexpr detail::rules_by_collective rules = detail::index_by_collective(table);
+    switch (choose_from(rules[static_cast<std::size_t>(collective)], collective, ranks, bytes)) {
       case detail::algorithm::flat:
         return run(flat{});
       case detail::algorithm::binomial:

@@ -39,7 +39,7 @@ class coll_port {
       if (this != &other) {
         withdraw();
         endpoint_ = std::exchange(other.endpoint_, nullptr);
-        handle_ = std::exchange(other.handle_, {});
+        handle_ = std::move(other.handle_);  // `other` no longer withdraws it
         peer_ = other.peer_;
         expected_ = other.expected_;
         is_recv_ = other.is_recv_;
@@ -116,7 +116,9 @@ class coll_port {
     const detail::stopwatch<S> watch;
     const auto bytes = std::as_bytes(out);
     pending p = make_pending(peer, bytes.size(), false);
-    p.handle_ = state_.endpoint.isend(group_.world_of(peer), ctx_, tag(), bytes);
+    start_in_place(p.handle_, [&] {
+      return state_.endpoint.isend(group_.world_of(peer), ctx_, tag(), bytes);
+    });
     if constexpr (S::enabled) {
       state_.stats.on_sent(kind_, bytes.size());
       state_.stats.add_send_time(kind_, watch.seconds());
@@ -134,8 +136,10 @@ class coll_port {
         p.convert_ = &convert_received<std::remove_cv_t<E>>;
       }
     }
-    p.handle_ =
-        state_.endpoint.irecv(group_.world_of(peer), ctx_, tag(), transport::recv_buffer(bytes));
+    start_in_place(p.handle_, [&] {
+      return state_.endpoint.irecv(group_.world_of(peer), ctx_, tag(),
+                                   transport::recv_buffer(bytes));
+    });
     return p;
   }
 
@@ -213,17 +217,19 @@ class coll_port {
     if (p.endpoint_ == nullptr) return;
     const detail::stopwatch<S> watch;
     bool done = false;
-    clock::time_point when;
     if (driver_ != nullptr) {
       while (driver_->mode() == drive_mode::poll && !(done = state_.endpoint.test(p.handle_))) {
         driver_->yield();
       }
       if (driver_->mode() == drive_mode::abandon) throw collective_abandoned{};
-      when = driver_->deadline();
-    } else if (!(done = state_.endpoint.test(p.handle_))) {
-      when = when_->resolve();
+      if (!done) {
+        done = detail::wait_until(state_.endpoint, p.handle_, driver_->deadline(), &state_.running);
+      }
+    } else {
+      // The call's deadline is resolved only if this message is not there at the first test.
+      done = detail::wait_until(
+          state_.endpoint, p.handle_, [this] { return when_->resolve(); }, &state_.running);
     }
-    if (!done) done = detail::wait_until(state_.endpoint, p.handle_, when, &state_.running);
     if constexpr (S::enabled) {
       if (p.is_recv_)
         state_.stats.add_wait_time(kind_, watch.seconds());
@@ -238,7 +244,7 @@ class coll_port {
     }
     p.endpoint_ = nullptr;
     const transport::op_result result = state_.endpoint.result(p.handle_);
-    p.handle_ = {};
+    reset_in_place(p.handle_);
     if (result.error == errc::truncated) drain(p.peer_);
     if (result.error == errc::truncated ||
         (!result.error && p.is_recv_ && result.bytes != p.expected_)) {

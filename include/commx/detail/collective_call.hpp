@@ -34,7 +34,11 @@ collective_call<Reduces, Body> make_call(const call_signature& signature, Body b
   return {signature, std::move(body), moves_nothing};
 }
 
-inline std::vector<std::size_t> owned(std::span<const std::size_t> values) {
+/// The body's own copy of a call's counts or displacements; none for a call that moves
+/// nothing, whose body never runs (a count-0 call allocates nothing).
+inline std::vector<std::size_t> owned(std::span<const std::size_t> values,
+                                      bool moves_nothing = false) {
+  if (moves_nothing) return {};
   return {values.begin(), values.end()};
 }
 

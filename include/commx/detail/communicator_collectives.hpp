@@ -218,13 +218,15 @@ inline auto communicator<T, C, S>::allgatherv_call(const In& in, Out& out,
   using E = element_of<decltype(got)>;
   const std::span<const E> i(sent.data(), sent.size());
   const std::span<E> o(got.data(), got.size());
+  const bool nothing = total(counts) == 0;
   return detail::make_call<false>(
       signature<E>(stats::op::allgatherv, -1, detail::fingerprint(counts)),
-      [i, o, c = detail::owned(counts), d = detail::owned(displs)](auto& port, auto policy) {
+      [i, o, c = detail::owned(counts, nothing), d = detail::owned(displs, nothing)](auto& port,
+                                                                                     auto policy) {
         policy.allgatherv(port, i, o, std::span<const std::size_t>(c),
                           std::span<const std::size_t>(d));
       },
-      total(counts) == 0);
+      nothing);
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -266,14 +268,15 @@ inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
   check_count(got.size(), counts[as_size(rank_)], "reduce_scatter", "out");
   const std::span<E> o(got.data(), got.size());
   // Policies reduce in place: into a copy of `in`, whose own block then goes to `out`.
+  const bool nothing = total(counts) == 0;
   return detail::make_call<true>(
       signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
-      [work = std::vector<E>(sent.begin(), sent.end()), o, c = detail::owned(counts), op](
+      [work = std::vector<E>(sent.begin(), sent.end()), o, c = detail::owned(counts, nothing), op](
           auto& port, auto policy) mutable {
         policy.reduce_scatter(port, std::span<E>(work), std::span<const std::size_t>(c), op);
         std::copy_n(work.begin(), o.size(), o.begin());
       },
-      total(counts) == 0);
+      nothing);
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
@@ -285,9 +288,8 @@ inline void communicator<T, C, S>::run(Call call, deadline until) {
   // Every rank numbers its collective calls alike; the number goes into the tags, so what a
   // failed call left in flight can never be taken for a later call's data.
   const std::uint32_t call_number = (*collective_calls_)++;
-  // A call that moves nothing and compares nothing ends here, before reading the clock (as
-  // much as MPI's own count-0 calls cost).
-  if (call.moves_nothing && checks_ != check_level::collective) return;
+  // Resolved only when a message has to wait: a call that moves nothing and compares nothing
+  // reads no clock (and costs what MPI's own count-0 calls cost).
   detail::call_deadline when(until, timeout_);
   if (checks_ == check_level::collective) {
     detail::coll_port<T, S> check(*state_, *group_, ctx_ + 1, rank_, &when, kind, call_number,

@@ -84,7 +84,9 @@ inline auto communicator<T, C, S>::post_bytes(int dest, int tag, std::span<const
   if constexpr (S::enabled) state_->stats.on_call(kind);
   request req = make_request(kind, where(stats::name(kind).data(), dest, tag, bytes.size()), false);
   req.staging_ = std::move(staging);
-  req.handle_ = state_->endpoint.isend(group_->world_of(dest), ctx_, tag, bytes);
+  detail::start_in_place(req.handle_, [&] {
+    return state_->endpoint.isend(group_->world_of(dest), ctx_, tag, bytes);
+  });
   if constexpr (S::enabled) {
     state_->stats.on_sent(kind, bytes.size());
     state_->stats.add_send_time(kind, watch.seconds());  // posting; waiting is the request's
@@ -185,7 +187,8 @@ inline auto communicator<T, C, S>::post_recv(int source, int tag, M& message, st
   }
   const transport::recv_buffer buffer = receive_buffer(message, req.staging_.get());
   if constexpr (fixed_buffer<M>) req.where_.bytes = buffer.capacity();
-  req.handle_ = state_->endpoint.irecv(world_source(source), ctx_, tag, buffer);
+  detail::start_in_place(
+      req.handle_, [&] { return state_->endpoint.irecv(world_source(source), ctx_, tag, buffer); });
   return req;
 }
 

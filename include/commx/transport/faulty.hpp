@@ -187,7 +187,7 @@ class faulty {
   }
 
   /// T's irecv, after the faults due now: receives are never held.
-  request irecv(int peer, context_id ctx, int tag, recv_buffer in) {
+  request irecv(int peer, context_id ctx, int tag, const recv_buffer& in) {
     fire_due();
     return {inner_.irecv(peer, ctx, tag, in), nullptr};
   }

@@ -84,7 +84,7 @@ class inproc {
 
   /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
   /// into `buffer` (transport concept).
-  request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
+  request irecv(int source, context_id ctx, int tag, const recv_buffer& buffer) {
     return hub_->recv(rank_, source, ctx, tag, buffer);
   }
 

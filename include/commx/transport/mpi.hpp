@@ -191,7 +191,7 @@ class mpi {
 
   /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
   /// into `buffer` (transport concept).
-  request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
+  request irecv(int source, context_id ctx, int tag, const recv_buffer& buffer) {
     const context& c = context_of(ctx, "irecv", source, tag, buffer.capacity());
     state& s = *state_;
     request req;

@@ -218,7 +218,7 @@ class node_and_network {
 
   /// Starts receiving a message from `source` (or any_source) with `tag` (or any_tag) on `ctx`
   /// into `buffer`: on the source's level, or held here while several levels could satisfy it.
-  request irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
+  request irecv(int source, context_id ctx, int tag, const recv_buffer& buffer) {
     request r;
     const bool one_level = source != any_source || remote_peers_ == 0 || members_.size() <= 1;
     if (one_level && !held_could_take(source, ctx, tag)) {

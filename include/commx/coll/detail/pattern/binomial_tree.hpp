@@ -37,12 +37,13 @@ struct children {
   int parent = 0;
   int count = 0;
 
-  [[nodiscard]] constexpr int operator[](int i) const { return parent + (1 << i); }
+  [[nodiscard]] static constexpr int child(int parent, int i) { return parent + (1 << i); }
+  [[nodiscard]] constexpr int operator[](int i) const { return child(parent, i); }
 
   struct iterator {
     int parent;
     int i;
-    constexpr int operator*() const { return parent + (1 << i); }
+    constexpr int operator*() const { return child(parent, i); }
     constexpr iterator& operator++() {
       ++i;
       return *this;

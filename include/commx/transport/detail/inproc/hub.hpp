@@ -122,7 +122,7 @@ class hub {
   }
 
   std::shared_ptr<operation> recv(int owner, int from, context_id ctx, int tag,
-                                  recv_buffer buffer) {
+                                  const recv_buffer& buffer) {
     std::lock_guard lock(mutex_);
     mailbox& box = boxes_[index(owner)];
     auto queued = find_queued(box, from, ctx, tag);

@@ -170,7 +170,7 @@ struct endpoint_state {
     return slot;
   }
 
-  std::uint32_t post(int source, context_id ctx, int tag, recv_buffer buffer) {
+  std::uint32_t post(int source, context_id ctx, int tag, const recv_buffer& buffer) {
     const std::uint32_t slot = allocate_slot();
     receive& r = slots[slot];
     r.state = phase::posted;
@@ -193,8 +193,8 @@ struct endpoint_state {
 
   // A receive posted to MPI (see the file comment): into the buffer when it has room for an
   // announcement, else into the slot's scratch. `mpi_source`, `mpi_tag`, `comm`: MPI's.
-  std::uint32_t post_to_mpi(int source, context_id ctx, int tag, recv_buffer buffer, int mpi_source,
-                            int mpi_tag, MPI_Comm comm) {
+  std::uint32_t post_to_mpi(int source, context_id ctx, int tag, const recv_buffer& buffer,
+                            int mpi_source, int mpi_tag, MPI_Comm comm) {
     const std::uint32_t slot = allocate_slot();
     receive& r = slots[slot];
     r.source = source;
@@ -252,27 +252,42 @@ struct endpoint_state {
   // What MPI put into receive `r` (arrived): an inline message, taken or refused, or an
   // announcement, whose message `r` then takes as a matched one.
   void take_arrival(receive& r) {
-    message_in_hand m = sender_of(r, r.status);
-    if (m.bytes <= detail::mpi::inline_limit) [[likely]] {
-      op_result out{m.source, m.tag, m.bytes, {}};
+    const std::size_t bytes = detail::mpi::bytes_of(r.status);
+    if (bytes <= detail::mpi::inline_limit) [[likely]] {
+      // Field by field into the slot: a whole op_result built aside and assigned is read back
+      // 16 bytes at a time before its pieces are written (a store-forwarding stall).
+      op_result& out = r.result;
+      out.source = source_of(r, r.status);
+      out.tag = tag_of(r, r.status);
+      out.bytes = bytes;
+      out.error.clear();
       take_inline(r.buffer, r.target, r.direct, out, r.ctx);
-      r.result = out;
       r.state = phase::done;
       return;
     }
+    message_in_hand m = sender_of(r, r.status);
     announced(m, std::span<const std::byte>(r.target, m.bytes));
     deliver(r, m);
   }
 
   // Who sent what MPI put into receive `r`, and its count.
   message_in_hand sender_of(const receive& r, const MPI_Status& status) const {
-    const context* c = contexts.find(r.ctx);
     message_in_hand m;
-    m.source = c != nullptr ? c->world_of(status.MPI_SOURCE) : status.MPI_SOURCE;
+    m.source = source_of(r, status);
     m.ctx = r.ctx;
-    m.tag = tags.commx_tag(r.tag == any_tag ? 0 : tags.bank_of(r.tag), status.MPI_TAG);
+    m.tag = tag_of(r, status);
     m.bytes = detail::mpi::bytes_of(status);
     return m;
+  }
+
+  // The world rank that sent what MPI put into receive `r`.
+  [[nodiscard]] int source_of(const receive& r, const MPI_Status& status) const {
+    const context* c = contexts.find(r.ctx);
+    return c != nullptr ? c->world_of(status.MPI_SOURCE) : status.MPI_SOURCE;
+  }
+  // Its commx tag.
+  [[nodiscard]] int tag_of(const receive& r, const MPI_Status& status) const {
+    return tags.commx_tag(r.tag == any_tag ? 0 : tags.bank_of(r.tag), status.MPI_TAG);
   }
 
   // An inline message of `out.bytes` at `at` (the buffer's own start when `direct`) for a

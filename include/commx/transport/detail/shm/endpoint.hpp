@@ -163,7 +163,7 @@ class endpoint {
     return op;
   }
 
-  std::shared_ptr<operation> recv(int from, context_id ctx, int tag, recv_buffer buffer) {
+  std::shared_ptr<operation> recv(int from, context_id ctx, int tag, const recv_buffer& buffer) {
     auto op = new_operation(operation::kind::recv, from, ctx, tag);
     op->buffer = buffer;
     start_recv(op);
@@ -183,7 +183,7 @@ class endpoint {
 
   /// A blocking receive: as recv and waiting, on a recycled operation, reading no clock
   /// unless the first polls find nothing. errc::timeout once `until` passes (withdrawn).
-  op_result recv_blocking(int from, context_id ctx, int tag, recv_buffer buffer,
+  op_result recv_blocking(int from, context_id ctx, int tag, const recv_buffer& buffer,
                           const deadline& until, clock::duration timeout) {
     auto op = new_operation(operation::kind::recv, from, ctx, tag);
     op->buffer = buffer;

@@ -124,7 +124,7 @@ class ring_buffer {
   /// The stamp word of the cell at `position` (which must start a cell).
   [[nodiscard]] std::atomic_ref<std::uint64_t> stamp(std::uint64_t position) const {
     return std::atomic_ref<std::uint64_t>(
-        *std::launder(reinterpret_cast<std::uint64_t*>(data_ + (position & mask_))));
+        *std::launder(reinterpret_cast<std::uint64_t*>(cell_at(position))));
   }
 
   void get(std::uint64_t position, void* to, std::size_t bytes) const {

@@ -228,7 +228,7 @@ class engine {
     return op;
   }
 
-  std::shared_ptr<operation> irecv(int source, context_id ctx, int tag, recv_buffer buffer) {
+  std::shared_ptr<operation> irecv(int source, context_id ctx, int tag, const recv_buffer& buffer) {
     auto op = std::make_shared<operation>(operation::kind::recv, source, ctx, tag);
     op->buffer = buffer;
     auto queued = find_queued(source, ctx, tag);
