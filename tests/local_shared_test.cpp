@@ -48,7 +48,8 @@ TEST_CASE("local_shared destroys its object once, when its last owner goes", "[l
     first.reset();
     CHECK(ended == 0);
     CHECK(moved.use_count() == 1);
-    moved = moved;  // NOLINT(clang-diagnostic-self-assign-overloaded): self-assignment keeps it
+    const handle& same = moved;
+    moved = same;  // self-assignment keeps its one owner
     CHECK(moved.use_count() == 1);
     CHECK(ended == 0);
   }
