@@ -325,8 +325,8 @@ class communicator
   template <class In, class Out>
   void gatherv(const In& in, Out&& out, std::span<const std::size_t> counts, int root,
                deadline until = {}) {
-    const auto displs = rank_ == root ? packed(counts) : std::vector<std::size_t>{};
-    gatherv(in, std::forward<Out>(out), counts, displs, root, until);
+    const detail::packed_displacements displs(rank_ == root ? counts : counts.first(0));
+    gatherv(in, std::forward<Out>(out), counts, displs.view(), root, until);
   }
 
   /// Rank r's `out` (counts[r] elements) receives root's `in[displs[r], +counts[r])`.
@@ -339,8 +339,8 @@ class communicator
   template <class In, class Out>
   void scatterv(const In& in, std::span<const std::size_t> counts, Out&& out, int root,
                 deadline until = {}) {
-    const auto displs = rank_ == root ? packed(counts) : std::vector<std::size_t>{};
-    scatterv(in, counts, displs, std::forward<Out>(out), root, until);
+    const detail::packed_displacements displs(rank_ == root ? counts : counts.first(0));
+    scatterv(in, counts, displs.view(), std::forward<Out>(out), root, until);
   }
 
   /// Every rank's `out[displs[r], +counts[r])` receives rank r's `in`; every rank passes the
@@ -354,7 +354,8 @@ class communicator
   template <class In, class Out>
   void allgatherv(const In& in, Out&& out, std::span<const std::size_t> counts,
                   deadline until = {}) {
-    allgatherv(in, std::forward<Out>(out), counts, packed(counts), until);
+    const detail::packed_displacements displs(counts);
+    allgatherv(in, std::forward<Out>(out), counts, displs.view(), until);
   }
 
   /// Rank r's `in[send_displs[s], +send_counts[s])` goes to rank s's
@@ -370,8 +371,10 @@ class communicator
   template <class In, class Out>
   void alltoallv(const In& in, std::span<const std::size_t> send_counts, Out&& out,
                  std::span<const std::size_t> recv_counts, deadline until = {}) {
-    alltoallv(in, send_counts, packed(send_counts), std::forward<Out>(out), recv_counts,
-              packed(recv_counts), until);
+    const detail::packed_displacements send_displs(send_counts);
+    const detail::packed_displacements recv_displs(recv_counts);
+    alltoallv(in, send_counts, send_displs.view(), std::forward<Out>(out), recv_counts,
+              recv_displs.view(), until);
   }
 
   /// `in` (sum(counts) elements, on every rank) is reduced element-wise with `op`; rank r's
@@ -385,8 +388,11 @@ class communicator
   /// reduce_scatter with every block the size of `out`.
   template <class In, class Out, class Op>
   void reduce_scatter_block(const In& in, Out&& out, Op op, deadline until = {}) {
-    const std::vector<std::size_t> counts(as_size(size()), detail::elements_of(out).size());
-    reduce_scatter(in, std::forward<Out>(out), counts, op, until);
+    // In place up to 64 ranks: a count-0 call then allocates nothing.
+    const coll::detail::scratch<std::size_t, detail::in_place_counts> counts(as_size(size()));
+    std::ranges::fill(counts.view(), detail::elements_of(out).size());
+    reduce_scatter(in, std::forward<Out>(out), std::span<const std::size_t>(counts.view()), op,
+                   until);
   }
 
   // --- sub-communicators (out of line: detail/communicator_split.hpp) -----------------------
@@ -453,8 +459,9 @@ class communicator
                    const char* what) const;
   void check_layout(std::span<const std::size_t> counts, std::span<const std::size_t> displs,
                     std::size_t buffer, const char* operation, const char* what) const;
+  void check_packed(std::span<const std::size_t> counts, std::size_t buffer, const char* operation,
+                    const char* what) const;
   static std::size_t total(std::span<const std::size_t> counts);
-  static std::vector<std::size_t> packed(std::span<const std::size_t> counts);
 
   template <class Elements, class Op>
   static constexpr void check_op() {

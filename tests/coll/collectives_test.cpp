@@ -494,6 +494,16 @@ TEMPLATE_LIST_TEST_CASE("variable-count collectives check their layouts", "[fixe
     const std::vector<std::size_t> wrong_own{1, 1, 1};  // this rank gives 2, not 1
     std::vector<double> three(3);
     COMMX_EXPECT_ERROR(commx::errc::invalid_argument, world.allgatherv(in, three, wrong_own));
+    // reduce_scatter's blocks lie back to back in `in`: a count per rank, inside `in`, and a
+    // sum that wraps around is no way in.
+    std::vector<double> six(6);
+    COMMX_EXPECT_ERROR(commx::errc::invalid_argument,
+                       world.reduce_scatter(six, in, too_few, std::plus<>{}));
+    COMMX_EXPECT_ERROR(commx::errc::invalid_argument,
+                       world.reduce_scatter(in, in, overflowing, std::plus<>{}));
+    const std::vector<std::size_t> wrapping{~std::size_t{0}, 2, 2};  // sums to 3, modulo 2^64
+    COMMX_EXPECT_ERROR(commx::errc::invalid_argument,
+                       world.reduce_scatter(three, in, wrapping, std::plus<>{}));
   }));
 }
 

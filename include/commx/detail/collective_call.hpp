@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "commx/coll/detail/inline_list.hpp"
 #include "commx/detail/call_check.hpp"
 
 namespace commx::detail {
@@ -41,5 +42,25 @@ inline std::vector<std::size_t> owned(std::span<const std::size_t> values,
   if (moves_nothing) return {};
   return {values.begin(), values.end()};
 }
+
+/// Counts or displacements a call makes for itself live in place up to 64 ranks (512 bytes):
+/// a packed-layout call, or a count-0 one, allocates nothing for them.
+inline constexpr std::size_t in_place_counts = 512;
+
+/// The displacements that lay blocks of `counts` back to back.
+class packed_displacements {
+ public:
+  explicit packed_displacements(std::span<const std::size_t> counts) : displs_(counts.size()) {
+    std::size_t offset = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      displs_.view()[r] = offset;
+      offset += counts[r];
+    }
+  }
+  [[nodiscard]] std::span<const std::size_t> view() const { return displs_.view(); }
+
+ private:
+  coll::detail::scratch<std::size_t, in_place_counts> displs_;
+};
 
 }  // namespace commx::detail

@@ -263,12 +263,13 @@ inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
   auto got = detail::elements_of(out);
   using E = std::remove_const_t<typename decltype(sent)::element_type>;
   check_op<std::span<E>, Op>();
-  check_layout(counts, packed(counts), sent.size(), "reduce_scatter", "in");
-  check_count(sent.size(), total(counts), "reduce_scatter", "in");
+  check_packed(counts, sent.size(), "reduce_scatter", "in");
+  const std::size_t elements = total(counts);
+  check_count(sent.size(), elements, "reduce_scatter", "in");
   check_count(got.size(), counts[as_size(rank_)], "reduce_scatter", "out");
   const std::span<E> o(got.data(), got.size());
   // Policies reduce in place: into a copy of `in`, whose own block then goes to `out`.
-  const bool nothing = total(counts) == 0;
+  const bool nothing = elements == 0;
   return detail::make_call<true>(
       signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
       [work = std::vector<E>(sent.begin(), sent.end()), o, c = detail::owned(counts, nothing), op](
