@@ -459,8 +459,6 @@ class communicator
                    const char* what) const;
   void check_layout(std::span<const std::size_t> counts, std::span<const std::size_t> displs,
                     std::size_t buffer, const char* operation, const char* what) const;
-  void check_packed(std::span<const std::size_t> counts, std::size_t buffer, const char* operation,
-                    const char* what) const;
   static std::size_t total(std::span<const std::size_t> counts);
 
   template <class Elements, class Op>

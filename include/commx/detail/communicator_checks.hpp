@@ -91,26 +91,6 @@ inline void communicator<T, C, S>::check_layout(std::span<const std::size_t> cou
   }
 }
 
-// check_layout for blocks laid back to back (packed), without making their displacements.
-template <transport::transport T, coll::collectives<T> C, stats::policy S>
-inline void communicator<T, C, S>::check_packed(std::span<const std::size_t> counts,
-                                                std::size_t buffer, const char* operation,
-                                                const char* what) const {
-  if (counts.size() != as_size(size())) {
-    throw_error(errc::invalid_argument, where(operation, unknown, unknown, buffer),
-                fmt::format("{} counts given for {} ranks", counts.size(), size()));
-  }
-  std::size_t offset = 0;
-  for (std::size_t r = 0; r < counts.size(); ++r) {
-    if (offset > buffer || counts[r] > buffer - offset) {
-      throw_error(errc::invalid_argument, where(operation, static_cast<int>(r), unknown, buffer),
-                  fmt::format("block {} ([{}, +{})) does not fit '{}' of {} elements", r, offset,
-                              counts[r], what, buffer));
-    }
-    offset += counts[r];
-  }
-}
-
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline std::size_t communicator<T, C, S>::total(std::span<const std::size_t> counts) {
   std::size_t sum = 0;

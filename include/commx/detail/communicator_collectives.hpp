@@ -263,7 +263,8 @@ inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
   auto got = detail::elements_of(out);
   using E = std::remove_const_t<typename decltype(sent)::element_type>;
   check_op<std::span<E>, Op>();
-  check_packed(counts, sent.size(), "reduce_scatter", "in");
+  check_layout(counts, detail::packed_displacements(counts).view(), sent.size(), "reduce_scatter",
+               "in");
   const std::size_t elements = total(counts);
   check_count(sent.size(), elements, "reduce_scatter", "in");
   check_count(got.size(), counts[as_size(rank_)], "reduce_scatter", "out");
