@@ -26,9 +26,11 @@ import os
 import re
 import secrets
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -69,7 +71,7 @@ def start_relay(relay, ns, site, addr, other, other_addr, token):
     return proc
 
 
-def site_command(args, ns, site, index, addr, token, extra):
+def site_command(args, ns, site, index, addr, token, extra, sessions):
     program = os.path.join(args.build, "examples", "nbody_wide", f"nbody_wide_{args.stack}")
     wide = {"COMMX_WIDE_RANK": str(index), "COMMX_WIDE_SIZE": "2",
             "COMMX_WIDE_ROOT": f"{ADDR_A}:{WIDE_PORT}", "COMMX_WIDE_TOKEN": token,
@@ -79,7 +81,7 @@ def site_command(args, ns, site, index, addr, token, extra):
     if args.launcher == "mpirun":
         launch = ["mpirun", "-np", str(args.ranks), "--oversubscribe", "--bind-to", "none",
                   "--mca", "btl", "self,vader", "--mca", "mpi_yield_when_idle", "1",
-                  "--mca", "orte_tmpdir_base", f"/tmp/nbody_wide_site_{site}_{os.getpid()}"]
+                  "--mca", "orte_tmpdir_base", os.path.join(sessions, site)]
         for key in wide:
             launch += ["-x", key]
     else:
@@ -138,6 +140,7 @@ def main():
     relays = {}
     jobs = []
     timer = None
+    sessions = None
 
     def stopped_by_signal(signum, _frame):
         raise SystemExit(128 + signum)  # runs the cleanup in `finally`
@@ -156,9 +159,11 @@ def main():
         relay = os.path.join(args.build, "tools", "commx-relay", "commx-relay")
         relays["A"] = start_relay(relay, emulator.ns_a, "A", ADDR_A, "B", ADDR_B, token)
         relays["B"] = start_relay(relay, emulator.ns_b, "B", ADDR_B, "A", ADDR_A, token)
-        jobs = [start(site_command(args, emulator.ns_a, "A", 0, ADDR_A, token, [])),
+        # Open MPI's session directories: removed with the run (it leaves their base behind).
+        sessions = tempfile.mkdtemp(prefix="nbody_wide_sessions_")
+        jobs = [start(site_command(args, emulator.ns_a, "A", 0, ADDR_A, token, [], sessions)),
                 start(site_command(args, emulator.ns_b, "B", 1, ADDR_B, token,
-                                   args.site_b_extra.split()))]
+                                   args.site_b_extra.split(), sessions))]
         outputs = [[], []]
         errors = [[], []]
 
@@ -221,6 +226,8 @@ def main():
             stop(proc)
         if emulator is not None:
             emulator.stop()
+        if sessions is not None:
+            shutil.rmtree(sessions, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -388,6 +388,14 @@ class communicator
   /// reduce_scatter with every block the size of `out`.
   template <class In, class Out, class Op>
   void reduce_scatter_block(const In& in, Out&& out, Op op, deadline until = {}) {
+    // Every rank passes the same block size, so an empty block here is empty everywhere:
+    // unless the call is compared across ranks, it is numbered and done, as MPI's own.
+    if (detail::elements_of(out).empty() && checks_ != check_level::collective) {
+      check_valid("reduce_scatter");
+      check_count(detail::elements_of(in).size(), 0, "reduce_scatter", "in");
+      number_call(stats::op::reduce_scatter);
+      return;
+    }
     // In place up to 64 ranks: a count-0 call then allocates nothing.
     const coll::detail::scratch<std::size_t, detail::in_place_counts> counts(as_size(size()));
     std::ranges::fill(counts.view(), detail::elements_of(out).size());
@@ -544,6 +552,8 @@ class communicator
                       std::span<const std::size_t> send_displs, Out& out,
                       std::span<const std::size_t> recv_counts,
                       std::span<const std::size_t> recv_displs);
+  // Every rank numbers its collective calls alike (the number goes into the call's tags).
+  std::uint32_t number_call(stats::op kind);
   template <class Call>
   void run(Call call, deadline until);
   template <class Call>

@@ -125,11 +125,17 @@ TEMPLATE_LIST_TEST_CASE("collectives of nothing end where they start, as MPI's o
       world.allgatherv(std::span<const double>(none), std::span<double>(out), zeros);
       world.reduce_scatter(std::span<const double>(none), std::span<double>(out), zeros,
                            std::plus<>{});
+      world.reduce_scatter_block(none, out, std::plus<>{});  // returns before building a call
       world.iallreduce(none, std::plus<>{}).wait();
       world.ibcast(none, 0).wait();
       const auto after = world.stats().total();
       COMMX_CHECK_EQ(after.messages_sent, before.messages_sent);
       COMMX_CHECK_EQ(after.messages_received, before.messages_received);
+      COMMX_CHECK_EQ(world.stats().of(commx::stats::op::reduce_scatter).calls, 2U);
+      // An empty block with a non-empty `in` is still refused.
+      std::vector<double> two(2);
+      COMMX_EXPECT_ERROR(commx::errc::invalid_argument,
+                         world.reduce_scatter_block(two, out, std::plus<>{}));
       // They were numbered alike on every rank: the next collective still meets its peers.
       double one = 1.0;
       world.allreduce(one, std::plus<>{});

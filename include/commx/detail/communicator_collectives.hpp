@@ -282,14 +282,19 @@ inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
+inline std::uint32_t communicator<T, C, S>::number_call(stats::op kind) {
+  if constexpr (S::enabled) state_->stats.on_call(kind);
+  // The number goes into the call's tags, so what a failed call left in flight can never be
+  // taken for a later call's data.
+  return (*collective_calls_)++;
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class Call>
 inline void communicator<T, C, S>::run(Call call, deadline until) {
   const auto kind = static_cast<stats::op>(call.signature.kind);
   const detail::stopwatch<S> watch;
-  if constexpr (S::enabled) state_->stats.on_call(kind);
-  // Every rank numbers its collective calls alike; the number goes into the tags, so what a
-  // failed call left in flight can never be taken for a later call's data.
-  const std::uint32_t call_number = (*collective_calls_)++;
+  const std::uint32_t call_number = number_call(kind);
   // Resolved only when a message has to wait: a call that moves nothing and compares nothing
   // reads no clock (and costs what MPI's own count-0 calls cost).
   detail::call_deadline when(until, timeout_);
@@ -314,8 +319,7 @@ template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class Call>
 inline auto communicator<T, C, S>::start(Call call) -> request {
   const auto kind = static_cast<stats::op>(call.signature.kind);
-  if constexpr (S::enabled) state_->stats.on_call(kind);
-  const std::uint32_t call_number = (*collective_calls_)++;  // numbered when started, as MPI
+  const std::uint32_t call_number = number_call(kind);  // numbered when started, as MPI
   request req = make_request(kind, where(stats::name(kind).data(), unknown, unknown, 0), false);
   // The code holds the rank's state and group itself: the communicator may go first.
   auto code = [state = state_, members = group_, ctx = ctx_ + 1, rank = rank_, kind, call_number,
