@@ -110,6 +110,7 @@ TEMPLATE_LIST_TEST_CASE("collectives of nothing end where they start, as MPI's o
     REQUIRE_NOTHROW(job<comm>(n, [](comm& world) {
       world.set_checks(commx::check_level::basic);  // the cross-rank check would send
       const auto before = world.stats().total();    // making this communicator sent messages
+      const auto scatters_before = world.stats().of(commx::stats::op::reduce_scatter).calls;
       const std::vector<std::size_t> zeros(static_cast<std::size_t>(world.size()), 0);
       std::vector<double> none;
       std::vector<double> out;
@@ -131,7 +132,8 @@ TEMPLATE_LIST_TEST_CASE("collectives of nothing end where they start, as MPI's o
       const auto after = world.stats().total();
       COMMX_CHECK_EQ(after.messages_sent, before.messages_sent);
       COMMX_CHECK_EQ(after.messages_received, before.messages_received);
-      COMMX_CHECK_EQ(world.stats().of(commx::stats::op::reduce_scatter).calls, 2U);
+      COMMX_CHECK_EQ(world.stats().of(commx::stats::op::reduce_scatter).calls,
+                     scatters_before + 2U);
       // An empty block with a non-empty `in` is still refused.
       std::vector<double> two(2);
       COMMX_EXPECT_ERROR(commx::errc::invalid_argument,

@@ -91,6 +91,9 @@ TEST_CASE("payload that holds the next lap's stamps is never taken for a record"
 TEST_CASE("a full ring refuses a record and keeps a cell free", "[shm]") {
   auto ring = std::make_unique<test_ring>();
   const std::size_t per_record = shm::record_bytes(shm::record_kind::eager, 8);
+  // An 8-byte message takes half a cache line; one byte more takes a whole one.
+  CHECK(per_record == shm::cache_line / 2);
+  CHECK(shm::record_bytes(shm::record_kind::eager, 9) == shm::cache_line);
   std::size_t written = 0;
   const std::array<std::byte, 8> payload{};
   while (ring->producer.fits(shm::record_kind::eager, payload.size())) {
@@ -110,8 +113,8 @@ TEST_CASE("a full ring refuses a record and keeps a cell free", "[shm]") {
 }
 
 TEST_CASE("every payload size arrives whole and alone, within one cell and across cells", "[shm]") {
-  // Sizes around each of copy_small's cases (0-3, 4-7, 8-15, 16-32 bytes in one cell) and the
-  // records of two and three cells, lap after lap: neighbouring bytes must stay untouched.
+  // Sizes around each of copy_small's cases (0-3, 4-7 and 8 bytes in one cell) and records of
+  // two to four cells, lap after lap: neighbouring bytes must stay untouched.
   auto ring = std::make_unique<test_ring>();
   std::uint8_t next = 1;
   for (int lap = 0; lap < 12; ++lap) {
@@ -137,4 +140,57 @@ TEST_CASE("every payload size arrives whole and alone, within one cell and acros
       CHECK_FALSE(ring->consumer.has_data());
     }
   }
+}
+
+TEST_CASE("long headers start on a cache line, after skips the consumer never sees", "[shm]") {
+  // Eager records of one cell and long ones (an offer, and a piece with payload) in turn,
+  // lap after lap: every long header must start on a line, so none crosses the ring's end,
+  // and the consumer must see exactly what was written, in order, skips never among it.
+  auto ring = std::make_unique<test_ring>();
+  std::uint64_t skipped = 0;
+  std::uint64_t position = 0;
+  for (int i = 0; i < 600; ++i) {
+    shm::record header{};
+    std::vector<std::byte> payload;
+    if (i % 3 == 0) {
+      header = eager(i, 5);
+      payload.assign(5, std::byte{0x11});
+    } else {
+      header.kind = i % 3 == 1 ? shm::record_kind::rts : shm::record_kind::data;
+      header.tag = i;
+      header.ctx = 7;
+      header.ticket = static_cast<std::uint32_t>(i) * 3U;
+      header.generation = 0x1234567890abcdefULL + static_cast<std::uint64_t>(i);
+      header.size = static_cast<std::uint64_t>(i) * 100U;
+      header.address = ~static_cast<std::uint64_t>(i);
+      payload.assign(header.kind == shm::record_kind::data ? 40U : 0U, static_cast<std::byte>(i));
+      header.payload = static_cast<std::uint32_t>(payload.size());
+    }
+    REQUIRE(ring->producer.fits(header.kind, payload.size()));
+    ring->producer.write(header, payload);
+    shm::record got{};
+    REQUIRE(ring->consumer.peek(got));
+    const std::uint64_t at = got.stamp - 1;
+    CHECK(at >= position);
+    skipped += at - position;
+    REQUIRE(got.kind == header.kind);
+    CHECK(got.tag == i);
+    CHECK(got.ctx == 7);
+    REQUIRE(got.payload == payload.size());
+    if (got.kind != shm::record_kind::eager) {
+      CHECK(at % shm::cache_line == 0);
+      CHECK(got.ticket == header.ticket);
+      CHECK(got.generation == header.generation);
+      CHECK(got.size == header.size);
+      CHECK(got.address == header.address);
+    }
+    std::vector<std::byte> bytes(payload.size());
+    ring->consumer.read_payload(got, 0, bytes.data(), bytes.size());
+    CHECK(bytes == payload);
+    ring->consumer.pop(got);
+    position = at + shm::record_bytes(got.kind, got.payload);
+    CHECK_FALSE(ring->consumer.peek(got));
+  }
+  // Eager records of one cell leave every other long record off a line: skips were written.
+  CHECK(skipped > 0);
 }

@@ -204,6 +204,18 @@ TEST_CASE(
   CHECK_FALSE(commx::test::shm_ranks::segment_exists(name));
 }
 
+TEST_CASE("a ring size the records cannot count is refused before anything is made", "[shm]") {
+  commx::transport::shm::options opts;
+  for (const std::size_t bytes : {std::size_t{32} << 20, std::size_t{3000}, std::size_t{12288}}) {
+    opts.ring_bytes = bytes;
+    CHECK(expect_code(
+              commx::errc::invalid_argument,
+              [&] { commx::transport::shm("commx_test_ring_size", 0, 1, opts); },
+              fmt::format("a ring of {} bytes", bytes))
+              .empty());
+  }
+}
+
 TEST_CASE("a stale segment of the same name is replaced, never reused", "[shm]") {
   job_spec job{commx::test::shm_ranks::fresh_token(), 2, {}};
   const std::string name = commx::test::shm_ranks::segment_for(job.token);

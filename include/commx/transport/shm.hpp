@@ -90,9 +90,10 @@ class shm {
     }
     const std::size_t ring =
         opts.ring_bytes != 0 ? opts.ring_bytes : detail::shm::default_ring_bytes(size);
-    if (ring < 4096 || (ring & (ring - 1)) != 0 || ring > (std::size_t{1} << 30)) {
+    // At most 16 MiB: a record's header counts its payload in 24 bits.
+    if (ring < 4096 || (ring & (ring - 1)) != 0 || ring > detail::shm::max_record_payload + 1) {
       throw error(errc::invalid_argument,
-                  fmt::format("shm: ring size {} is not a power of two in [4 KiB, 1 GiB]", ring));
+                  fmt::format("shm: ring size {} is not a power of two in [4 KiB, 16 MiB]", ring));
     }
     auto seg = join(segment_name, rank, size, ring, opts);
     endpoint_ = std::make_unique<detail::shm::endpoint>(std::move(seg), rank, size, opts);

@@ -53,6 +53,8 @@ inline void endpoint::arrive(int from, const record& header, const ring_consumer
       return arrive_fin(from, header);
     case record_kind::revoke:
       return arrive_revoke(from, header);
+    case record_kind::skip:  // ring_consumer::peek takes these itself
+      break;
   }
   throw error(errc::protocol_violation,
               fmt::format("shm: rank {}: record of unknown kind {} from rank {}", rank_,

@@ -2,14 +2,18 @@
 #pragma once
 /// @file
 /// A lock-free single-producer/single-consumer byte ring in shared memory: one per ordered pair
-/// of ranks, cut into 64-byte cells. A record (a header, then `payload` bytes) starts on a cell
+/// of ranks, cut into 32-byte cells. A record (a header, then `payload` bytes) starts on a cell
 /// and takes whole cells; it may wrap past the buffer's end (its payload is then copied in two
-/// pieces). Positions are byte counts that only grow (64 bits do not wrap in any job's life).
+/// pieces). An eager message's header is 24 bytes, so a message of up to 8 bytes takes one
+/// cell, two to a cache line, as in Open MPI's fast boxes: a stream of them moves half the lines
+/// one cell per line would. The other records' 56-byte headers start on a cache line (a skip
+/// record fills the cell before when needed), so no header crosses the buffer's end. Positions
+/// are byte counts that only grow (64 bits do not wrap in any job's life).
 ///
 /// The consumer learns of a record from the record itself, as Open MPI's vader fast boxes do:
 /// the header's first word, its stamp, is stored last (release) and holds the record's
 /// position + 1. The consumer polls the stamp of the cell at its position (acquire), so an
-/// 8-byte message crosses between cores as one cache line, not as a tail word and then the
+/// 8-byte message crosses between cores within one cache line, not as a tail word and then the
 /// data. A cell that held payload in an earlier lap could hold any bytes where the next stamp
 /// goes: the producer remembers which cells hold payload, zeroes the stamp word of the cell
 /// after a record before it publishes the record if that cell is one of them, and always keeps
@@ -42,37 +46,50 @@ static_assert(sizeof(ring_control) == cache_line);
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free);
 
 /// What a record is for.
-enum class record_kind : std::uint32_t {
+enum class record_kind : std::uint8_t {
   eager = 1,  ///< a whole message, payload inline
   rts,        ///< ready to send: a large message's envelope; the payload stays with the sender
   cts,        ///< clear to send: the receiver matched an rts and wants it through the ring
   data,       ///< a piece of a large message going through the ring after a cts
   fin,        ///< the receiver copied a large message itself (cross-memory attach): done
   revoke,     ///< the sender withdrew an offer that had no ticket slot (transfer_table.hpp)
+  skip,       ///< nothing: fills the cell before a long header's cache line (never surfaces)
 };
 
-/// Every record's header. An eager record carries only its first 32 bytes (`short_header`),
-/// so a message of up to 32 bytes travels in one cell; the others carry all 56.
+/// The largest payload a record can say it carries. A record fits in its ring, so rings are at
+/// most this large (options.hpp).
+inline constexpr std::size_t max_record_payload = (std::size_t{1} << 24) - 1;
+
+/// Every record's header. Eager and skip records carry only its first 24 bytes
+/// (`short_header`); the others carry all 56.
 struct record {
   std::uint64_t stamp = 0;  ///< the record's position + 1, stored last (see the file comment)
-  record_kind kind{};
-  std::uint32_t payload = 0;  ///< bytes that follow the header in the ring
+  record_kind kind : 8 = record_kind{};
+  std::uint32_t payload : 24 = 0;  ///< bytes that follow the header in the ring
   std::int32_t tag = 0;
-  std::uint32_t ticket = 0;  ///< rts, cts, data, fin: the sender's ticket slot, or no_ticket
   std::uint64_t ctx = 0;
   // The long header only:
+  std::uint32_t ticket = 0;      ///< rts, cts, data, fin: the sender's ticket slot, or no_ticket
+  std::uint32_t unused = 0;      // explicit padding: headers are copied as bytes
   std::uint64_t generation = 0;  ///< rts, cts, data, fin, revoke: which offer of the pair
   std::uint64_t size = 0;        ///< rts: the message's size; data: the offset of this piece
   std::uint64_t address = 0;     ///< rts: where the message is in the sender's memory
 };
-static_assert(sizeof(record) == 56 && offsetof(record, generation) == 32);
+static_assert(sizeof(record) == 56 && offsetof(record, tag) == 12 &&
+              offsetof(record, ticket) == 24);
 
-inline constexpr std::size_t cell = cache_line;
-inline constexpr std::size_t short_header = offsetof(record, generation);
+inline constexpr std::size_t cell = 32;
+inline constexpr std::size_t short_header = offsetof(record, ticket);
+static_assert(cache_line % cell == 0 && sizeof(record) <= cache_line);
+
+/// Whether a record of `kind` carries the short header (and may start on any cell).
+constexpr bool is_short(record_kind kind) {
+  return kind == record_kind::eager || kind == record_kind::skip;
+}
 
 /// The header bytes a record of `kind` carries; its payload follows them.
 constexpr std::size_t header_bytes(record_kind kind) {
-  return kind == record_kind::eager ? short_header : sizeof(record);
+  return is_short(kind) ? short_header : sizeof(record);
 }
 
 /// The space one record takes in a ring: whole cells.
@@ -108,6 +125,7 @@ class ring_buffer {
   [[nodiscard]] std::size_t capacity() const { return mask_ + 1; }
 
   void put(std::uint64_t position, const void* from, std::size_t bytes) const {
+    if (bytes == 0) return;  // `from` may be null then, which memcpy must never see
     const std::size_t at = position & mask_;
     const std::size_t first = std::min(bytes, capacity() - at);
     const auto* source = static_cast<const std::byte*>(from);
@@ -128,6 +146,7 @@ class ring_buffer {
   }
 
   void get(std::uint64_t position, void* to, std::size_t bytes) const {
+    if (bytes == 0) return;
     const std::size_t at = position & mask_;
     const std::size_t first = std::min(bytes, capacity() - at);
     auto* target = static_cast<std::byte*>(to);
@@ -152,9 +171,10 @@ class ring_producer {
         tail_(head_),
         payload_cells_(ring.capacity() / cell, false) {}
 
-  /// Whether a record of `kind` with `payload` bytes fits now (with the cell of slack).
+  /// Whether a record of `kind` with `payload` bytes fits now (with the cell of slack, and the
+  /// skip cell a long header may need).
   bool fits(record_kind kind, std::size_t payload) {
-    const std::size_t need = record_bytes(kind, payload) + cell;
+    const std::size_t need = skip_before(kind) + record_bytes(kind, payload) + cell;
     if (tail_ + need - head_ <= ring_.capacity()) return true;
     head_ = ring_.control().head.load(std::memory_order_acquire);
     return tail_ + need - head_ <= ring_.capacity();
@@ -162,6 +182,11 @@ class ring_producer {
 
   /// Writes one record and publishes it; the caller checked fits(header.kind, payload.size()).
   void write(const record& header, std::span<const std::byte> payload) {
+    if (skip_before(header.kind) != 0) {
+      record skip;
+      skip.kind = record_kind::skip;
+      write(skip, {});
+    }
     const std::size_t head_bytes = header_bytes(header.kind);
     const std::uint64_t at = tail_;
     const std::uint64_t next = at + record_bytes(header.kind, payload.size());
@@ -169,11 +194,7 @@ class ring_producer {
     // lies there; then this stamp.
     std::byte* line = ring_.cell_at(at);
     const auto* fields = reinterpret_cast<const std::byte*>(&header) + sizeof header.stamp;
-    if (header.kind == record_kind::eager) {
-      std::memcpy(line + sizeof header.stamp, fields, short_header - sizeof header.stamp);
-    } else {
-      std::memcpy(line + sizeof header.stamp, fields, sizeof header - sizeof header.stamp);
-    }
+    std::memcpy(line + sizeof header.stamp, fields, head_bytes - sizeof header.stamp);
     if (head_bytes + payload.size() <= cell) {
       copy_small(line + head_bytes, payload.data(), payload.size());
     } else {
@@ -203,6 +224,10 @@ class ring_producer {
   [[nodiscard]] std::size_t cell_of(std::uint64_t position) const {
     return static_cast<std::size_t>((position & (ring_.capacity() - 1)) / cell);
   }
+  // The bytes of skip record a record of `kind` needs first: a long header starts on a line.
+  [[nodiscard]] std::size_t skip_before(record_kind kind) const {
+    return is_short(kind) ? 0 : static_cast<std::size_t>(tail_ & (cache_line - 1));
+  }
   ring_buffer ring_;
   std::uint64_t head_ = 0;
   std::uint64_t tail_ = 0;
@@ -216,18 +241,25 @@ class ring_consumer {
   explicit ring_consumer(ring_buffer ring)
       : ring_(ring), head_(ring.control().head.load(std::memory_order_relaxed)) {}
 
-  /// True when a record is waiting; then `header` holds its header.
+  /// True when a record is waiting; then `header` holds its header. Skip records are popped
+  /// here and never seen.
   bool peek(record& header) {
-    if (!has_data()) return false;
-    const std::byte* line = ring_.cell_at(head_);
-    auto* fields = reinterpret_cast<std::byte*>(&header);
-    std::memcpy(fields + sizeof header.stamp, line + sizeof header.stamp,
-                short_header - sizeof header.stamp);
-    if (header.kind != record_kind::eager) {
-      std::memcpy(fields + short_header, line + short_header, sizeof header - short_header);
+    for (;;) {
+      if (!has_data()) return false;
+      const std::byte* line = ring_.cell_at(head_);
+      auto* fields = reinterpret_cast<std::byte*>(&header);
+      std::memcpy(fields + sizeof header.stamp, line + sizeof header.stamp,
+                  short_header - sizeof header.stamp);
+      if (header.kind == record_kind::skip) {
+        pop(header);
+        continue;
+      }
+      if (!is_short(header.kind)) {
+        std::memcpy(fields + short_header, line + short_header, sizeof header - short_header);
+      }
+      header.stamp = head_ + 1;
+      return true;
     }
-    header.stamp = head_ + 1;
-    return true;
   }
 
   /// Whether the producer has published something not yet consumed (one load, no copy).
