@@ -3,11 +3,12 @@
 # Ping-pong and bandwidth on commx's shm transport (the default, the cma large-message path,
 # and the fixed 8-pause spin of before the run-time choice), Open MPI and MPICH (each as installed, and each
 # told to yield while it polls), interleaved round by round on this machine so that their
-# ratios are measured side by side:
+# ratios are measured side by side, every run pinned, in both placements of rank 0
+# (bench/pin_rank.sh):
 #   bash bench/shm_vs_mpi.sh [rounds]          (after: cmake --preset release && build)
 # Builds the raw-MPI driver against MPICH by hand (mpicxx.mpich) into build/mpich/ when no
 # MPICH build of it exists. JSON per run goes to results/bench/shm/; the summary (medians over
-# the rounds, and ratios) is printed and written to results/bench/shm/summary.md.
+# the rounds and placements, and ratios) is printed and written to results/bench/shm/summary.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-5}
@@ -21,26 +22,35 @@ if [[ ! -x $mpich_bench || bench/mpi_pingpong_bench.cpp -nt $mpich_bench ]]; the
   mpicxx.mpich -O2 -DNDEBUG -std=c++20 -DMPICH_SKIP_MPICXX=1 -Ibench \
     bench/mpi_pingpong_bench.cpp -lbenchmark -lpthread -o "$mpich_bench"
 fi
+# Every run is pinned (bench/pin_rank.sh), each round in both placements of rank 0.
+pin=bench/pin_rank.sh
 for ((r = 1; r <= rounds; r++)); do
-  "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$release/bench/bench_pingpong_shm" \
-    "${common[@]}" --benchmark_out="$out/shm.$r.json" > /dev/null
-  # The waiting of before 2026-11-26 (8 pauses, then yields), against the default (auto).
-  COMMX_SHM_SPIN=8 "$release/tools/commxrun/commxrun" -n 2 --timeout 300 \
-    "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-spin8.$r.json" \
-    > /dev/null
-  COMMX_SHM_LARGE=cma "$release/tools/commxrun/commxrun" -n 2 --timeout 300 \
-    "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-cma.$r.json" \
-    > /dev/null
-  mpirun.openmpi --allow-run-as-root -np 2 "$release/bench/bench_mpi_pingpong" "${common[@]}" \
-    --benchmark_out="$out/openmpi.$r.json" > /dev/null 2>&1
-  mpiexec.mpich -n 2 "$mpich_bench" "${common[@]}" --benchmark_out="$out/mpich.$r.json" \
-    > /dev/null 2>&1
-  # Both MPIs poll without pause by default; on a loaded machine yielding may serve them better.
-  mpirun.openmpi --allow-run-as-root --mca mpi_yield_when_idle 1 -np 2 \
-    "$release/bench/bench_mpi_pingpong" "${common[@]}" \
-    --benchmark_out="$out/openmpi-yield.$r.json" > /dev/null 2>&1
-  MPIR_CVAR_POLLS_BEFORE_YIELD=1 mpiexec.mpich -n 2 "$mpich_bench" "${common[@]}" \
-    --benchmark_out="$out/mpich-yield.$r.json" > /dev/null 2>&1
+  for first in 0 1; do
+    export PIN_RANK0_CPU=$first
+    at=$r.$first
+    "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
+      "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm.$at.json" \
+      > /dev/null
+    # The waiting of before 2026-11-26 (8 pauses, then yields), against the default (auto).
+    COMMX_SHM_SPIN=8 "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
+      "$release/bench/bench_pingpong_shm" "${common[@]}" \
+      --benchmark_out="$out/shm-spin8.$at.json" > /dev/null
+    COMMX_SHM_LARGE=cma "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
+      "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-cma.$at.json" \
+      > /dev/null
+    mpirun.openmpi --allow-run-as-root --bind-to none -x PIN_RANK0_CPU -np 2 "$pin" \
+      "$release/bench/bench_mpi_pingpong" "${common[@]}" \
+      --benchmark_out="$out/openmpi.$at.json" > /dev/null 2>&1
+    mpiexec.mpich -bind-to none -n 2 "$pin" "$mpich_bench" "${common[@]}" \
+      --benchmark_out="$out/mpich.$at.json" > /dev/null 2>&1
+    # Both MPIs poll without pause by default; on a loaded machine yielding may serve them
+    # better.
+    mpirun.openmpi --allow-run-as-root --bind-to none -x PIN_RANK0_CPU --mca mpi_yield_when_idle \
+      1 -np 2 "$pin" "$release/bench/bench_mpi_pingpong" "${common[@]}" \
+      --benchmark_out="$out/openmpi-yield.$at.json" > /dev/null 2>&1
+    MPIR_CVAR_POLLS_BEFORE_YIELD=1 mpiexec.mpich -bind-to none -n 2 "$pin" "$mpich_bench" \
+      "${common[@]}" --benchmark_out="$out/mpich-yield.$at.json" > /dev/null 2>&1
+  done
 done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
@@ -49,10 +59,12 @@ libs = ["shm", "shm-spin8", "shm-cma", "openmpi", "mpich", "openmpi-yield", "mpi
 def load(lib):
     rows = {}
     for r in range(1, rounds + 1):
-        for b in json.load(open(f"{out}/{lib}.{r}.json"))["benchmarks"]:
-            what, _, size = b["name"].split("/")[:3]
-            value = b["half_rtt"] * 1e6 if what == "pingpong" else b["bytes_per_second"] / 1e9
-            rows.setdefault((what, int(size)), []).append(value)
+        for first in (0, 1):
+            for b in json.load(open(f"{out}/{lib}.{r}.{first}.json"))["benchmarks"]:
+                what, _, size = b["name"].split("/")[:3]
+                value = (b["half_rtt"] * 1e6 if what == "pingpong"
+                         else b["bytes_per_second"] / 1e9)
+                rows.setdefault((what, int(size)), []).append(value)
     return {k: statistics.median(v) for k, v in rows.items()}
 data = {lib: load(lib) for lib in libs}
 lines = ["| measure | shm | shm (COMMX_SHM_SPIN=8) | shm (COMMX_SHM_LARGE=cma) | Open MPI | MPICH | "

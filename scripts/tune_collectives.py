@@ -8,7 +8,7 @@
 Reads the runs labelled commx-<stack>-<policy> and takes, for each, the median over the files
 of each file's median. For each collective and measured rank count, the fastest of flat,
 binomial, ring and hierarchical at each measured size becomes a rule from that size up (and
-from just above the previous measured rank count up), unless the choice in force is within 10%
+from just above the previous measured rank count up), unless the choice in force is within 5%
 of it. Collectives whose sizes differ between ranks (allgatherv, reduce_scatter) are chosen by
 rank count alone: the policy with the least total time.
 """
@@ -29,7 +29,7 @@ OPS = {"Allreduce": "allreduce", "Reduce": "reduce", "Reduce_scatter": "reduce_s
        "Allgather": "allgather", "Allgatherv": "allgatherv", "Alltoall": "alltoall",
        "Bcast": "bcast", "Barrier": "barrier"}
 BY_RANKS_ONLY = {"allgatherv", "reduce_scatter"}
-HYSTERESIS = 1.10  # keep the current choice while it is within 10% of the fastest
+HYSTERESIS = 1.05  # keep the current choice while it is within 5% of the fastest
 # ring and hierarchical inherit binomial's algorithm for the collectives they do not redefine;
 # timing the same code twice must not make the table pick one copy over the other by noise.
 OWN = {"ring": {"allreduce", "allgather", "allgatherv", "reduce_scatter"},

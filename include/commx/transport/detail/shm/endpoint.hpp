@@ -485,7 +485,8 @@ class endpoint {
   options opts_;
   waiting waiting_;
   std::size_t eager_limit_ = 0;
-  std::size_t chunk_ = 0;
+  std::size_t chunk_ = 0;  // the largest piece of a large message through the ring
+  static constexpr std::size_t min_chunk = std::size_t{8} << 10;
   std::uint64_t window_ = 0;    // eager credit per pair (credit.hpp)
   std::size_t held_bytes_ = 0;  // small messages queued, as credit counts them
   bool cross_memory_ = false;

@@ -115,8 +115,11 @@ inline bool endpoint::write_pieces(int to, operation& op) {
   const std::size_t total = op.payload.size();
   const auto ticket_field = op.ticket < 0 ? no_ticket : static_cast<std::uint32_t>(op.ticket);
   bool unwritten = total == 0;
+  // At least four pieces, so that the receiver copies one out while the next goes in: a
+  // message of a few chunks would otherwise cross as two copies one after the other.
+  const std::size_t most = std::clamp(total / 4, std::min(min_chunk, chunk_), chunk_) & ~(cell - 1);
   while (op.progress < total || unwritten) {
-    const std::size_t piece = std::min(chunk_, total - op.progress);
+    const std::size_t piece = std::min(most, total - op.progress);
     if (!ring.fits(record_kind::data, piece)) return false;
     record header{};
     header.kind = record_kind::data;
