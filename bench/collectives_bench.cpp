@@ -22,38 +22,45 @@
 
 namespace {
 
+// One point (a collective at one size) for one policy.
 template <class Policy>
-void register_policy() {
+void register_point(std::string_view bench, std::size_t bytes) {
   using comm = commx::communicator<commx::transport::inproc, Policy>;
+  const bool p2p =
+      bench == "PingPong" || bench == "PingPing" || bench == "Sendrecv" || bench == "Exchange";
+  if (p2p && Policy::name != commx::coll::flat::name) return;  // no policy involved
+  const int ranks = pmb::two_ranks_only(bench) ? 2 : pmb::ranks();
+  const std::string stack = p2p ? "commx-inproc" : "commx-inproc-" + std::string(Policy::name);
+  benchmark::RegisterBenchmark(
+      pmb::name(bench, stack, ranks, bytes).c_str(),
+      [bench, bytes, ranks](benchmark::State& state) {
+        const int reps = pmb::repetitions(bytes);
+        for (auto _ : state) {
+          std::atomic<double> slowest{0};
+          commx::run_inproc<comm>(ranks, [&](comm& world) {
+            pmb::commx_pattern work(bench, bytes, ranks);
+            work.run(world);  // warm-up: first touch of the buffers
+            world.barrier();
+            const auto start = commx::clock::now();
+            for (int i = 0; i < reps; ++i) work.run(world);
+            double seconds = std::chrono::duration<double>(commx::clock::now() - start).count();
+            world.allreduce(seconds, commx::op::max{});
+            if (world.rank() == 0) slowest = seconds;
+          });
+          state.SetIterationTime(slowest / reps);
+        }
+        pmb::label(state, bytes, ranks);
+      })
+      ->Apply(pmb::configure);
+}
+
+// Point by point, every policy in turn, as bench_pmb_<stack> does (pmb_bench.cpp says why).
+template <class... Policies>
+void register_policies() {
   for (std::string_view bench : pmb::collectives) {
-    const bool p2p =
-        bench == "PingPong" || bench == "PingPing" || bench == "Sendrecv" || bench == "Exchange";
-    if (p2p && Policy::name != commx::coll::flat::name) continue;  // no policy involved
-    const int ranks = pmb::two_ranks_only(bench) ? 2 : pmb::ranks();
-    const std::string stack = p2p ? "commx-inproc" : "commx-inproc-" + std::string(Policy::name);
     for (std::size_t bytes : pmb::sizes) {
       if (bench == "Barrier" && bytes != 0) continue;
-      benchmark::RegisterBenchmark(
-          pmb::name(bench, stack, ranks, bytes).c_str(),
-          [bench, bytes, ranks](benchmark::State& state) {
-            const int reps = pmb::repetitions(bytes);
-            for (auto _ : state) {
-              std::atomic<double> slowest{0};
-              commx::run_inproc<comm>(ranks, [&](comm& world) {
-                pmb::commx_pattern work(bench, bytes, ranks);
-                work.run(world);  // warm-up: first touch of the buffers
-                world.barrier();
-                const auto start = commx::clock::now();
-                for (int i = 0; i < reps; ++i) work.run(world);
-                double seconds = std::chrono::duration<double>(commx::clock::now() - start).count();
-                world.allreduce(seconds, commx::op::max{});
-                if (world.rank() == 0) slowest = seconds;
-              });
-              state.SetIterationTime(slowest / reps);
-            }
-            pmb::label(state, bytes, ranks);
-          })
-          ->Apply(pmb::configure);
+      (register_point<Policies>(bench, bytes), ...);
     }
   }
 }
@@ -61,11 +68,8 @@ void register_policy() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_policy<commx::coll::flat>();
-  register_policy<commx::coll::binomial>();
-  register_policy<commx::coll::ring>();
-  register_policy<commx::coll::hierarchical>();
-  register_policy<commx::coll::tuned>();
+  register_policies<commx::coll::flat, commx::coll::binomial, commx::coll::ring,
+                    commx::coll::hierarchical, commx::coll::tuned>();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -36,52 +36,59 @@ namespace {
 using world_comm = commx::variant::communicator;
 using stack = world_comm::transport_type;
 
+// One point (a collective at one size) for one policy.
 template <class Policy>
-void register_policy(world_comm& world) {
+void register_point(world_comm& world, std::string_view bench, std::size_t bytes) {
   using comm = commx::communicator<stack, Policy, world_comm::stats_type>;
-  for (std::string_view bench : pmb::collectives) {
-    const bool p2p =
-        bench == "PingPong" || bench == "PingPing" || bench == "Sendrecv" || bench == "Exchange";
-    if (p2p && Policy::name != commx::coll::flat::name) continue;  // no policy involved
-    const int ranks = pmb::two_ranks_only(bench) ? 2 : world.size();
-    const std::string label = p2p ? fmt::format("commx-{}", stack::name)
-                                  : fmt::format("commx-{}-{}", stack::name, Policy::name);
-    for (std::size_t bytes : pmb::sizes) {
-      if (bench == "Barrier" && bytes != 0) continue;
-      benchmark::RegisterBenchmark(
-          pmb::name(bench, label, ranks, bytes).c_str(),
-          [&world, bench, bytes, ranks](benchmark::State& state) {
-            // Ranks beyond a 2-rank pattern sit in the split and the broadcast only.
-            comm part = world.template with_collectives<Policy>().split(
-                world.rank() < ranks ? 0 : commx::undefined_color, world.rank());
-            const int reps = pmb::repetitions(bytes);
-            for (auto _ : state) {
-              double slowest = 0;
-              if (!part.is_null()) {
-                pmb::commx_pattern work(bench, bytes, ranks);
-                work.run(part);  // warm-up: first touch of the buffers, connections made
-                part.barrier();
-                const auto start = commx::clock::now();
-                for (int i = 0; i < reps; ++i) work.run(part);
-                slowest = std::chrono::duration<double>(commx::clock::now() - start).count();
-                part.allreduce(slowest, commx::op::max{});
-              }
-              world.bcast(slowest, 0);
-              state.SetIterationTime(slowest / reps);
-            }
-            pmb::label(state, bytes, ranks);
-          })
-          ->Apply(pmb::configure);
-    }
-  }
+  const bool p2p =
+      bench == "PingPong" || bench == "PingPing" || bench == "Sendrecv" || bench == "Exchange";
+  if (p2p && Policy::name != commx::coll::flat::name) return;  // no policy involved
+  const int ranks = pmb::two_ranks_only(bench) ? 2 : world.size();
+  const std::string label = p2p ? fmt::format("commx-{}", stack::name)
+                                : fmt::format("commx-{}-{}", stack::name, Policy::name);
+  benchmark::RegisterBenchmark(
+      pmb::name(bench, label, ranks, bytes).c_str(),
+      [&world, bench, bytes, ranks](benchmark::State& state) {
+        // Ranks beyond a 2-rank pattern sit in the split and the broadcast only.
+        comm part = world.template with_collectives<Policy>().split(
+            world.rank() < ranks ? 0 : commx::undefined_color, world.rank());
+        const int reps = pmb::repetitions(bytes);
+        for (auto _ : state) {
+          double slowest = 0;
+          if (!part.is_null()) {
+            pmb::commx_pattern work(bench, bytes, ranks);
+            work.run(part);  // warm-up: first touch of the buffers, connections made
+            part.barrier();
+            const auto start = commx::clock::now();
+            for (int i = 0; i < reps; ++i) work.run(part);
+            slowest = std::chrono::duration<double>(commx::clock::now() - start).count();
+            part.allreduce(slowest, commx::op::max{});
+          }
+          world.bcast(slowest, 0);
+          state.SetIterationTime(slowest / reps);
+        }
+        pmb::label(state, bytes, ranks);
+      })
+      ->Apply(pmb::configure);
 }
 
+// Point by point, every policy in turn: the policies of one point run within seconds of each
+// other, so a slow spell of the machine falls on all of them (registered policy by policy, the
+// last ran minutes after the first, and tuned, last, came out up to 17% slower than the very
+// policy its table chose).
 template <class... Policies>
 void register_policies(world_comm& world) {
-  (register_policy<Policies>(world), ...);
   // The stack's own collectives (coll::native on mpi), when the variant names one.
   using own = world_comm::collectives_type;
-  if constexpr (!(std::is_same_v<own, Policies> || ...)) register_policy<own>(world);
+  for (std::string_view bench : pmb::collectives) {
+    for (std::size_t bytes : pmb::sizes) {
+      if (bench == "Barrier" && bytes != 0) continue;
+      (register_point<Policies>(world, bench, bytes), ...);
+      if constexpr (!(std::is_same_v<own, Policies> || ...)) {
+        register_point<own>(world, bench, bytes);
+      }
+    }
+  }
 }
 
 }  // namespace

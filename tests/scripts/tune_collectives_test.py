@@ -58,9 +58,15 @@ class TuneTest(unittest.TestCase):
                                  ("allreduce", 1, 1048576, "ring")])
 
     def test_a_near_tie_keeps_the_choice(self):
-        # ring 5% faster than binomial at 1 MiB: within the 10% hysteresis, no new rule.
-        table = rules(load(self.rounds([95.0, 95.0, 95.0]), "shm"))
+        # ring 3% faster than binomial at 1 MiB: within the 5% hysteresis, no new rule.
+        table = rules(load(self.rounds([97.0, 97.0, 97.0]), "shm"))
         self.assertEqual(table, [("allreduce", 1, 0, "binomial")])
+
+    def test_a_clear_win_beyond_the_hysteresis_switches(self):
+        # ring 7% faster: beyond the 5% hysteresis (tuned is judged within 10% of the best).
+        table = rules(load(self.rounds([93.0, 93.0, 93.0]), "shm"))
+        self.assertEqual(table, [("allreduce", 1, 0, "binomial"),
+                                 ("allreduce", 1, 1048576, "ring")])
 
     def test_each_stack_its_own_table(self):
         paths = self.rounds([50.0, 50.0, 50.0])

@@ -57,7 +57,7 @@ enum class record_kind : std::uint8_t {
 };
 
 /// The largest payload a record can say it carries. A record fits in its ring, so rings are at
-/// most this large (options.hpp).
+/// most 16 MiB (transport/shm.hpp refuses larger ones).
 inline constexpr std::size_t max_record_payload = (std::size_t{1} << 24) - 1;
 
 /// Every record's header. Eager and skip records carry only its first 24 bytes
