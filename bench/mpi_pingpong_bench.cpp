@@ -32,8 +32,15 @@ void check(int code, const char* call) {
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+// Sends the run's shape and waits until rank 1 has its buffers.
 void describe(const pingpong::run& r) {
   check(MPI_Send(&r, sizeof r, MPI_BYTE, 1, pingpong::control_tag, MPI_COMM_WORLD), "MPI_Send");
+  check(MPI_Recv(nullptr, 0, MPI_BYTE, 1, pingpong::control_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+        "MPI_Recv");
+}
+
+void ready() {
+  check(MPI_Send(nullptr, 0, MPI_BYTE, 0, pingpong::control_tag, MPI_COMM_WORLD), "MPI_Send");
 }
 
 int count_of(std::int64_t bytes) { return static_cast<int>(bytes); }
@@ -80,6 +87,7 @@ void serve() {
     const int n = count_of(r.bytes);
     if (r.what == kind::pingpong) {
       buffer.resize(static_cast<std::size_t>(r.bytes));
+      ready();
       for (std::int64_t i = 0; i < r.iterations; ++i) {
         check(MPI_Recv(buffer.data(), n, MPI_BYTE, 0, pingpong::data_tag, MPI_COMM_WORLD,
                        MPI_STATUS_IGNORE),
@@ -91,6 +99,7 @@ void serve() {
     }
     const bool one_buffer = r.what == kind::bandwidth_one_buffer;
     for (auto& slot : window) slot.resize(static_cast<std::size_t>(r.bytes));
+    ready();
     for (std::int64_t i = 0; i < r.iterations; ++i) {
       for (std::size_t w = 0; w < window.size(); ++w) {
         char* into = one_buffer ? window[0].data() : window[w].data();
@@ -141,7 +150,9 @@ int main(int argc, char** argv) {
     }
     benchmark::Initialize(&argc, argv);
     benchmark::RunSpecifiedBenchmarks();
-    describe({kind::stop, 0, 0, 0});
+    const pingpong::run stop{kind::stop, 0, 0, 0};  // no answer
+    check(MPI_Send(&stop, sizeof stop, MPI_BYTE, 1, pingpong::control_tag, MPI_COMM_WORLD),
+          "MPI_Send");
   }
   MPI_Finalize();
   return 0;

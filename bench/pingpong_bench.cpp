@@ -26,7 +26,11 @@ namespace {
 using comm = commx::variant::communicator;
 using pingpong::kind;
 
-void describe(comm& world, const pingpong::run& r) { world.send(1, pingpong::control_tag, r); }
+// Sends the run's shape and waits until rank 1 has its buffers.
+void describe(comm& world, const pingpong::run& r) {
+  world.send(1, pingpong::control_tag, r);
+  world.recv(1, pingpong::control_tag, std::span<std::byte>());
+}
 
 void measure(benchmark::State& state, comm& world, kind what) {
   const std::int64_t bytes = state.range(0);
@@ -64,6 +68,7 @@ void serve(comm& world) {
     const auto bytes = static_cast<std::size_t>(r.bytes);
     if (r.what == kind::pingpong) {
       buffer.resize(bytes);
+      world.send(0, pingpong::control_tag, std::span<const std::byte>());  // ready
       for (std::int64_t i = 0; i < r.iterations; ++i) {
         world.recv(0, pingpong::data_tag, std::span<std::byte>(buffer));
         world.send(0, pingpong::data_tag, std::span<const std::byte>(buffer));
@@ -72,6 +77,7 @@ void serve(comm& world) {
     }
     const bool one_buffer = r.what == kind::bandwidth_one_buffer;
     for (auto& slot : window) slot.resize(bytes);
+    world.send(0, pingpong::control_tag, std::span<const std::byte>());  // ready
     for (std::int64_t i = 0; i < r.iterations; ++i) {
       recvs.clear();
       for (auto& slot : window) {
@@ -106,7 +112,7 @@ int main(int argc, char** argv) {
       }
       benchmark::Initialize(&argc, argv);
       benchmark::RunSpecifiedBenchmarks();
-      describe(world, {kind::stop, 0, 0, 0});
+      world.send(1, pingpong::control_tag, pingpong::run{kind::stop, 0, 0, 0});  // no answer
     });
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: {}\n", commx::variant::target_name, e.what());
