@@ -26,8 +26,7 @@ namespace {
 template <class Policy>
 void register_point(std::string_view bench, std::size_t bytes) {
   using comm = commx::communicator<commx::transport::inproc, Policy>;
-  const bool p2p =
-      bench == "PingPong" || bench == "PingPing" || bench == "Sendrecv" || bench == "Exchange";
+  const bool p2p = pmb::point_to_point(bench);
   if (p2p && Policy::name != commx::coll::flat::name) return;  // no policy involved
   const int ranks = pmb::two_ranks_only(bench) ? 2 : pmb::ranks();
   const std::string stack = p2p ? "commx-inproc" : "commx-inproc-" + std::string(Policy::name);
@@ -57,12 +56,9 @@ void register_point(std::string_view bench, std::size_t bytes) {
 // Point by point, every policy in turn, as bench_pmb_<stack> does (pmb_bench.cpp says why).
 template <class... Policies>
 void register_policies() {
-  for (std::string_view bench : pmb::collectives) {
-    for (std::size_t bytes : pmb::sizes) {
-      if (bench == "Barrier" && bytes != 0) continue;
-      (register_point<Policies>(bench, bytes), ...);
-    }
-  }
+  pmb::for_each_point([](std::string_view bench, std::size_t bytes) {
+    (register_point<Policies>(bench, bytes), ...);
+  });
 }
 
 }  // namespace

@@ -133,37 +133,34 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const std::string stack = library_name();
-  for (std::string_view bench : pmb::collectives) {
+  pmb::for_each_point([&stack, rank, size](std::string_view bench, std::size_t bytes) {
     const int ranks = pmb::two_ranks_only(bench) ? 2 : size;
-    for (std::size_t bytes : pmb::sizes) {
-      if (bench == "Barrier" && bytes != 0) continue;
-      benchmark::RegisterBenchmark(
-          pmb::name(bench, stack, ranks, bytes).c_str(),
-          [bench, bytes, ranks, rank](benchmark::State& state) {
-            // Ranks beyond a 2-rank pattern sit in the barriers only.
-            MPI_Comm comm = MPI_COMM_NULL;
-            MPI_Comm_split(MPI_COMM_WORLD, rank < ranks ? 0 : MPI_UNDEFINED, rank, &comm);
-            const int reps = pmb::repetitions(bytes);
-            for (auto _ : state) {
-              double slowest = 0;
-              if (comm != MPI_COMM_NULL) {
-                pattern work(bench, bytes, ranks);
-                work.run(comm);
-                MPI_Barrier(comm);
-                const double start = MPI_Wtime();
-                for (int i = 0; i < reps; ++i) work.run(comm);
-                double seconds = MPI_Wtime() - start;
-                MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
-              }
-              MPI_Bcast(&slowest, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-              state.SetIterationTime(slowest / reps);
+    benchmark::RegisterBenchmark(
+        pmb::name(bench, stack, ranks, bytes).c_str(),
+        [bench, bytes, ranks, rank](benchmark::State& state) {
+          // Ranks beyond a 2-rank pattern sit in the barriers only.
+          MPI_Comm comm = MPI_COMM_NULL;
+          MPI_Comm_split(MPI_COMM_WORLD, rank < ranks ? 0 : MPI_UNDEFINED, rank, &comm);
+          const int reps = pmb::repetitions(bytes);
+          for (auto _ : state) {
+            double slowest = 0;
+            if (comm != MPI_COMM_NULL) {
+              pattern work(bench, bytes, ranks);
+              work.run(comm);
+              MPI_Barrier(comm);
+              const double start = MPI_Wtime();
+              for (int i = 0; i < reps; ++i) work.run(comm);
+              double seconds = MPI_Wtime() - start;
+              MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
             }
-            if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
-            pmb::label(state, bytes, ranks);
-          })
-          ->Apply(pmb::configure);
-    }
-  }
+            MPI_Bcast(&slowest, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+            state.SetIterationTime(slowest / reps);
+          }
+          if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
+          pmb::label(state, bytes, ranks);
+        })
+        ->Apply(pmb::configure);
+  });
   pmb::run_on_every_rank(rank, argc, argv);
   MPI_Finalize();
   return 0;

@@ -28,6 +28,22 @@ constexpr bool two_ranks_only(std::string_view name) {
   return name == "PingPong" || name == "PingPing";
 }
 
+/// The patterns that run no collective: no policy is involved.
+constexpr bool point_to_point(std::string_view name) {
+  return two_ranks_only(name) || name == "Sendrecv" || name == "Exchange";
+}
+
+/// Calls `f(bench, bytes)` for every point of the set, in the order the drivers run them.
+template <class F>
+void for_each_point(F&& f) {
+  for (std::string_view bench : collectives) {
+    for (std::size_t bytes : sizes) {
+      if (bench == "Barrier" && bytes != 0) continue;
+      f(bench, bytes);
+    }
+  }
+}
+
 /// Repetitions per measurement: enough to time small messages, few for large ones.
 constexpr int repetitions(std::size_t bytes) {
   return static_cast<int>(std::clamp<std::size_t>(

@@ -40,8 +40,7 @@ using stack = world_comm::transport_type;
 template <class Policy>
 void register_point(world_comm& world, std::string_view bench, std::size_t bytes) {
   using comm = commx::communicator<stack, Policy, world_comm::stats_type>;
-  const bool p2p =
-      bench == "PingPong" || bench == "PingPing" || bench == "Sendrecv" || bench == "Exchange";
+  const bool p2p = pmb::point_to_point(bench);
   if (p2p && Policy::name != commx::coll::flat::name) return;  // no policy involved
   const int ranks = pmb::two_ranks_only(bench) ? 2 : world.size();
   const std::string label = p2p ? fmt::format("commx-{}", stack::name)
@@ -80,15 +79,12 @@ template <class... Policies>
 void register_policies(world_comm& world) {
   // The stack's own collectives (coll::native on mpi), when the variant names one.
   using own = world_comm::collectives_type;
-  for (std::string_view bench : pmb::collectives) {
-    for (std::size_t bytes : pmb::sizes) {
-      if (bench == "Barrier" && bytes != 0) continue;
-      (register_point<Policies>(world, bench, bytes), ...);
-      if constexpr (!(std::is_same_v<own, Policies> || ...)) {
-        register_point<own>(world, bench, bytes);
-      }
+  pmb::for_each_point([&world](std::string_view bench, std::size_t bytes) {
+    (register_point<Policies>(world, bench, bytes), ...);
+    if constexpr (!(std::is_same_v<own, Policies> || ...)) {
+      register_point<own>(world, bench, bytes);
     }
-  }
+  });
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ inline bool endpoint::write_pieces(int to, operation& op) {
   bool unwritten = total == 0;
   // At least four pieces, so that the receiver copies one out while the next goes in: a
   // message of a few chunks would otherwise cross as two copies one after the other.
-  const std::size_t most = std::clamp(total / 4, std::min(min_chunk, chunk_), chunk_) & ~(cell - 1);
+  const std::size_t most = std::clamp(total / 4, std::min(min_chunk, chunk_), chunk_);
   while (op.progress < total || unwritten) {
     const std::size_t piece = std::min(most, total - op.progress);
     if (!ring.fits(record_kind::data, piece)) return false;
