@@ -570,3 +570,70 @@ TEMPLATE_LIST_TEST_CASE("rank order holds for non-commutative ops on any node la
         nodes));
   }
 }
+
+TEMPLATE_LIST_TEST_CASE("gather and scatter at every root, a subtree wrapping past the last rank",
+                        "[fixed][inproc]", p2p_policies) {
+  using comm = inproc_comm_for<TestType>;
+  // At 6 ranks and root 3, binomial's subtree of relative ranks 2-3 is ranks 5 and 0: the root
+  // cannot take it straight into its buffer in one piece.
+  for (int n : {5, 6}) {
+    REQUIRE_NOTHROW(commx::test::inproc_job<comm>(n, [](comm& world) {
+      const auto p = static_cast<std::size_t>(world.size());
+      constexpr std::size_t size = 3;
+      for (int root = 0; root < world.size(); ++root) {
+        std::vector<double> in(size);
+        for (std::size_t i = 0; i < size; ++i) in[i] = contribution(world.rank(), i);
+        std::vector<double> all(world.rank() == root ? size * p : 0, -1);
+        world.gather(in, all, root);
+        for (std::size_t k = 0; k < all.size(); ++k)
+          COMMX_CHECK(all[k] == contribution(static_cast<int>(k / size), k % size));
+        std::vector<double> pieces(world.rank() == root ? size * p : 0);
+        for (std::size_t k = 0; k < pieces.size(); ++k) pieces[k] = static_cast<double>(k + 100);
+        std::vector<double> piece(size, -1);
+        world.scatter(pieces, piece, root);
+        for (std::size_t i = 0; i < size; ++i)
+          COMMX_CHECK(piece[i] ==
+                      static_cast<double>(static_cast<std::size_t>(world.rank()) * size + i + 100));
+      }
+    }));
+  }
+}
+
+using leaders_policies =
+    std::tuple<commx::coll::hierarchical, commx::coll::hierarchical_over<commx::coll::flat>,
+               commx::coll::hierarchical_over<commx::coll::binomial, commx::coll::ring>>;
+
+TEMPLATE_LIST_TEST_CASE("hierarchical allgather and reduce on contiguous nodes, in place",
+                        "[fixed][inproc]", leaders_policies) {
+  using comm = inproc_comm_for<TestType>;
+  // Contiguous nodes, with node numbers that do not follow rank order, nodes of one rank and a
+  // single node: the leaders' allgatherv is handed their own node's blocks of the output.
+  for (const std::vector<int>& nodes :
+       {std::vector<int>{1, 1, 0, 0, 0}, std::vector<int>{0, 1, 1, 2}, std::vector<int>{4, 4, 4},
+        std::vector<int>{0, 0, 1, 1, 2, 2, 3}}) {
+    const int n = static_cast<int>(nodes.size());
+    REQUIRE_NOTHROW(commx::test::inproc_job<comm>(
+        n,
+        [](comm& world) {
+          const auto p = static_cast<std::size_t>(world.size());
+          constexpr std::size_t size = 5;
+          std::vector<double> in(size);
+          for (std::size_t i = 0; i < size; ++i) in[i] = contribution(world.rank(), i);
+          std::vector<double> everyone(size * p, -1);
+          world.allgather(in, everyone);
+          for (std::size_t k = 0; k < everyone.size(); ++k)
+            COMMX_CHECK(everyone[k] == contribution(static_cast<int>(k / size), k % size));
+          for (int root = 0; root < world.size(); ++root) {
+            // A root that leads its node folds into its own data; every other rank's stays.
+            std::vector<double> data = in;
+            world.reduce(data, std::plus<>{}, root);
+            for (std::size_t i = 0; i < size; ++i) {
+              double sum = 0;
+              for (int r = 0; r < world.size(); ++r) sum += contribution(r, i);
+              COMMX_CHECK(data[i] == (world.rank() == root ? sum : in[i]));
+            }
+          }
+        },
+        nodes));
+  }
+}

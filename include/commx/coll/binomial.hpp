@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -129,7 +130,8 @@ struct binomial {
     if (r < 2 * plan.extra) p.send(plan.fold_partner(r), std::span<const E>(data));
   }
 
-  /// A binomial tree: each rank forwards its subtree's blocks to its parent.
+  /// A binomial tree: each rank forwards its subtree's blocks to its parent. The root receives
+  /// each subtree straight into `out`, where its blocks belong.
   template <class Port, class E>
   static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
     using namespace detail::pattern;
@@ -139,6 +141,29 @@ struct binomial {
     const children kids = binomial_children(v, p.size());
     if (kids.count == 0 && v != 0) {
       p.send(absolute_rank(binomial_parent(v), root, p.size()), in);
+      return;
+    }
+    if (v == 0) {
+      std::ranges::copy(in, nth_block(out, root, n).begin());
+      std::vector<E> wrapped;  // the blocks of the subtree that wraps past the last rank
+      int wrapped_child = -1;
+      detail::pending_list<Port> pending;
+      for (int child : kids) {
+        std::optional<std::span<E>> run = subtree_run(out, child, root, p.size(), n);
+        if (!run) {
+          wrapped.resize(static_cast<std::size_t>(subtree_size(child, p.size())) * n);
+          wrapped_child = child;
+          run = std::span<E>(wrapped);
+        }
+        pending.push_back(p.irecv(absolute_rank(child, root, p.size()), *run));
+      }
+      p.wait_all(pending.view());
+      if (wrapped_child < 0) return;
+      for (int k = 0; k < subtree_size(wrapped_child, p.size()); ++k) {
+        std::ranges::copy(
+            nth_block(std::span<const E>(wrapped), k, n),
+            nth_block(out, absolute_rank(wrapped_child + k, root, p.size()), n).begin());
+      }
       return;
     }
     // The subtree's blocks, in relative rank order: this rank's first.
@@ -152,17 +177,11 @@ struct binomial {
                                 std::span<E>(block).subspan(offset, count)));
     }
     p.wait_all(pending.view());
-    if (v != 0) {
-      p.send(absolute_rank(binomial_parent(v), root, p.size()), std::span<const E>(block));
-      return;
-    }
-    for (int k = 0; k < p.size(); ++k) {
-      std::ranges::copy(nth_block(std::span<const E>(block), k, n),
-                        nth_block(out, absolute_rank(k, root, p.size()), n).begin());
-    }
+    p.send(absolute_rank(binomial_parent(v), root, p.size()), std::span<const E>(block));
   }
 
-  /// A binomial tree: each rank receives its subtree's blocks and passes on its children's.
+  /// A binomial tree: each rank receives its subtree's blocks and passes on its children's. The
+  /// root sends each subtree straight out of `in`.
   template <class Port, class E>
   static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
     using namespace detail::pattern;
@@ -174,24 +193,37 @@ struct binomial {
       p.recv(absolute_rank(binomial_parent(v), root, p.size()), out);
       return;
     }
-    std::vector<E> block(static_cast<std::size_t>(span) * n);
-    if (v == 0) {
-      for (int k = 0; k < p.size(); ++k) {
-        std::ranges::copy(nth_block(in, absolute_rank(k, root, p.size()), n),
-                          nth_block(std::span<E>(block), k, n).begin());
-      }
-    } else {
+    std::vector<E> block;  // the root's: the subtree that wraps; the others': their subtree's
+    if (v != 0) {
+      block.resize(static_cast<std::size_t>(span) * n);
       p.recv(absolute_rank(binomial_parent(v), root, p.size()), std::span<E>(block));
     }
     detail::pending_list<Port> pending;
-    for (int i = kids.count - 1; i >= 0; --i) {
+    for (int i = kids.count - 1; i >= 0; --i) {  // the largest subtree first
       const int child = kids[i];
-      const auto offset = static_cast<std::size_t>(child - v) * n;
-      const auto count = static_cast<std::size_t>(subtree_size(child, p.size())) * n;
-      pending.push_back(p.isend(absolute_rank(child, root, p.size()),
-                                std::span<const E>(block).subspan(offset, count)));
+      const int ranks = subtree_size(child, p.size());
+      std::optional<std::span<const E>> run;
+      if (v != 0) {
+        run = std::span<const E>(block).subspan(static_cast<std::size_t>(child - v) * n,
+                                                static_cast<std::size_t>(ranks) * n);
+      } else {
+        run = subtree_run(in, child, root, p.size(), n);
+      }
+      if (!run) {
+        block.resize(static_cast<std::size_t>(ranks) * n);
+        for (int k = 0; k < ranks; ++k) {
+          std::ranges::copy(nth_block(in, absolute_rank(child + k, root, p.size()), n),
+                            nth_block(std::span<E>(block), k, n).begin());
+        }
+        run = std::span<const E>(block);
+      }
+      pending.push_back(p.isend(absolute_rank(child, root, p.size()), *run));
     }
-    std::copy_n(block.begin(), n, out.begin());
+    if (v == 0) {
+      std::ranges::copy(nth_block(in, root, n), out.begin());
+    } else {
+      std::copy_n(block.begin(), n, out.begin());
+    }
     p.wait_all(pending.view());
   }
 
@@ -335,6 +367,19 @@ struct binomial {
   template <class E>
   static std::span<E> nth_block(std::span<E> buffer, int k, std::size_t n) {
     return buffer.subspan(static_cast<std::size_t>(k) * n, n);
+  }
+
+  // Where the blocks of the subtree under relative rank `child` lie in a buffer of every rank's
+  // block in rank order (the root's): one run, in the subtree's relative order, unless the
+  // subtree wraps past the last rank. At most one subtree of the root's does: the subtrees
+  // split the relative ranks 1..p-1 into consecutive ranges.
+  template <class E>
+  static std::optional<std::span<E>> subtree_run(std::span<E> buffer, int child, int root, int size,
+                                                 std::size_t n) {
+    const int first = detail::pattern::absolute_rank(child, root, size);
+    const int ranks = detail::pattern::subtree_size(child, size);
+    if (first + ranks > size) return std::nullopt;
+    return buffer.subspan(static_cast<std::size_t>(first) * n, static_cast<std::size_t>(ranks) * n);
   }
 };
 

@@ -43,7 +43,7 @@
 /// | `C::exscan(p, data, op)` | in place: rank r > 0 gets `x0 op ... op x(r-1)`; rank 0's `data` is unchanged |
 /// | `C::gatherv(p, in, data, counts, displs, root)` | root's `data[displs[r], +counts[r])` receives rank r's `in`; counts and displs matter at the root only |
 /// | `C::scatterv(p, in, counts, displs, data, root)` | rank r's `data` (counts[r] elements) receives root's `in[displs[r], +counts[r])` |
-/// | `C::allgatherv(p, in, data, counts, displs)` | every rank's `data[displs[r], +counts[r])` receives rank r's `in`; counts and displs are the same on every rank |
+/// | `C::allgatherv(p, in, data, counts, displs)` | every rank's `data[displs[r], +counts[r])` receives rank r's `in`; counts and displs are the same on every rank; `in` may be this rank's own block of `data` (in place) |
 /// | `C::alltoallv(p, in, scounts, sdispls, data, rcounts, rdispls)` | rank r's `in[sdispls[s], +scounts[s])` goes to rank s's `data[rdispls[r], +rcounts[r])` |
 /// | `C::reduce_scatter(p, data, counts, op)` | in place: `data` holds sum(counts) elements on every rank; afterwards rank r's `data[0, counts[r])` holds block r of the element-wise reduction; the rest of `data` is unspecified |
 ///

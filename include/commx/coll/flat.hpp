@@ -212,7 +212,7 @@ struct flat {
       if (r != p.rank())
         pending.push_back(p.irecv(r, out.subspan(displs[index(r)], counts[index(r)])));
     }
-    std::ranges::copy(in, out.begin() + static_cast<std::ptrdiff_t>(displs[index(p.rank())]));
+    detail::place_own_block(in, out, displs[index(p.rank())]);
     for (int r = 0; r < p.size(); ++r) {
       if (r != p.rank()) pending.push_back(p.isend(r, in));
     }

@@ -102,23 +102,22 @@ struct hierarchical_over : Inner {
     }
     auto [local, leaders, is_leader] = split(p);
     // Leaders fold into a copy: their own data must come out unchanged unless they are root.
+    // A root that leads its node folds into its own data.
+    const bool folds_aside = is_leader && p.rank() != root;
     std::vector<E> partial;
-    if (is_leader) partial.assign(data.begin(), data.end());
-    Inner::reduce(local, is_leader ? std::span<E>(partial) : data, op, 0);
+    if (folds_aside) partial.assign(data.begin(), data.end());
+    const std::span<E> acc = folds_aside ? std::span<E>(partial) : data;
+    Inner::reduce(local, acc, op, 0);
     const int root_leader = leader_of(p, root);
     if (is_leader) {
       const int leader_root = index_in(leaders, root_leader);
       among_leaders(leaders, [&](auto& port, auto policy) {
-        decltype(policy)::type::reduce(port, std::span<E>(partial), op, leader_root);
+        decltype(policy)::type::reduce(port, acc, op, leader_root);
       });
     }
-    if (p.rank() == root_leader) {
-      if (root == root_leader)
-        std::ranges::copy(partial, data.begin());
-      else
-        p.send(root, std::span<const E>(partial));
-    }
-    if (p.rank() == root && root != root_leader) p.recv(root_leader, data);
+    if (root == root_leader) return;
+    if (p.rank() == root_leader) p.send(root, std::span<const E>(acc));
+    if (p.rank() == root) p.recv(root_leader, data);
   }
 
   /// reduce within each node, allreduce among the leaders, bcast within each node (Inner's over
@@ -148,11 +147,37 @@ struct hierarchical_over : Inner {
   }
 
   /// Each leader gathers its node's blocks, the leaders exchange whole nodes, and each leader
-  /// hands the complete result to its node.
+  /// hands the complete result to its node (on one node: Inner's allgather). When every node
+  /// holds a contiguous range of ranks (the usual block placement), the blocks go where they
+  /// belong in `out` at every step: no copy, no room besides `out`.
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
     auto [local, leaders, is_leader] = split(p);
     const std::size_t n = in.size();
+    if (leaders.size() == 1) {  // one node: its ranks are every rank, in rank order
+      Inner::allgather(local, in, out);
+      return;
+    }
+    if (nodes_are_contiguous(p)) {
+      const auto node_first = static_cast<std::size_t>(local.parent_rank(0));
+      const std::span<E> node_blocks =
+          out.subspan(node_first * n, static_cast<std::size_t>(local.size()) * n);
+      Inner::gather(local, in, node_blocks, 0);
+      if (is_leader) {
+        // Node l holds the ranks from its leader up to the next node's leader.
+        std::vector<std::size_t> counts(static_cast<std::size_t>(leaders.size()));
+        std::vector<std::size_t> displs(counts.size());
+        for (std::size_t l = 0; l < counts.size(); ++l) {
+          const int next =
+              l + 1 < counts.size() ? leaders.parent_rank(static_cast<int>(l) + 1) : p.size();
+          displs[l] = static_cast<std::size_t>(leaders.parent_rank(static_cast<int>(l))) * n;
+          counts[l] = static_cast<std::size_t>(next) * n - displs[l];
+        }
+        SiteInner::allgatherv(leaders, std::span<const E>(node_blocks), out, counts, displs);
+      }
+      Inner::bcast(local, out, 0);
+      return;
+    }
     std::vector<E> node_blocks(is_leader ? n * static_cast<std::size_t>(local.size()) : 0);
     Inner::gather(local, in, std::span<E>(node_blocks), 0);
     if (is_leader) {
@@ -227,14 +252,21 @@ struct hierarchical_over : Inner {
     if constexpr (commutative<Op, E>) {
       return true;
     } else {
-      std::vector<int> finished_nodes;
-      for (int r = 1; r < p.size(); ++r) {
-        if (p.node_of(r) == p.node_of(r - 1)) continue;
-        finished_nodes.push_back(p.node_of(r - 1));
-        if (std::ranges::find(finished_nodes, p.node_of(r)) != finished_nodes.end()) return false;
-      }
-      return true;
+      return nodes_are_contiguous(p);
     }
+  }
+
+  // Whether every node holds a contiguous range of ranks: then the nodes, in their leaders'
+  // order, are in rank order too.
+  template <class Port>
+  static bool nodes_are_contiguous(Port& p) {
+    std::vector<int> finished_nodes;
+    for (int r = 1; r < p.size(); ++r) {
+      if (p.node_of(r) == p.node_of(r - 1)) continue;
+      finished_nodes.push_back(p.node_of(r - 1));
+      if (std::ranges::find(finished_nodes, p.node_of(r)) != finished_nodes.end()) return false;
+    }
+    return true;
   }
 
   // The leader of a node is its lowest rank.

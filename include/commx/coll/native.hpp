@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "commx/coll/concept.hpp"
+#include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/native/types.hpp"
 #include "commx/transport/detail/mpi/call.hpp"
 #include "commx/transport/mpi.hpp"
@@ -183,15 +184,18 @@ struct native {
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
+    const std::size_t own = displs[static_cast<std::size_t>(p.rank())];
     if (p.size() == 1) {  // MPICH 4.0's MPI_Allgatherv copies nothing on one rank
-      std::ranges::copy(in, out.begin() + static_cast<std::ptrdiff_t>(displs[0]));
+      detail::place_own_block(in, out, own);
       return;
     }
     const std::vector<int> c = ints(counts, "allgatherv");
     const std::vector<int> d = ints(displs, "allgatherv");
+    // MPI forbids aliased buffers: an own block already in place is MPI_IN_PLACE.
+    const bool in_place = in.data() == out.data() + own;
     check(p,
-          MPI_Allgatherv(in.data(), count(in, "allgatherv"), type<E>(), out.data(), c.data(),
-                         d.data(), type<E>(), comm(p)),
+          MPI_Allgatherv(in_place ? MPI_IN_PLACE : in.data(), count(in, "allgatherv"), type<E>(),
+                         out.data(), c.data(), d.data(), type<E>(), comm(p)),
           "MPI_Allgatherv");
   }
 

@@ -18,6 +18,7 @@
 
 #include "commx/coll/binomial.hpp"
 #include "commx/coll/concept.hpp"
+#include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/combine.hpp"
 #include "commx/coll/detail/pattern/ring.hpp"
 #include "commx/ops.hpp"
@@ -60,7 +61,7 @@ struct ring : binomial {
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
-    std::ranges::copy(in, out.begin() + static_cast<std::ptrdiff_t>(displs[index(p.rank())]));
+    detail::place_own_block(in, out, displs[index(p.rank())]);
     segments parts;
     for (int r = 0; r < p.size(); ++r) parts.push_back({displs[index(r)], counts[index(r)]});
     allgather_segments(p, out, parts);

@@ -148,16 +148,18 @@ struct native::nonblocking : native {
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
+    const std::size_t own = displs[static_cast<std::size_t>(p.rank())];
     if (p.size() == 1) {  // as native::allgatherv: MPICH 4.0 copies nothing on one rank
-      std::ranges::copy(in, out.begin() + static_cast<std::ptrdiff_t>(displs[0]));
+      detail::place_own_block(in, out, own);
       return;
     }
     const std::vector<int> c = ints(counts, "iallgatherv");
     const std::vector<int> d = ints(displs, "iallgatherv");
+    const bool in_place = in.data() == out.data() + own;  // as native::allgatherv
     started r(p, "MPI_Iallgatherv");
     check(p,
-          MPI_Iallgatherv(in.data(), count(in, "iallgatherv"), type<E>(), out.data(), c.data(),
-                          d.data(), type<E>(), comm(p), &r.handle),
+          MPI_Iallgatherv(in_place ? MPI_IN_PLACE : in.data(), count(in, "iallgatherv"), type<E>(),
+                          out.data(), c.data(), d.data(), type<E>(), comm(p), &r.handle),
           r.call);
     p.await(r);
   }
