@@ -126,6 +126,12 @@ TEST_CASE("endpoint records and tables are checked field by field", "[tcp][frame
   CHECK(!tcp::decode_endpoint(bad));
   bad[1] = std::byte{0x0c};  // long double's size code 3: none
   CHECK(!tcp::decode_endpoint(bad));
+  // The machine (the kernel's boot id, folded): carried whole, all 64 bits.
+  tcp::endpoint_record on_machine = v4;
+  on_machine.machine = 0x8877665544332211ULL;
+  REQUIRE(tcp::decode_endpoint(tcp::encode(on_machine)));
+  CHECK(tcp::decode_endpoint(tcp::encode(on_machine))->machine == on_machine.machine);
+  CHECK(tcp::polling::this_machine() == tcp::polling::this_machine());
   std::vector<std::byte> table(bytes.begin(), bytes.end());
   table.insert(table.end(), bytes.begin(), bytes.end());
   CHECK(tcp::decode_table(table, 2));
@@ -776,14 +782,17 @@ TEST_CASE("sites and relays in the environment are checked at start-up", "[tcp][
                      (void)config_with({{"COMMX_SITE", "B"}, {"COMMX_RELAY", "nowhere"}}));
 }
 
-TEST_CASE("waits poll before sleeping only where each rank has a core", "[tcp][polling]") {
+TEST_CASE("waits poll back to back only where each rank has a core", "[tcp][polling]") {
   using tcp::polling;
-  // Automatic: a host with no more ranks than cores polls (for a bounded time), an
-  // oversubscribed one sleeps at once.
+  // Automatic: a machine with no more ranks than cores polls back to back (for a bounded
+  // time), an oversubscribed one yields between polls (for a bounded time).
   CHECK(polling::for_host(2, 2).polls());
+  CHECK_FALSE(polling::for_host(2, 2).yields());
   CHECK(polling::for_host(1, 8).polls());
-  CHECK_FALSE(polling::for_host(3, 2).polls());
+  CHECK(polling::for_host(3, 2).polls());
+  CHECK(polling::for_host(3, 2).yields());
   CHECK(polling::for_host(3, 2).describe().find("oversubscribed") != std::string::npos);
+  CHECK(polling::fixed(4).yields());
   CHECK_FALSE(polling().polls());
   CHECK_FALSE(polling::fixed(0).polls());
 
@@ -800,9 +809,13 @@ TEST_CASE("waits poll before sleeping only where each rank has a core", "[tcp][p
   CHECK_FALSE(polling::for_host(1, 1).poll_first([&] { ++polls; }, [] { return false; },
                                                  commx::clock::now()));
   CHECK(polls == 1);
-  // An automatic wait ends by its budget even when nothing changes (the test would hang else).
+  // An automatic wait ends by its budget even when nothing changes (the test would hang else),
+  // on an oversubscribed machine too.
   polls = 0;
   CHECK_FALSE(polling::for_host(1, 1).poll_first([&] { ++polls; }, [] { return false; }, far));
+  CHECK(polls >= 1);
+  polls = 0;
+  CHECK_FALSE(polling::for_host(4, 1).poll_first([&] { ++polls; }, [] { return false; }, far));
   CHECK(polls >= 1);
 
   const auto config_with = [](std::optional<std::string> poll) {

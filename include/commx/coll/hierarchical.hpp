@@ -38,6 +38,7 @@
 #include "commx/coll/binomial.hpp"
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
+#include "commx/coll/detail/by_halves.hpp"
 #include "commx/coll/detail/sub_port.hpp"
 #include "commx/coll/detail/two_site_pipeline.hpp"
 #include "commx/ops.hpp"
@@ -123,7 +124,12 @@ struct hierarchical_over : Inner {
   /// reduce within each node, allreduce among the leaders, bcast within each node (Inner's over
   /// all ranks when that would break rank order for an op that is not commutative). Across two
   /// sites, a message of two segments or more (detail/two_site_pipeline.hpp) goes in segments,
-  /// the site leaders exchanging each while the sites reduce the next.
+  /// the site leaders exchanging each while the sites reduce the next. Within one site, a message
+  /// of `by_halves_bytes` or more on nodes that fold as a binomial tree over all ranks does
+  /// (folds_as_by_halves) goes by halves over all ranks (detail/by_halves.hpp): the first
+  /// rounds pair the ranks of each node, the last ones cross between nodes with every rank
+  /// carrying its share, where the leaders alone would carry the whole message and fold it
+  /// twice (MD on two nodes of two ranks: bench/README.md). Same grouping, same bits.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     if (!keeps_rank_order<E, Op>(p)) {
@@ -135,6 +141,10 @@ struct hierarchical_over : Inner {
         detail::two_site_allreduce<Inner, SiteInner>(p, *at, data, op);
         return;
       }
+    }
+    if (data.size_bytes() >= by_halves_bytes && folds_as_by_halves(p)) {
+      detail::allreduce_by_halves(p, data, op);
+      return;
     }
     auto [local, leaders, is_leader] = split(p);
     Inner::reduce(local, data, op, 0);
@@ -210,7 +220,36 @@ struct hierarchical_over : Inner {
     detail::reduce_scatter_through_zero<hierarchical_over>(p, data, counts, op);
   }
 
+  /// The smallest allreduce that goes by halves (see allreduce): below it, the rounds' latency
+  /// outweighs the folds and copies saved.
+  static constexpr std::size_t by_halves_bytes = std::size_t{32} << 10;
+
  private:
+  // Whether folding node by node, then among the leaders, is the binomial tree over all ranks
+  // that an allreduce by halves folds: binomial at both levels, one site, a power of two of
+  // ranks, in nodes of one power-of-two size that each hold a contiguous range of ranks.
+  template <class Port>
+  static bool folds_as_by_halves(Port& p) {
+    if constexpr (!std::is_same_v<Inner, binomial> || !std::is_same_v<SiteInner, binomial>) {
+      return false;
+    } else {
+      const auto power_of_two = [](int n) { return n > 0 && (n & (n - 1)) == 0; };
+      if (!power_of_two(p.size()) || !nodes_are_contiguous(p)) return false;
+      if constexpr (requires { p.site_of(0); }) {
+        for (int r = 1; r < p.size(); ++r) {
+          if (p.site_of(r) != p.site_of(0)) return false;
+        }
+      }
+      int node_size = 1;
+      while (node_size < p.size() && p.node_of(node_size) == p.node_of(0)) ++node_size;
+      if (!power_of_two(node_size)) return false;
+      for (int r = node_size; r < p.size(); ++r) {
+        if ((p.node_of(r) == p.node_of(r - 1)) != (r % node_size != 0)) return false;
+      }
+      return true;
+    }
+  }
+
   // Runs `step(port, policy)` among the node leaders: with `policy` this hierarchy one level
   // up (nodes become sites: SiteInner within each site, WideInner between them) when the
   // leaders are at several sites, else with SiteInner. `policy` is a std::type_identity of the

@@ -46,6 +46,7 @@ inline endpoint_record engine::record_of(const asio::ip::tcp::endpoint& ep) cons
   e.site = cfg_.site;
   e.node = cfg_.node;
   e.layout = cfg_.layout;
+  e.machine = polling::this_machine();
   e.port = ep.port();
   if (ep.address().is_v6()) {
     e.v6 = true;
@@ -267,7 +268,8 @@ inline void engine::connect(int peer, asio::ip::tcp::socket socket, handshake::p
   session->start();
 }
 
-// Ranks that listen on this rank's address share its host (whatever COMMX_NODE says).
+// Ranks on this rank's machine share its cores (whatever COMMX_NODE or the network namespace
+// says): those with its boot id, or where that is unknown, those that listen on its address.
 inline void engine::choose_polling() {
   if (cfg_.poll_turns) {
     polling_ = polling::fixed(*cfg_.poll_turns);
@@ -276,7 +278,10 @@ inline void engine::choose_polling() {
     int on_host = 0;
     for (int r = 0; r < size(); ++r) {
       const endpoint_record& e = table_[index(r)];
-      if (e.v6 == mine.v6 && e.address == mine.address) ++on_host;
+      const bool same_machine = mine.machine != 0 && e.machine != 0
+                                    ? e.machine == mine.machine
+                                    : e.v6 == mine.v6 && e.address == mine.address;
+      if (same_machine) ++on_host;
     }
     polling_ = polling::for_host(on_host, polling::online_cores());
   }

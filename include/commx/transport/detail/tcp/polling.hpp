@@ -4,21 +4,27 @@
 /// How a waiting tcp (and wan) rank polls its sockets before it sleeps in epoll.
 ///
 /// Sleeping costs a wake-up when bytes come: some 25 us on this project's VMs, where Open MPI's
-/// TCP BTL, which polls, answers an 8-byte ping-pong in 6-8 us. Polling costs the core: on a
-/// host that runs more of the job's ranks than it has cores, a polling rank takes the core
-/// from a rank that has work (measured on a loaded 2-core machine: 14-155 us after 16 yields
-/// against 7-10 us sleeping at once). So the choice is made at run time, once the rendezvous
-/// has told each rank who shares its host (its listen address):
-/// - `COMMX_TCP_POLL=auto` (the default): with no more ranks on this host than it has online
-///   cores, a wait polls for up to `auto_budget`, then sleeps; oversubscribed, it sleeps at
-///   once. The polls follow each other without a yield: the core is the rank's own, and a
-///   yield is one more system call between a message's arrival and its receive.
-/// - `COMMX_TCP_POLL=n`: n polls, yielding between them, whatever the host (0: never poll).
-/// Nodes simulated on one host (COMMX_NODE) share its address, so they count as one host.
+/// TCP BTL, which polls, answers an 8-byte ping-pong in 6-8 us. Polling back to back costs the
+/// core: where another task shares it, the poller takes it from a rank that has work, and a
+/// yield between polls hands it to a task that may keep it for a whole time slice (measured on
+/// a 2-core machine with two busy processes: an 8-byte half round trip of 11.5 us sleeping
+/// after 100 us of polls, 45-350 us yielding between polls). But where the sharing tasks are
+/// the job's own ranks, which wait as often as they compute, a yield comes back soon and a
+/// sleep's wake-up is the greater cost (MD on 4 ranks and 2 cores: 0.86x the time per step of
+/// sleeping at once; on two simulated nodes of two ranks: bench/README.md). So the choice is
+/// made at run time, once the rendezvous has told each rank which of the job's ranks share its
+/// machine (the kernel's boot id; the listen address where the kernel does not say):
+/// - `COMMX_TCP_POLL=auto` (the default): with no more of the job's ranks on this machine than
+///   it has online cores, a wait polls back to back for up to `auto_budget`, then sleeps; with
+///   more, it polls with a yield between polls for up to `shared_budget`, then sleeps.
+/// - `COMMX_TCP_POLL=n`: n polls, yielding between them, whatever the machine (0: never poll).
+/// Nodes simulated on one machine (COMMX_NODE, or network namespaces) share its cores, so they
+/// count as one machine.
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -34,11 +40,14 @@ namespace commx::detail::tcp {
 /// The polling a wait does before it sleeps (see the file comment).
 class polling {
  public:
-  /// How long an automatic wait polls at most: long enough for a round trip of a rendezvous
-  /// (rts, cts) on a LAN, short against a time slice.
+  /// How long a wait polls back to back at most where each rank has a core: long enough for a
+  /// round trip of a rendezvous (rts, cts) on a LAN, short against a time slice.
   static constexpr clock::duration auto_budget = std::chrono::microseconds(100);
+  /// How long a wait on an oversubscribed machine polls, yielding between polls, before it
+  /// sleeps: as long as shm's yielding (COMMX_SHM_YIELD_US).
+  static constexpr clock::duration shared_budget = std::chrono::microseconds(200);
 
-  /// Never poll (until the rendezvous says who shares the host).
+  /// Never poll (until the rendezvous says who shares the machine).
   polling() = default;
 
   /// COMMX_TCP_POLL=n: exactly `turns` polls.
@@ -48,14 +57,26 @@ class polling {
     return p;
   }
 
-  /// COMMX_TCP_POLL=auto on a host with `ranks_on_host` of the job's ranks and `cores` online
-  /// cores: poll up to auto_budget unless the host is oversubscribed.
+  /// COMMX_TCP_POLL=auto on a machine with `ranks_on_host` of the job's ranks and `cores`
+  /// online cores: back to back where each rank has a core, yielding between polls where not.
   static polling for_host(int ranks_on_host, int cores) {
     polling p;
     p.ranks_on_host_ = ranks_on_host;
     p.cores_ = cores;
-    if (ranks_on_host <= cores) p.budget_ = auto_budget;
+    p.yields_ = ranks_on_host > cores;
+    p.budget_ = p.yields_ ? shared_budget : auto_budget;
     return p;
+  }
+
+  /// This machine, as the kernel's boot id tells it (the same in every network namespace and
+  /// container of one kernel), folded to 64 bits; 0 where the kernel does not say.
+  static std::uint64_t this_machine() {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string text;
+    if (!(in >> text)) return 0;
+    std::uint64_t id = 14695981039346656037ULL;  // FNV-1a
+    for (const char c : text) id = (id ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    return id == 0 ? 1 : id;
   }
 
   /// The host's online cores.
@@ -67,8 +88,11 @@ class polling {
   /// Whether a wait polls at all.
   [[nodiscard]] bool polls() const { return turns_ > 0 || budget_ > clock::duration::zero(); }
 
-  /// Polls (`poll_once`; a yield between polls when the turns are fixed) until `changed()`,
-  /// `when`, or the turns or budget are spent; true if `changed()` ended it.
+  /// Whether a wait yields its core between polls.
+  [[nodiscard]] bool yields() const { return turns_ > 0 || yields_; }
+
+  /// Polls (`poll_once`; a yield between polls where `yields()`) until `changed()`, `when`, or
+  /// the turns or budget are spent; true if `changed()` ended it.
   template <class Poll, class Changed>
   bool poll_first(Poll&& poll_once, Changed&& changed, clock::time_point when) const {
     if (!polls()) return false;
@@ -79,7 +103,7 @@ class polling {
       const clock::time_point now = clock::now();
       if (now >= when) return false;
       if (turns_ > 0 ? turn + 1 >= turns_ : now - start >= budget_) return false;
-      if (turns_ > 0) std::this_thread::yield();
+      if (yields()) std::this_thread::yield();
     }
   }
 
@@ -87,12 +111,14 @@ class polling {
   [[nodiscard]] std::string describe() const {
     if (turns_ > 0) return fmt::format("polls {} times before sleeping (COMMX_TCP_POLL)", turns_);
     if (ranks_on_host_ == 0) return "sleeps at once (COMMX_TCP_POLL=0)";
-    if (budget_ > clock::duration::zero()) {
-      return fmt::format("polls up to {} us before sleeping ({} ranks on this host, {} cores)",
-                         std::chrono::duration_cast<std::chrono::microseconds>(budget_).count(),
-                         ranks_on_host_, cores_);
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(budget_).count();
+    if (yields_) {
+      return fmt::format(
+          "polls up to {} us, yielding between polls, before sleeping ({} ranks on this "
+          "machine, {} cores: oversubscribed)",
+          us, ranks_on_host_, cores_);
     }
-    return fmt::format("sleeps at once ({} ranks on this host, {} cores: oversubscribed)",
+    return fmt::format("polls up to {} us before sleeping ({} ranks on this machine, {} cores)", us,
                        ranks_on_host_, cores_);
   }
 
@@ -101,6 +127,7 @@ class polling {
   clock::duration budget_{};
   int ranks_on_host_ = 0;
   int cores_ = 0;
+  bool yields_ = false;
 };
 
 }  // namespace commx::detail::tcp

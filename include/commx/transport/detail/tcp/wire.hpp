@@ -19,13 +19,15 @@
 /// | 24 | 8 | length: payload bytes that follow (eager, data, bootstrap), the message size (rts) |
 /// | 32 | 8 | cookie: rendezvous id (rts, cts, data, revoke), bytes returned (credit, grant) |
 ///
-/// Bootstrap payloads: an `address` frame carries one 52-byte endpoint (family 4 or 6, the
+/// Bootstrap payloads: an `address` frame carries one 60-byte endpoint (family 4 or 6, the
 /// layout of the rank's machine as transport::data_layout::code, port, 16 address bytes with
 /// IPv4 in the first 4 and the rest zero, then the rank's site name in 16 bytes, zero-padded:
 /// sites joined through commx-relay; then its node name in 16 bytes, zero-padded: COMMX_NODE,
-/// empty when the node is the host); a `table` frame one per rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
+/// empty when the node is the host; then 8 bytes that name its machine, the kernel's boot id
+/// folded (0: unknown), so that ranks know who shares their cores); a `table` frame one per
+/// rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
 /// Version 2 added the node name; version 3 the `data_follows` flag and the `grant` frame;
-/// version 4 the layout (a zero byte before).
+/// version 4 the layout (a zero byte before); version 5 the machine.
 
 #include <array>
 #include <cstddef>
@@ -44,7 +46,7 @@
 namespace commx::detail::tcp {
 
 inline constexpr std::uint32_t frame_magic = 0x46584d43;  // "CMXF" as it reads on the wire
-inline constexpr std::uint8_t protocol_version = 4;
+inline constexpr std::uint8_t protocol_version = 5;
 inline constexpr std::size_t header_size = 40;
 /// The largest eager payload any sender may use, whatever its configuration.
 inline constexpr std::size_t max_eager_payload = std::size_t{1} << 20;
@@ -52,7 +54,7 @@ inline constexpr std::size_t max_eager_payload = std::size_t{1} << 20;
 inline constexpr std::uint64_t max_message_size = std::uint64_t{1} << 40;
 /// The largest eager window a receiver may grant, so credits are checked against a bound.
 inline constexpr std::uint64_t max_window = std::uint64_t{1} << 32;
-inline constexpr std::size_t endpoint_size = 52;
+inline constexpr std::size_t endpoint_size = 60;
 inline constexpr std::size_t max_site_name = 16;
 inline constexpr std::size_t max_node_name = 16;
 inline constexpr std::size_t max_ranks = std::size_t{1} << 20;
@@ -209,6 +211,8 @@ struct endpoint_record {
   std::string node;  ///< valid_site_name; empty: the node is the host (its listen address)
   /// How its machine lays out values (transport::data_layout::code).
   std::uint8_t layout = transport::data_layout::native().code();
+  /// Its machine: ranks with the same nonzero value share one kernel, and so its cores.
+  std::uint64_t machine = 0;
 
   friend bool operator==(const endpoint_record&, const endpoint_record&) = default;
 };
@@ -225,6 +229,7 @@ inline std::array<std::byte, endpoint_size> encode(const endpoint_record& e) {
   for (std::size_t i = 0; i < e.node.size() && i < max_node_name; ++i) {
     out[36 + i] = static_cast<std::byte>(e.node[i]);
   }
+  wire::put(&out[52], e.machine, 8);
   return out;
 }
 
@@ -265,6 +270,7 @@ inline std::optional<endpoint_record> decode_endpoint(std::span<const std::byte>
   if (!site || !node) return std::nullopt;
   e.site = std::move(*site);
   e.node = std::move(*node);
+  e.machine = wire::get(&in[52], 8);
   return e;
 }
 
