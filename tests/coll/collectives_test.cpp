@@ -637,3 +637,38 @@ TEMPLATE_LIST_TEST_CASE("hierarchical allgather and reduce on contiguous nodes, 
         nodes));
   }
 }
+
+using halving_policies = std::tuple<commx::coll::binomial, commx::coll::hierarchical>;
+
+TEMPLATE_LIST_TEST_CASE("an allreduce by halves gives recursive doubling's bits", "[fixed][inproc]",
+                        halving_policies) {
+  using comm = inproc_comm_for<TestType>;
+  // 64 KiB goes by halves; the same elements in pieces of 8 KiB go by recursive doubling.
+  // Values whose sums round, so that another grouping would show in the bits. The layouts
+  // give hierarchical equal power-of-two nodes (its path by halves) or not (its node steps).
+  constexpr std::size_t count = 8192;
+  constexpr std::size_t piece = 1024;
+  static_assert(count * sizeof(double) >= commx::coll::binomial::by_halves_bytes);
+  static_assert(piece * sizeof(double) < commx::coll::binomial::by_halves_bytes);
+  for (const std::vector<int>& nodes :
+       {std::vector<int>{0, 0}, std::vector<int>{0, 1, 2}, std::vector<int>{0, 0, 1, 1},
+        std::vector<int>{0, 0, 1, 1, 2}, std::vector<int>{0, 0, 0, 1, 1, 1},
+        std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}, std::vector<int>{0, 1, 2, 3, 4, 5, 6}}) {
+    REQUIRE_NOTHROW(commx::test::inproc_job<comm>(
+        static_cast<int>(nodes.size()),
+        [](comm& world) {
+          std::vector<double> whole(count);
+          for (std::size_t i = 0; i < count; ++i) {
+            whole[i] = std::sqrt(static_cast<double>(world.rank() * 7919 + 1)) /
+                       static_cast<double>(i % 97 + 3);
+          }
+          std::vector<double> pieces = whole;
+          world.allreduce(whole, std::plus<>{});
+          for (std::size_t at = 0; at < count; at += piece) {
+            world.allreduce(std::span<double>(pieces).subspan(at, piece), std::plus<>{});
+          }
+          COMMX_CHECK(std::memcmp(whole.data(), pieces.data(), count * sizeof(double)) == 0);
+        },
+        nodes));
+  }
+}

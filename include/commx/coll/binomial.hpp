@@ -22,6 +22,7 @@
 
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
+#include "commx/coll/detail/by_halves.hpp"
 #include "commx/coll/detail/combine.hpp"
 #include "commx/coll/detail/inline_list.hpp"
 #include "commx/coll/detail/pattern/binomial_tree.hpp"
@@ -43,6 +44,10 @@ struct binomial {
   /// Works over every transport.
   template <class Transport>
   static constexpr bool supports = true;
+
+  /// The smallest allreduce that goes by halves: below it, the extra rounds' latency outweighs
+  /// the folds and copies saved (PMB on shm: bench/README.md).
+  static constexpr std::size_t by_halves_bytes = std::size_t{32} << 10;
 
   /// A dissemination barrier: ceil(log2 p) rounds of one message.
   template <class Port>
@@ -99,9 +104,15 @@ struct binomial {
   }
 
   /// Recursive doubling, with the ranks beyond the largest power of two folded in first and
-  /// served last; combines in rank order.
+  /// served last; combines in rank order. From `by_halves_bytes` on, by halves
+  /// (detail/by_halves.hpp): the same partners and the same bits, each rank folding and
+  /// sending about one message's worth in all rather than one per round.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
+    if (data.size_bytes() >= by_halves_bytes) {
+      detail::allreduce_by_halves(p, data, op);
+      return;
+    }
     const detail::pattern::doubling plan(p.size());
     const int r = p.rank();
     if (p.size() == 1) return;

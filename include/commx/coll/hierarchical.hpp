@@ -125,7 +125,7 @@ struct hierarchical_over : Inner {
   /// all ranks when that would break rank order for an op that is not commutative). Across two
   /// sites, a message of two segments or more (detail/two_site_pipeline.hpp) goes in segments,
   /// the site leaders exchanging each while the sites reduce the next. Within one site, a message
-  /// of `by_halves_bytes` or more on nodes that fold as a binomial tree over all ranks does
+  /// of `binomial::by_halves_bytes` or more on nodes that fold as a binomial tree over all ranks does
   /// (folds_as_by_halves) goes by halves over all ranks (detail/by_halves.hpp): the first
   /// rounds pair the ranks of each node, the last ones cross between nodes with every rank
   /// carrying its share, where the leaders alone would carry the whole message and fold it
@@ -142,7 +142,7 @@ struct hierarchical_over : Inner {
         return;
       }
     }
-    if (data.size_bytes() >= by_halves_bytes && folds_as_by_halves(p)) {
+    if (data.size_bytes() >= binomial::by_halves_bytes && folds_as_by_halves(p)) {
       detail::allreduce_by_halves(p, data, op);
       return;
     }
@@ -219,10 +219,6 @@ struct hierarchical_over : Inner {
                              Op op) {
     detail::reduce_scatter_through_zero<hierarchical_over>(p, data, counts, op);
   }
-
-  /// The smallest allreduce that goes by halves (see allreduce): below it, the rounds' latency
-  /// outweighs the folds and copies saved.
-  static constexpr std::size_t by_halves_bytes = std::size_t{32} << 10;
 
  private:
   // Whether folding node by node, then among the leaders, is the binomial tree over all ranks
