@@ -125,11 +125,11 @@ struct hierarchical_over : Inner {
   /// all ranks when that would break rank order for an op that is not commutative). Across two
   /// sites, a message of two segments or more (detail/two_site_pipeline.hpp) goes in segments,
   /// the site leaders exchanging each while the sites reduce the next. Within one site, a message
-  /// of `binomial::by_halves_bytes` or more on nodes that fold as a binomial tree over all ranks does
-  /// (folds_as_by_halves) goes by halves over all ranks (detail/by_halves.hpp): the first
-  /// rounds pair the ranks of each node, the last ones cross between nodes with every rank
-  /// carrying its share, where the leaders alone would carry the whole message and fold it
-  /// twice (MD on two nodes of two ranks: bench/README.md). Same grouping, same bits.
+  /// of `binomial::by_halves_bytes` or more goes by halves over all ranks (detail/by_halves.hpp)
+  /// where that folds as the node and leader steps do (folds_as_by_halves): the first rounds
+  /// pair the ranks of each node, the last ones cross between nodes with every rank carrying its
+  /// share, where the leaders alone would carry the whole message and fold it twice (MD on two
+  /// nodes of two ranks: bench/README.md). Same grouping, same bits.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     if (!keeps_rank_order<E, Op>(p)) {

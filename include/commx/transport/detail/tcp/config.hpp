@@ -21,7 +21,7 @@
 /// | COMMX_TEST_LAYOUT | `swapped`: announce the other byte order, as a rank on a machine of the other endianness would (tests of conversion) |
 /// | COMMX_TLS | `off`, `sites` (connections between sites) or `on` (every connection): encrypted with TLS 1.3 (tls.hpp) (off) |
 /// | COMMX_TLS_CERT, COMMX_TLS_KEY, COMMX_TLS_CA | PEM files: this rank's certificate chain and key, and the authority a peer's certificate must come from; unset: a key from the job token |
-/// | COMMX_TCP_POLL | `auto`: a wait polls the sockets (yielding in between) for up to 100 us before it blocks in epoll, unless the host runs more ranks than it has cores; `n`: n polls, whatever the host (polling.hpp) (auto) |
+/// | COMMX_TCP_POLL | `auto`: a wait polls the sockets back to back for up to 100 us before it blocks in epoll, or for up to 200 us with a yield between polls where the machine runs more of the job's ranks than it has cores; `n`: n polls, yielding in between, whatever the machine (polling.hpp) (auto) |
 
 #include <chrono>
 #include <cstdint>
@@ -59,7 +59,7 @@ struct config {
   std::size_t eager_threshold = std::size_t{64} << 10;
   std::size_t window = std::size_t{4} << 20;
   /// COMMX_TCP_POLL=n: n polls before blocking in epoll; unset (auto): decided once the
-  /// rendezvous says how many ranks share this host (polling.hpp).
+  /// rendezvous says how many of the job's ranks share this machine (polling.hpp).
   std::optional<std::size_t> poll_turns;
   tls_settings tls;  ///< COMMX_TLS*
   /// Sites joined through commx-relay: ranks at different sites connect through this site's
