@@ -29,12 +29,12 @@ set(connected1 "\\[1\\] commx\\[rank 1 tcp\\] info: connected to rank 0 \\([0-9.
 if(LEVEL STREQUAL "info")
   expect("${connected0}" "connection line of rank 0")
   expect("${connected1}" "connection line of rank 1")
-  # How waits poll, decided once the rendezvous says that both ranks share this host.
+  # How waits poll, decided once the rendezvous says that both ranks share this machine.
   cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
   if(cores GREATER_EQUAL 2)
-    set(waiting "polls up to 100 us before sleeping \\(2 ranks on this host, ${cores} cores\\)")
+    set(waiting "polls up to 100 us before sleeping \\(2 ranks on this machine, ${cores} cores\\)")
   else()
-    set(waiting "sleeps at once \\(2 ranks on this host, ${cores} cores: oversubscribed\\)")
+    set(waiting "polls up to 200 us, yielding between polls, before sleeping \\(2 ranks on this machine, ${cores} cores: oversubscribed\\)")
   endif()
   expect("\\[0\\] commx\\[rank 0 tcp\\] info: waiting ${waiting}\n" "polling line of rank 0")
   expect("\\[1\\] commx\\[rank 1 tcp\\] info: waiting ${waiting}\n" "polling line of rank 1")
