@@ -10,7 +10,7 @@
 /// a 2-core machine with two busy processes: an 8-byte half round trip of 11.5 us sleeping
 /// after 100 us of polls, 45-350 us yielding between polls). But where the sharing tasks are
 /// the job's own ranks, which wait as often as they compute, a yield comes back soon and a
-/// sleep's wake-up is the greater cost (MD on 4 ranks and 2 cores: 0.86x the time per step of
+/// sleep's wake-up is the greater cost (MD on 4 ranks and 2 cores: 0.84x the time per step of
 /// sleeping at once; on two simulated nodes of two ranks: bench/README.md). So the choice is
 /// made at run time, once the rendezvous has told each rank which of the job's ranks share its
 /// machine (the kernel's boot id; the listen address where the kernel does not say):
