@@ -431,6 +431,14 @@ TEMPLATE_LIST_TEST_CASE("gatherv, scatterv, allgatherv, alltoallv with uneven co
               COMMX_CHECK(everyone[displs[r] + i] == contribution(static_cast<int>(r), i));
             COMMX_CHECK(everyone[displs[r] - 1] == -1.0);
           }
+          // In place: `in` is this rank's own block of the output (coll/concept.hpp; on
+          // coll::native, MPI_IN_PLACE).
+          std::vector<double> in_place(extent, -1.0);
+          std::copy(in.begin(), in.end(),
+                    in_place.begin() + static_cast<std::ptrdiff_t>(displs[me]));
+          world.allgatherv(std::span<const double>(in_place).subspan(displs[me], counts[me]),
+                           std::span<double>(in_place), counts, displs);
+          COMMX_CHECK(in_place == everyone);
 
           if (base >= mib_of_doubles && p > 4) return;
           // Rank r sends (r + s) % 3 + base/8 elements to rank s.

@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -131,7 +132,8 @@ TEST_CASE("endpoint records and tables are checked field by field", "[tcp][frame
   on_machine.machine = 0x8877665544332211ULL;
   REQUIRE(tcp::decode_endpoint(tcp::encode(on_machine)));
   CHECK(tcp::decode_endpoint(tcp::encode(on_machine))->machine == on_machine.machine);
-  CHECK(tcp::polling::this_machine() == tcp::polling::this_machine());
+  // Where the kernel tells its boot id, this machine is named (0 would mean unknown).
+  if (std::ifstream("/proc/sys/kernel/random/boot_id")) CHECK(tcp::polling::this_machine() != 0);
   std::vector<std::byte> table(bytes.begin(), bytes.end());
   table.insert(table.end(), bytes.begin(), bytes.end());
   CHECK(tcp::decode_table(table, 2));

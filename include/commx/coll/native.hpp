@@ -191,10 +191,8 @@ struct native {
     }
     const std::vector<int> c = ints(counts, "allgatherv");
     const std::vector<int> d = ints(displs, "allgatherv");
-    // MPI forbids aliased buffers: an own block already in place is MPI_IN_PLACE.
-    const bool in_place = in.data() == out.data() + own;
     check(p,
-          MPI_Allgatherv(in_place ? MPI_IN_PLACE : in.data(), count(in, "allgatherv"), type<E>(),
+          MPI_Allgatherv(allgatherv_source(in, out, own), count(in, "allgatherv"), type<E>(),
                          out.data(), c.data(), d.data(), type<E>(), comm(p)),
           "MPI_Allgatherv");
   }
@@ -251,6 +249,13 @@ struct native {
   }
   static int count_of(std::size_t n, const char* operation) {
     return detail::native::count_of(n, operation);
+  }
+
+  // What an allgatherv sends from: MPI_IN_PLACE where `in` is this rank's own block of `out`
+  // already, since MPI forbids aliased buffers.
+  template <class E>
+  static const void* allgatherv_source(std::span<const E> in, std::span<E> out, std::size_t own) {
+    return in.data() == out.data() + own ? MPI_IN_PLACE : in.data();
   }
 
   static std::vector<int> ints(std::span<const std::size_t> values, const char* operation) {

@@ -155,10 +155,9 @@ struct native::nonblocking : native {
     }
     const std::vector<int> c = ints(counts, "iallgatherv");
     const std::vector<int> d = ints(displs, "iallgatherv");
-    const bool in_place = in.data() == out.data() + own;  // as native::allgatherv
     started r(p, "MPI_Iallgatherv");
     check(p,
-          MPI_Iallgatherv(in_place ? MPI_IN_PLACE : in.data(), count(in, "iallgatherv"), type<E>(),
+          MPI_Iallgatherv(allgatherv_source(in, out, own), count(in, "iallgatherv"), type<E>(),
                           out.data(), c.data(), d.data(), type<E>(), comm(p), &r.handle),
           r.call);
     p.await(r);

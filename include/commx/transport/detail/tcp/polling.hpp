@@ -63,8 +63,7 @@ class polling {
     polling p;
     p.ranks_on_host_ = ranks_on_host;
     p.cores_ = cores;
-    p.yields_ = ranks_on_host > cores;
-    p.budget_ = p.yields_ ? shared_budget : auto_budget;
+    p.budget_ = ranks_on_host > cores ? shared_budget : auto_budget;
     return p;
   }
 
@@ -89,7 +88,7 @@ class polling {
   [[nodiscard]] bool polls() const { return turns_ > 0 || budget_ > clock::duration::zero(); }
 
   /// Whether a wait yields its core between polls.
-  [[nodiscard]] bool yields() const { return turns_ > 0 || yields_; }
+  [[nodiscard]] bool yields() const { return turns_ > 0 || oversubscribed(); }
 
   /// Polls (`poll_once`; a yield between polls where `yields()`) until `changed()`, `when`, or
   /// the turns or budget are spent; true if `changed()` ended it.
@@ -112,7 +111,7 @@ class polling {
     if (turns_ > 0) return fmt::format("polls {} times before sleeping (COMMX_TCP_POLL)", turns_);
     if (ranks_on_host_ == 0) return "sleeps at once (COMMX_TCP_POLL=0)";
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(budget_).count();
-    if (yields_) {
+    if (oversubscribed()) {
       return fmt::format(
           "polls up to {} us, yielding between polls, before sleeping ({} ranks on this "
           "machine, {} cores: oversubscribed)",
@@ -127,7 +126,8 @@ class polling {
   clock::duration budget_{};
   int ranks_on_host_ = 0;
   int cores_ = 0;
-  bool yields_ = false;
+
+  [[nodiscard]] bool oversubscribed() const { return ranks_on_host_ > cores_; }
 };
 
 }  // namespace commx::detail::tcp
