@@ -98,3 +98,34 @@ TEST_CASE("the queue keeps small payloads' memory, across keys too") {
   }
   CHECK(queue.keys() == 0);
 }
+
+TEST_CASE("keys leave the index in any order and every other key is still found") {
+  // Collectives' tags: calls 256 apart, a few kinds each. Enough keys to grow the table several
+  // times; taken out in a scrambled order, so keys leave from the middle of probe runs and the
+  // keys after them move back.
+  shm::unexpected_queue queue;
+  std::vector<int> tags;
+  for (int call = 0; call < 300; ++call) {
+    for (const int kind : {3, 17}) tags.push_back(call * 256 + kind);
+  }
+  for (std::size_t i = 0; i < tags.size(); ++i) {
+    push(queue, 1 + static_cast<int>(i % 3), tags[i], static_cast<std::uint32_t>(i));
+  }
+  REQUIRE(queue.keys() == tags.size());
+  std::vector<bool> taken(tags.size(), false);
+  std::size_t left = tags.size();
+  for (std::size_t step = 0; step < tags.size(); ++step) {
+    const std::size_t i = (step * 389) % tags.size();  // 389 is prime to 600: every index once
+    REQUIRE(!taken[i]);
+    REQUIRE(take(queue, 1 + static_cast<int>(i % 3), tags[i]) == i);
+    taken[i] = true;
+    CHECK(queue.keys() == --left);
+    if (step % 50 == 0) {  // every key still queued is found where it is
+      for (std::size_t k = 0; k < tags.size(); ++k) {
+        const auto at = queue.find(1 + static_cast<int>(k % 3), ctx, tags[k]);
+        REQUIRE((at == queue.end()) == taken[k]);
+      }
+    }
+  }
+  CHECK(queue.find(commx::any_source, ctx, commx::any_tag) == queue.end());
+}
