@@ -7,6 +7,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <atomic>
 #include <vector>
 
@@ -56,8 +57,10 @@ void register_point(std::string_view bench, std::size_t bytes) {
 // Point by point, every policy in turn, as bench_pmb_<stack> does (pmb_bench.cpp says why).
 template <class... Policies>
 void register_policies() {
-  pmb::for_each_point([](std::string_view bench, std::size_t bytes) {
-    (register_point<Policies>(bench, bytes), ...);
+  const std::array<void (*)(std::string_view, std::size_t), sizeof...(Policies)> each{
+      &register_point<Policies>...};
+  pmb::for_each_point_turning([&](std::string_view bench, std::size_t bytes, std::size_t turn) {
+    pmb::in_turn(each.size(), turn, [&](std::size_t k) { each[k](bench, bytes); });
   });
 }
 

@@ -74,16 +74,18 @@ void register_point(world_comm& world, std::string_view bench, std::size_t bytes
 // Point by point, every policy in turn: the policies of one point run within seconds of each
 // other, so a slow spell of the machine falls on all of them (registered policy by policy, the
 // last ran minutes after the first, and tuned, last, came out up to 17% slower than the very
-// policy its table chose).
+// policy its table chose). Which policy goes first turns from point to point and round to
+// round (pmb::for_each_point_turning).
 template <class... Policies>
 void register_policies(world_comm& world) {
   // The stack's own collectives (coll::native on mpi), when the variant names one.
   using own = world_comm::collectives_type;
-  pmb::for_each_point([&world](std::string_view bench, std::size_t bytes) {
-    (register_point<Policies>(world, bench, bytes), ...);
-    if constexpr (!(std::is_same_v<own, Policies> || ...)) {
-      register_point<own>(world, bench, bytes);
-    }
+  using registrar = void (*)(world_comm&, std::string_view, std::size_t);
+  constexpr bool own_listed = (std::is_same_v<own, Policies> || ...);
+  std::vector<registrar> each{&register_point<Policies>...};
+  if constexpr (!own_listed) each.push_back(&register_point<own>);
+  pmb::for_each_point_turning([&](std::string_view bench, std::size_t bytes, std::size_t turn) {
+    pmb::in_turn(each.size(), turn, [&](std::size_t k) { each[k](world, bench, bytes); });
   });
 }
 

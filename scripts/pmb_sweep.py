@@ -72,6 +72,7 @@ def main() -> int:
             for stack in args.stacks:
                 out = folder / f"{stack}-np{ranks}.json"
                 cmd, env = command(stack, ranks, args.build_dir, out, args.timeout, extra)
+                env["PMB_ROUND"] = str(k)  # which policy runs first at each point turns
                 start = time.monotonic()
                 try:
                     done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
