@@ -341,12 +341,22 @@ class request {
 
   status complete() {
     active_ = false;
-    const transport::op_result result = state_->endpoint.result(handle_);
+    // Read where it lies, not copied: a copy of the result the transport has just written is
+    // read back before its writes drain (a store-forwarding stall per message).
+    const auto& ended = state_->endpoint.result(handle_);
+    if (ended.error) [[unlikely]] {
+      const transport::op_result result = ended;
+      detail::reset_in_place(handle_);
+      fail(result);
+    }
+    if (is_recv_) {
+      status_.source = group_->local_of(ended.source);
+      status_.tag = ended.tag;
+      status_.bytes = ended.bytes;
+    }
     detail::reset_in_place(handle_);  // frees the transport's operation now
-    if (result.error) fail(result);
     if (!is_recv_) return status_;
-    status_ = {group_->local_of(result.source), result.tag, result.bytes};
-    if constexpr (S::enabled) state_->stats.on_received(kind_, result.bytes);
+    if constexpr (S::enabled) state_->stats.on_received(kind_, status_.bytes);
     if (decode_ != nullptr) decode_(*this);
     return status_;
   }

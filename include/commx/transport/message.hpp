@@ -5,6 +5,7 @@
 /// A transport moves tagged byte messages between world ranks; types, communicators' local
 /// ranks and serialization live above it, in the communicator.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -47,6 +48,17 @@ class recv_buffer {
   /// or sets ec (e.g. errc::type_mismatch when n is not a whole number of its elements).
   constexpr recv_buffer(void* container, grow_fn grow) : container_(container), grow_(grow) {}
 
+  // Copied field by field: a buffer is built just before a transport copies it into its
+  // receive, and a copy in 16-byte pieces (the compiler's way with a plain copy) reads back
+  // fields written one by one a moment before, a store-forwarding stall per message. The
+  // fences keep the compiler from merging the pieces again.
+  recv_buffer(const recv_buffer& other) noexcept { copy_from(other); }
+  recv_buffer& operator=(const recv_buffer& other) noexcept {
+    copy_from(other);
+    return *this;
+  }
+  ~recv_buffer() = default;
+
   /// Where to write a message of `bytes` bytes, or nullptr with `ec` set. Writes nothing.
   /// (A zero-byte message may get nullptr without error: check `ec`, not the pointer.)
   std::byte* prepare(std::size_t bytes, std::error_code& ec) const {
@@ -65,6 +77,19 @@ class recv_buffer {
   }
 
  private:
+  void copy_from(const recv_buffer& other) noexcept {
+    data_ = other.data_;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    capacity_ = other.capacity_;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    element_ = other.element_;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    exact_ = other.exact_;
+    container_ = other.container_;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    grow_ = other.grow_;
+  }
+
   std::byte* data_ = nullptr;
   std::size_t capacity_ = 0;
   std::size_t element_ = 1;
@@ -73,6 +98,10 @@ class recv_buffer {
   grow_fn grow_ = nullptr;
 };
 
+/// An empty error code, to copy: `std::error_code{}` and `clear()` call the library's
+/// `system_category()` out of line, several times per message on a hot path.
+inline const std::error_code no_error{};
+
 /// How an operation ended, or what a probe found. For a receive or probe, `source` is the world
 /// rank that sent the message, `tag` its tag and `bytes` its size (also on errc::truncated, so
 /// the caller can say how large the message was). `error` is empty on success.
@@ -80,7 +109,7 @@ struct op_result {
   int source = any_source;  ///< the matched source (world rank)
   int tag = any_tag;        ///< the matched tag
   std::size_t bytes = 0;    ///< the message's size in bytes
-  std::error_code error;    ///< empty on success
+  std::error_code error = no_error;  ///< empty on success
 };
 
 }  // namespace transport

@@ -63,6 +63,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -104,15 +105,43 @@ class mpi {
   class request {
    public:
     request() = default;
+    // Field by field: a request is moved into a container just after it was built, and a
+    // copy in 16-byte pieces would read back fields written one by one a moment before (a
+    // store-forwarding stall per message).
+    request(request&& other) noexcept
+        : send_(other.send_), slot_(other.slot_), announced_(other.announced_) {
+      copy_fields(other.outcome_, outcome_);
+    }
+    request& operator=(request&& other) noexcept {
+      send_ = other.send_;
+      slot_ = other.slot_;
+      announced_ = other.announced_;
+      copy_fields(other.outcome_, outcome_);
+      return *this;
+    }
+    request(const request&) = delete;
+    request& operator=(const request&) = delete;
+    ~request() = default;
 
    private:
     friend class mpi;
     static constexpr std::uint32_t no_slot = ~std::uint32_t{0};
     MPI_Request send_ = MPI_REQUEST_NULL;  // a send's
     std::uint32_t slot_ = no_slot;         // a receive's slot in the endpoint
-    op_result outcome_{};
     bool announced_ = false;  // a send whose announcement has gone: never withdrawn
+    op_result outcome_{};
   };
+
+  // `from` into `to` field by field (see request's move). The fence keeps the compiler from
+  // merging the source's and the tag's 4-byte loads into one 8-byte load, which could not be
+  // forwarded from the two 4-byte stores that wrote them (take_arrival's, just before).
+  static void copy_fields(const op_result& from, op_result& to) {
+    to.source = from.source;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    to.tag = from.tag;
+    to.bytes = from.bytes;
+    to.error = from.error;
+  }
 
   /// How receives meet MPI (see the file comment): `posted` (the default) posts them to MPI
   /// before their message arrives, as an MPI code would, at MPI's cost; `matched` probes first.
@@ -496,7 +525,7 @@ class mpi {
     }
     if (r.state == state::phase::receiving) state_->finish_receiving(r);
     if (r.state != state::phase::done) return false;
-    req.outcome_ = r.result;
+    copy_fields(r.result, req.outcome_);
     state_->release_slot(req.slot_);
     req.slot_ = request::no_slot;
     state_->waiting.progressed();
@@ -507,14 +536,14 @@ class mpi {
     auto& r = state_->slots[req.slot_];
     bool withdrawn = false;
     if (r.state == state::phase::with_mpi && state_->cancel_with_mpi(r)) {
-      std::erase(state_->posted, req.slot_);
+      state_->posted.remove(req.slot_);
       withdrawn = true;
     } else if (r.state == state::phase::with_mpi || r.state == state::phase::arrived) {
-      std::erase(state_->posted, req.slot_);
+      state_->posted.remove(req.slot_);
       state_->take_arrival(r);  // too late: it has its message
     }
     if (r.state == state::phase::posted) {
-      std::erase(state_->posted, req.slot_);
+      state_->posted.remove(req.slot_);
       withdrawn = true;
     }
     if (r.state == state::phase::receiving) {

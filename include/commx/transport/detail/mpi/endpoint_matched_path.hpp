@@ -90,7 +90,7 @@ inline bool endpoint_state::progress_posted(std::uint32_t until) {
         ++i;
         continue;
       }
-      posted.erase(posted.begin() + static_cast<std::ptrdiff_t>(i));
+      posted.erase_at(i);
       take_arrival(r);
       waiting.progressed();
       delivered = true;
@@ -117,7 +117,7 @@ inline bool endpoint_state::progress_posted(std::uint32_t until) {
       continue;
     }
     const std::uint32_t taker = posted[j];
-    posted.erase(posted.begin() + static_cast<std::ptrdiff_t>(j));
+    posted.erase_at(j);
     deliver(slots[taker], *m);
     waiting.progressed();
     delivered = true;

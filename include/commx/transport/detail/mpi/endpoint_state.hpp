@@ -26,6 +26,7 @@
 #include "commx/transport/detail/mpi/contexts.hpp"
 #include "commx/transport/detail/mpi/init.hpp"
 #include "commx/transport/detail/mpi/persistent.hpp"
+#include "commx/transport/detail/mpi/receive_order.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::detail::mpi {
@@ -260,7 +261,7 @@ struct endpoint_state {
       out.source = source_of(r, r.status);
       out.tag = tag_of(r, r.status);
       out.bytes = bytes;
-      out.error.clear();
+      out.error = transport::no_error;
       take_inline(r.buffer, r.target, r.direct, out, r.ctx);
       r.state = phase::done;
       return;
@@ -482,7 +483,7 @@ struct endpoint_state {
   detail::mpi::persistent_receives repeated;  // blocking receives posted to MPI
   std::vector<receive> slots;
   std::vector<std::uint32_t> free_slots;
-  std::vector<std::uint32_t> posted;  // unmatched receives, in posting order
+  receive_order posted;  // unmatched receives, in posting order
   std::deque<message_in_hand> held;
   std::vector<filter_union> pass_filters;  // progress_posted's, kept to reuse its memory
   copy_list kept_copies;  // what sends in the background send: to self, announcements
