@@ -9,7 +9,7 @@ Reads the runs labelled commx-<stack>-<policy> and takes, for each, the median o
 of each file's median. For each collective and measured rank count, the fastest of flat,
 binomial, ring and hierarchical at each measured size becomes a rule from that size up (and
 from just above the previous measured rank count up), unless the choice in force is within 5%
-of it. Collectives whose sizes differ between ranks (allgatherv, reduce_scatter) are chosen by
+of it; 0-byte calls, which move nothing, choose nothing. Collectives whose sizes differ between ranks (allgatherv, reduce_scatter) are chosen by
 rank count alone: the policy with the least total time.
 """
 from __future__ import annotations
@@ -67,7 +67,10 @@ def rules(times):
                 out.append((op, min_ranks, 0, min(totals, key=totals.get)))
                 continue
             current = None
-            for size in sorted(sizes):
+            # A call of 0 bytes moves nothing: its winner is the noise of a few nanoseconds, and
+            # the hysteresis would keep it at 8 bytes. The smallest size that moves data
+            # chooses from 0 up (the barrier has only 0).
+            for size in sorted(s for s in sizes if s > 0 or len(sizes) == 1):
                 times_here = sizes[size]
                 best = min(times_here, key=times_here.get)
                 # Switch only for a clear win: near-ties are noise and would make the table flap.
