@@ -517,68 +517,11 @@ class mpi {
     return tag == any_tag ? MPI_ANY_TAG : state_->tags.mpi_tag(tag);
   }
 
-  bool test_receive(request& req) {
-    auto& r = state_->slots[req.slot_];
-    if (r.state == state::phase::posted || r.state == state::phase::with_mpi ||
-        r.state == state::phase::arrived) {
-      (void)state_->progress_posted(req.slot_);
-    }
-    if (r.state == state::phase::receiving) state_->finish_receiving(r);
-    if (r.state != state::phase::done) return false;
-    copy_fields(r.result, req.outcome_);
-    state_->release_slot(req.slot_);
-    req.slot_ = request::no_slot;
-    state_->waiting.progressed();
-    return true;
-  }
-
-  bool cancel_receive(request& req) {
-    auto& r = state_->slots[req.slot_];
-    bool withdrawn = false;
-    if (r.state == state::phase::with_mpi && state_->cancel_with_mpi(r)) {
-      state_->posted.remove(req.slot_);
-      withdrawn = true;
-    } else if (r.state == state::phase::with_mpi || r.state == state::phase::arrived) {
-      state_->posted.remove(req.slot_);
-      state_->take_arrival(r);  // too late: it has its message
-    }
-    if (r.state == state::phase::posted) {
-      state_->posted.remove(req.slot_);
-      withdrawn = true;
-    }
-    if (r.state == state::phase::receiving) {
-      // Matched: its data is already on the way, and MPI cannot cancel it.
-      detail::mpi::check(MPI_Wait(&r.mpi, MPI_STATUS_IGNORE), "MPI_Wait",
-                         where("recv", r.result.source, r.result.tag, r.result.bytes));
-    }
-    req.outcome_ = r.result;
-    state_->release_slot(req.slot_);
-    req.slot_ = request::no_slot;
-    return withdrawn;
-  }
-
-  bool cancel_send(request& req) {
-    if (req.send_ == MPI_REQUEST_NULL) return false;
-    const error_context here = where("isend", unknown, req.outcome_.tag, req.outcome_.bytes);
-    int done = 0;
-    MPI_Status status;
-    detail::mpi::check(MPI_Test(&req.send_, &done, &status), "MPI_Test", here);
-    if (done != 0) return false;
-    if (req.announced_) {
-      // Its announcement has gone: the receiver will wait for these bytes.
-      state_->orphans.push_back({std::exchange(req.send_, MPI_REQUEST_NULL), std::nullopt});
-      return true;
-    }
-    detail::mpi::check(MPI_Cancel(&req.send_), "MPI_Cancel", here);
-    detail::mpi::check(MPI_Test(&req.send_, &done, &status), "MPI_Test", here);
-    if (done != 0) {
-      int cancelled = 0;
-      detail::mpi::check(MPI_Test_cancelled(&status, &cancelled), "MPI_Test_cancelled", here);
-      return cancelled != 0;
-    }
-    state_->orphans.push_back({std::exchange(req.send_, MPI_REQUEST_NULL), std::nullopt});
-    return true;
-  }
+  // How a request ends: its receive tested to completion, or it withdrawn (out of line:
+  // detail/mpi/request_ends.hpp).
+  bool test_receive(request& req);
+  bool cancel_receive(request& req);
+  bool cancel_send(request& req);
 
   // Every rank of the parent learns the largest next free context id among them.
   context_id agree_on(const context& parent, context_id next_free) {
@@ -616,5 +559,6 @@ static_assert(blocking_send<mpi> && blocking_recv<mpi>);
 
 }  // namespace commx::transport
 
-// The blocking calls' definitions.
+// The blocking calls' and the requests' ends' definitions.
 #include "commx/transport/detail/mpi/blocking_calls.hpp"  // IWYU pragma: export
+#include "commx/transport/detail/mpi/request_ends.hpp"    // IWYU pragma: export
