@@ -106,9 +106,9 @@ inline const std::error_code no_error{};
 /// rank that sent the message, `tag` its tag and `bytes` its size (also on errc::truncated, so
 /// the caller can say how large the message was). `error` is empty on success.
 struct op_result {
-  int source = any_source;  ///< the matched source (world rank)
-  int tag = any_tag;        ///< the matched tag
-  std::size_t bytes = 0;    ///< the message's size in bytes
+  int source = any_source;           ///< the matched source (world rank)
+  int tag = any_tag;                 ///< the matched tag
+  std::size_t bytes = 0;             ///< the message's size in bytes
   std::error_code error = no_error;  ///< empty on success
 };
 

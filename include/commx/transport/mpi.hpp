@@ -128,7 +128,7 @@ class mpi {
     static constexpr std::uint32_t no_slot = ~std::uint32_t{0};
     MPI_Request send_ = MPI_REQUEST_NULL;  // a send's
     std::uint32_t slot_ = no_slot;         // a receive's slot in the endpoint
-    bool announced_ = false;  // a send whose announcement has gone: never withdrawn
+    bool announced_ = false;               // a send whose announcement has gone: never withdrawn
     op_result outcome_{};
   };
 
