@@ -48,11 +48,12 @@ class recv_buffer {
   /// or sets ec (e.g. errc::type_mismatch when n is not a whole number of its elements).
   constexpr recv_buffer(void* container, grow_fn grow) : container_(container), grow_(grow) {}
 
-  // Copied field by field: a buffer is built just before a transport copies it into its
-  // receive, and a copy in 16-byte pieces (the compiler's way with a plain copy) reads back
-  // fields written one by one a moment before, a store-forwarding stall per message. The
-  // fences keep the compiler from merging the pieces again.
+  /// Copied field by field: a buffer is built just before a transport copies it into its
+  /// receive, and a copy in 16-byte pieces (the compiler's way with a plain copy) reads back
+  /// fields written one by one a moment before, a store-forwarding stall per message. The
+  /// fences keep the compiler from merging the pieces again.
   recv_buffer(const recv_buffer& other) noexcept { copy_from(other); }
+  /// Copied field by field (see the copy constructor).
   recv_buffer& operator=(const recv_buffer& other) noexcept {
     copy_from(other);
     return *this;

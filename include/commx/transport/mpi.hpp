@@ -105,13 +105,14 @@ class mpi {
   class request {
    public:
     request() = default;
-    // Field by field: a request is moved into a container just after it was built, and a
-    // copy in 16-byte pieces would read back fields written one by one a moment before (a
-    // store-forwarding stall per message).
+    /// Takes over `other`'s operation, field by field: a request is moved into a container
+    /// just after it was built, and a copy in 16-byte pieces would read back fields written
+    /// one by one a moment before (a store-forwarding stall per message).
     request(request&& other) noexcept
         : send_(other.send_), slot_(other.slot_), announced_(other.announced_) {
       copy_fields(other.outcome_, outcome_);
     }
+    /// Takes over `other`'s operation, field by field (see the move constructor).
     request& operator=(request&& other) noexcept {
       send_ = other.send_;
       slot_ = other.slot_;
@@ -131,17 +132,6 @@ class mpi {
     bool announced_ = false;               // a send whose announcement has gone: never withdrawn
     op_result outcome_{};
   };
-
-  // `from` into `to` field by field (see request's move). The fence keeps the compiler from
-  // merging the source's and the tag's 4-byte loads into one 8-byte load, which could not be
-  // forwarded from the two 4-byte stores that wrote them (take_arrival's, just before).
-  static void copy_fields(const op_result& from, op_result& to) {
-    to.source = from.source;
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-    to.tag = from.tag;
-    to.bytes = from.bytes;
-    to.error = from.error;
-  }
 
   /// How receives meet MPI (see the file comment): `posted` (the default) posts them to MPI
   /// before their message arrives, as an MPI code would, at MPI's cost; `matched` probes first.
@@ -408,6 +398,17 @@ class mpi {
 
  private:
   using context = detail::mpi::context;
+
+  // `from` into `to` field by field (see request's move). The fence keeps the compiler from
+  // merging the source's and the tag's 4-byte loads into one 8-byte load, which could not be
+  // forwarded from the two 4-byte stores that wrote them (take_arrival's, just before).
+  static void copy_fields(const op_result& from, op_result& to) {
+    to.source = from.source;
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    to.tag = from.tag;
+    to.bytes = from.bytes;
+    to.error = from.error;
+  }
 
   // What the endpoint keeps between calls (detail/mpi/endpoint_state.hpp); behind a pointer
   // so the endpoint moves cheaply and a moved-from endpoint frees nothing.
