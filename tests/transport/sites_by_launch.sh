@@ -17,7 +17,25 @@ if ((ranks < 2 || ranks % 2 != 0)); then
   exit 2
 fi
 per_site=$((ranks / 2))
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The root's port: free now, and below the kernel's ephemeral range, so that no connection a
+# test running beside this one makes takes it before rank 0 listens (a port the kernel handed
+# out with bind(0) was, once: "Address already in use").
+port=$(python3 - <<'PY'
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    candidate = random.randrange(10000, min(low, 32768))
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+    print(candidate)
+    break
+else:
+    raise SystemExit("sites_by_launch.sh: no free port below the ephemeral range")
+PY
+)
 token=$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # An MPI program: this machine's shared memory only (no network probing, no single copy, which
