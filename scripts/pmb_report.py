@@ -9,11 +9,19 @@ per call (the slowest rank's; the median over the files of each file's median), 
 libraries' (openmpi: its default transports, vader on one node; openmpi-tcp: its TCP BTL only),
 the best commx policy over the MPI run that matches the stack's layout, and tuned over the best
 commx policy. Times in microseconds.
+
+The two ratios are medians over the rounds (a file's directory, round<k>/) of each round's
+ratio, the best policy being the one with the lowest median: runs of one round were taken
+minutes apart at most, a point's policies seconds apart, and a VM that changes speed between
+rounds would otherwise set one policy's slow rounds against another's fast ones. Under each
+table, how many points from 8 B to 4 MiB (and the barrier) meet issue 20's goals: the best
+policy at or below the MPI, tuned within 10% of the best.
 """
 from __future__ import annotations
 
 import collections
 import json
+import os
 import statistics
 import sys
 
@@ -24,21 +32,43 @@ MPI_PEER = {"shm": "openmpi", "inproc": "openmpi", "mpi": "openmpi",
             "tcp": "openmpi-tcp", "wan": "openmpi-tcp"}
 
 
-def medians(paths) -> dict[tuple[str, str, int, int], float]:
-    """(bench, label, np, bytes) -> microseconds: the median over the files of each file's
-    median. Labels are "commx-<stack>-<policy>", "commx-<stack>" (point-to-point) or an MPI
-    library's name."""
-    seen = collections.defaultdict(list)
+def by_round(paths) -> dict[tuple[str, str, int, int], dict[str, float]]:
+    """(bench, label, np, bytes) -> {round: microseconds}, each file's median, the round being
+    the file's directory (pmb_sweep.py's round<k>/; a file that repeats a point of another in
+    its directory is a round of its own). Labels are "commx-<stack>-<policy>",
+    "commx-<stack>" (point-to-point) or an MPI library's name."""
+    seen = collections.defaultdict(dict)
     for path in paths:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
+        round_ = os.path.dirname(os.path.abspath(path))
         for run in data.get("benchmarks", []):
             if run.get("aggregate_name") != "median":
                 continue
             bench, label, np_, size = run["run_name"].split("/")[:4]
             us = run["real_time"] * SCALE[run.get("time_unit", "ns")]
-            seen[(bench, label, int(np_[2:]), int(size))].append(us)
-    return {key: statistics.median(values) for key, values in seen.items()}
+            point = seen[(bench, label, int(np_[2:]), int(size))]
+            point[round_ if round_ not in point else os.path.abspath(path)] = us
+    return seen
+
+
+def medians(paths) -> dict[tuple[str, str, int, int], float]:
+    """(bench, label, np, bytes) -> microseconds: the median over the files of each file's
+    median (see by_round)."""
+    return {key: statistics.median(rounds.values()) for key, rounds in by_round(paths).items()}
+
+
+def round_ratio(over: dict[str, float] | None, under: dict[str, float] | None) -> float | None:
+    """The median over the rounds both have of over / under in that round."""
+    if not over or not under:
+        return None
+    ratios = [over[r] / under[r] for r in over if r in under and under[r] > 0]
+    return statistics.median(ratios) if ratios else None
+
+
+def counted(bench: str, size: int) -> bool:
+    """The points issue 20's goals count: 8 B to 4 MiB, and the barrier."""
+    return bench == "Barrier" or 8 <= size <= 4 << 20
 
 
 def split_label(label: str) -> tuple[str, str | None] | None:
@@ -49,40 +79,52 @@ def split_label(label: str) -> tuple[str, str | None] | None:
     return (stack, policy) if stack and policy in POLICIES else (label[len("commx-"):], None)
 
 
-def stack_table(stack: str, times: dict) -> list[str]:
-    mpi_names = sorted({label for (_, label, _, _) in times if split_label(label) is None})
+def stack_table(stack: str, rounds: dict) -> list[str]:
+    mpi_names = sorted({label for (_, label, _, _) in rounds if split_label(label) is None})
     peer = MPI_PEER.get(stack, "openmpi")
-    rows = collections.defaultdict(dict)  # (bench, np, bytes) -> {column: us}
-    for (bench, label, np_, size), us in times.items():
+    rows = collections.defaultdict(dict)  # (bench, np, bytes) -> {column: {round: us}}
+    for (bench, label, np_, size), per_round in rounds.items():
         parsed = split_label(label)
         if parsed is None:
-            rows[(bench, np_, size)][label] = us
+            rows[(bench, np_, size)][label] = per_round
         elif parsed[0] == stack:
-            rows[(bench, np_, size)][parsed[1] or "p2p"] = us
+            rows[(bench, np_, size)][parsed[1] or "p2p"] = per_round
     policies = [p for p in POLICIES if any(p in r for r in rows.values())]
     header = ["bench", "np", "bytes"] + policies + ["p2p"] + mpi_names + \
         [f"best/{peer}", "tuned/best"]
     out = [f"=== commx {stack} (against {peer})", " ".join(f"{h:>13}" for h in header)]
-    for (bench, np_, size), cols in sorted(rows.items()):
-        if not any(c in cols for c in policies + ["p2p"]):
+    goals = collections.defaultdict(lambda: [0, 0, 0])  # np -> [points, best <= peer, tuned]
+    for (bench, np_, size), per_round in sorted(rows.items()):
+        if not any(c in per_round for c in policies + ["p2p"]):
             continue
+        cols = {c: statistics.median(v.values()) for c, v in per_round.items()}
         row = [bench, str(np_), str(size)]
         row += [f"{cols[c]:.2f}" if c in cols else "-" for c in policies + ["p2p"] + mpi_names]
-        candidates = [cols[p] for p in policies if p != "tuned" and p in cols] or \
-            ([cols["p2p"]] if "p2p" in cols else [])
-        best = min(candidates) if candidates else None
-        row.append(f"{best / cols[peer]:.2f}" if best and cols.get(peer) else "-")
-        row.append(f"{cols['tuned'] / best:.2f}" if best and "tuned" in cols else "-")
+        candidates = [p for p in policies if p != "tuned" and p in cols] or \
+            (["p2p"] if "p2p" in cols else [])
+        best = min(candidates, key=cols.get) if candidates else None
+        best_over_peer = round_ratio(per_round.get(best), per_round.get(peer))
+        tuned_over_best = round_ratio(per_round.get("tuned"), per_round.get(best))
+        row.append(f"{best_over_peer:.2f}" if best_over_peer else "-")
+        row.append(f"{tuned_over_best:.2f}" if tuned_over_best else "-")
         out.append(" ".join(f"{c:>13}" for c in row))
+        if best_over_peer and tuned_over_best and counted(bench, size):
+            goal = goals[np_]
+            goal[0] += 1
+            goal[1] += best_over_peer <= 1.0
+            goal[2] += tuned_over_best <= 1.1
+    for np_, (points, at_or_below, within) in sorted(goals.items()):
+        out.append(f"np{np_}: best at or below {peer} at {at_or_below} of {points} points, "
+                   f"tuned within 10% of the best at {within} of {points}")
     return out
 
 
 def main(paths) -> None:
-    times = medians(paths)
-    stacks = sorted({parsed[0] for (_, label, _, _) in times
+    rounds = by_round(paths)
+    stacks = sorted({parsed[0] for (_, label, _, _) in rounds
                      if (parsed := split_label(label)) is not None})
     for stack in stacks:
-        print("\n".join(stack_table(stack, times)))
+        print("\n".join(stack_table(stack, rounds)))
         print()
 
 

@@ -24,6 +24,13 @@ commx_add_transport_tests(mpi LINK commx::mpi RANKS 1 2 3 4 LAUNCH ${commx_mpi_l
                           ENVIRONMENT ${commx_mpi_environment} NO_PEER_LOSS COLLECTIVES native
                           IN_REST)
 
+# The endpoint's posting order, in one process (no MPI call: no launcher).
+add_executable(transport.mpi_receive_order transport/mpi_receive_order_test.cpp)
+target_link_libraries(transport.mpi_receive_order PRIVATE commx::mpi commx_catch_main
+                                                          commx_warnings)
+add_test(NAME transport.mpi_receive_order COMMAND transport.mpi_receive_order --warn NoTests)
+set_tests_properties(transport.mpi_receive_order PROPERTIES TIMEOUT 60)
+
 # What only MPI has: wrapping a communicator, init and finalize, splitting through MPI, MPI's
 # errors, user ops through MPI_Op_create.
 add_executable(transport.mpi transport/mpi_test.cpp)

@@ -211,16 +211,19 @@ class request {
       : state_(std::move(other.state_)),
         group_(std::move(other.group_)),
         handle_(std::move(other.handle_)),  // `other` is inactive: its handle is never read
-        where_(other.where_),
-        kind_(other.kind_),
         timeout_(other.timeout_),
+        bytes_(other.bytes_),
+        rank_(other.rank_),
+        peer_(other.peer_),
+        tag_(other.tag_),
+        kind_(other.kind_),
         is_recv_(other.is_recv_),
+        active_(std::exchange(other.active_, false)),
+        cancelled_(other.cancelled_),
+        status_(other.status_),
         staging_(std::move(other.staging_)),
         target_(other.target_),
         decode_(other.decode_),
-        status_(other.status_),
-        active_(std::exchange(other.active_, false)),
-        cancelled_(other.cancelled_),
         task_(std::move(other.task_)) {}
   /// Withdraws this request's operation if it has not matched yet, then takes over `other`'s.
   request& operator=(request&& other) noexcept {
@@ -229,16 +232,19 @@ class request {
       state_ = std::move(other.state_);
       group_ = std::move(other.group_);
       handle_ = std::move(other.handle_);
-      where_ = other.where_;
-      kind_ = other.kind_;
       timeout_ = other.timeout_;
+      bytes_ = other.bytes_;
+      rank_ = other.rank_;
+      peer_ = other.peer_;
+      tag_ = other.tag_;
+      kind_ = other.kind_;
       is_recv_ = other.is_recv_;
+      active_ = std::exchange(other.active_, false);
+      cancelled_ = other.cancelled_;
+      status_ = other.status_;
       staging_ = std::move(other.staging_);
       target_ = other.target_;
       decode_ = other.decode_;
-      status_ = other.status_;
-      active_ = std::exchange(other.active_, false);
-      cancelled_ = other.cancelled_;
       task_ = std::move(other.task_);
     }
     return *this;
@@ -293,17 +299,26 @@ class request {
 
   using decoder = void (*)(request&);
 
-  // A pending point-to-point request of `state`'s rank (communicator::make_request).
+  // A pending request of `state`'s rank (communicator::make_request); `where` names it in
+  // errors, its operation being `kind`'s name.
   request(detail::local_shared<detail::rank_state<T, S>> state,
           detail::local_shared<const detail::group> group, const error_context& where,
           stats::op kind, clock::duration timeout, bool is_recv)
       : state_(std::move(state)),
         group_(std::move(group)),
-        where_(where),
-        kind_(kind),
         timeout_(timeout),
+        bytes_(where.bytes),
+        rank_(where.rank),
+        peer_(where.peer),
+        tag_(where.tag),
+        kind_(kind),
         is_recv_(is_recv),
         active_(true) {}
+
+  // What an error names: built only when one is thrown, so a request carries its parts.
+  [[nodiscard]] error_context where() const {
+    return {rank_, peer_, tag_, bytes_, stats::name(kind_).data()};
+  }
 
   // `when` gives the deadline, asked only once the operation has been found unfinished.
   template <class When>
@@ -318,7 +333,7 @@ class request {
     const bool done = detail::wait_until(state_->endpoint, handle_, when, &state_->running);
     account_wait(watch.seconds());
     if (!done && cancel()) {
-      detail::throw_timeout(state_->endpoint, where_,
+      detail::throw_timeout(state_->endpoint, where(),
                             "the deadline passed before the operation completed");
     }
     return complete();
@@ -326,7 +341,7 @@ class request {
 
   // The status of a request that is no longer pending; a cancelled one has none.
   status finished() const {
-    if (cancelled_) throw_error(errc::cancelled, where_, "the request was cancelled");
+    if (cancelled_) throw_error(errc::cancelled, where(), "the request was cancelled");
     return status_;
   }
 
@@ -346,7 +361,7 @@ class request {
     const auto& ended = state_->endpoint.result(handle_);
     if (ended.error) [[unlikely]] {
       const transport::op_result result = ended;
-      detail::reset_in_place(handle_);
+      release_handle();
       fail(result);
     }
     if (is_recv_) {
@@ -354,11 +369,19 @@ class request {
       status_.tag = ended.tag;
       status_.bytes = ended.bytes;
     }
-    detail::reset_in_place(handle_);  // frees the transport's operation now
+    release_handle();
     if (!is_recv_) return status_;
     if constexpr (S::enabled) state_->stats.on_received(kind_, status_.bytes);
     if (decode_ != nullptr) decode_(*this);
     return status_;
+  }
+
+  // Frees what the transport's finished operation still holds, now rather than when the
+  // request dies; a handle that holds nothing (mpi's) is left as it is, unread from here on.
+  void release_handle() noexcept {
+    if constexpr (!std::is_trivially_destructible_v<typename T::request>) {
+      detail::reset_in_place(handle_);
+    }
   }
 
   // A collective's request once its code has ended: its error, if it has one, is thrown.
@@ -370,7 +393,7 @@ class request {
   }
 
   [[noreturn]] void fail(const transport::op_result& result) {
-    detail::throw_failed(state_->endpoint, result, where_, *group_);
+    detail::throw_failed(state_->endpoint, result, where(), *group_);
   }
 
   // A request that dies pending must not leave the transport writing into freed memory.
@@ -389,16 +412,21 @@ class request {
   detail::local_shared<detail::rank_state<T, S>> state_;
   detail::local_shared<const detail::group> group_;
   typename T::request handle_{};
-  error_context where_{};
-  stats::op kind_ = stats::op::isend;
   clock::duration timeout_{};
+  // The call as errors name it (where()); packed with the flags: a request is built and moved
+  // once per message, so its size is a cost of every nonblocking call.
+  std::size_t bytes_ = 0;
+  int rank_ = unknown;
+  int peer_ = unknown;
+  int tag_ = unknown;
+  stats::op kind_ = stats::op::isend;
   bool is_recv_ = false;
+  bool active_ = false;
+  bool cancelled_ = false;
+  status status_{};
   std::unique_ptr<std::vector<std::byte>> staging_;  // serialized messages only
   void* target_ = nullptr;
   decoder decode_ = nullptr;
-  status status_{};
-  bool active_ = false;
-  bool cancelled_ = false;
   // A nonblocking collective; declared after state_, so it ends before the rank's state does.
   std::unique_ptr<detail::collective_task> task_;
 };
@@ -437,7 +465,7 @@ std::size_t wait_any(Range&& requests, deadline until) {
     std::size_t index = 0;
     for (auto& req : requests) {
       if (req.active() && req.state_ != state) {
-        throw_error(errc::invalid_argument, req.where_,
+        throw_error(errc::invalid_argument, req.where(),
                     "wait_any: the requests belong to different ranks");
       }
       if (req.active() && req.task_ && req.task_->advance()) {
@@ -451,7 +479,7 @@ std::size_t wait_any(Range&& requests, deadline until) {
       ++index;
     }
     if (clock::now() >= when) {
-      detail::throw_timeout(state->endpoint, first->where_,
+      detail::throw_timeout(state->endpoint, first->where(),
                             fmt::format("wait_any: none of {} requests completed before the "
                                         "deadline",
                                         std::ranges::size(requests)));

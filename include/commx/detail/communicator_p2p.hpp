@@ -171,7 +171,7 @@ inline auto communicator<T, C, S>::post_recv(int source, int tag, M& message, st
     req.staging_ = std::make_unique<std::vector<std::byte>>();
     req.target_ = std::addressof(message);
     req.decode_ = [](request& r) {
-      detail::deserialize(*r.staging_, *static_cast<target*>(r.target_), r.where_);
+      detail::deserialize(*r.staging_, *static_cast<target*>(r.target_), r.where());
     };
   } else if constexpr (transport::knows_layouts<T>) {
     if (state_->mixed_layouts) [[unlikely]] {
@@ -181,12 +181,12 @@ inline auto communicator<T, C, S>::post_recv(int source, int tag, M& message, st
         const T& endpoint = r.state_->endpoint;
         detail::convert_message(*static_cast<target*>(r.target_), r.status_.bytes,
                                 endpoint.layout_of(r.group_->world_of(r.status_.source)),
-                                endpoint.layout_of(endpoint.rank()), r.where_);
+                                endpoint.layout_of(endpoint.rank()), r.where());
       };
     }
   }
   const transport::recv_buffer buffer = receive_buffer(message, req.staging_.get());
-  if constexpr (fixed_buffer<M>) req.where_.bytes = buffer.capacity();
+  if constexpr (fixed_buffer<M>) req.bytes_ = buffer.capacity();
   detail::start_in_place(
       req.handle_, [&] { return state_->endpoint.irecv(world_source(source), ctx_, tag, buffer); });
   return req;

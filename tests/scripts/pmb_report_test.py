@@ -1,0 +1,78 @@
+# SPDX-License-Identifier: MIT
+"""scripts/pmb_report.py: its ratios are taken round by round, so a machine that changes speed
+between rounds does not set one policy's slow rounds against another's fast ones, and the
+goal counts under each table follow them."""
+
+import json
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from pmb_report import by_round, medians, stack_table  # noqa: E402
+
+
+def write(folder: Path, times: dict) -> Path:
+    """times: (bench, label, np, bytes) -> microseconds, as one Google Benchmark JSON file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    runs = [{"run_name": f"{bench}/{label}/np{np_}/{size}/iterations:1/repeats:3/manual_time",
+             "aggregate_name": "median", "real_time": us, "time_unit": "us"}
+            for (bench, label, np_, size), us in times.items()]
+    path = folder / "shm-np2.json"
+    path.write_text(json.dumps({"benchmarks": runs}))
+    return path
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.root = Path(self.dir.name)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def sweep(self, rounds):
+        """rounds: per round, (flat, tuned, openmpi) microseconds for Barrier at 2 ranks."""
+        return [write(self.root / f"round{k}", {
+            ("Barrier", "commx-shm-flat", 2, 0): flat,
+            ("Barrier", "commx-shm-tuned", 2, 0): tuned,
+            ("Barrier", "openmpi", 2, 0): mpi,
+        }) for k, (flat, tuned, mpi) in enumerate(rounds, start=1)]
+
+    def table(self, paths):
+        return stack_table("shm", by_round(paths))
+
+    def test_ratios_are_taken_within_each_round(self):
+        # A fast mode (0.13) and a slow one (0.6): tuned meets the slow mode once more than
+        # flat, so their medians over the rounds differ 4.6x, yet in two rounds of three tuned
+        # takes flat's time, and flat is below Open MPI's in all three.
+        paths = self.sweep([(0.13, 0.13, 0.14), (0.13, 0.6, 0.62), (0.6, 0.6, 0.62)])
+        self.assertAlmostEqual(medians(paths)[("Barrier", "commx-shm-tuned", 2, 0)], 0.6)
+        self.assertAlmostEqual(medians(paths)[("Barrier", "commx-shm-flat", 2, 0)], 0.13)
+        lines = self.table(paths)
+        row = next(line.split() for line in lines if line.lstrip().startswith("Barrier"))
+        self.assertEqual(row[-2:], ["0.93", "1.00"])  # tuned/best was 4.6 from the medians
+        self.assertIn("np2: best at or below openmpi at 1 of 1 points, "
+                      "tuned within 10% of the best at 1 of 1", lines)
+
+    def test_a_slower_tuned_and_a_slower_policy_count_as_misses(self):
+        paths = self.sweep([(0.20, 0.30, 0.10), (0.22, 0.33, 0.11), (0.21, 0.31, 0.10)])
+        lines = self.table(paths)
+        row = next(line.split() for line in lines if line.lstrip().startswith("Barrier"))
+        self.assertEqual(row[-2:], ["2.00", "1.50"])
+        self.assertIn("np2: best at or below openmpi at 0 of 1 points, "
+                      "tuned within 10% of the best at 0 of 1", lines)
+
+    def test_files_of_one_folder_are_rounds_of_their_own(self):
+        folder = self.root / "flat"
+        paths = []
+        for k, us in enumerate([1.0, 2.0, 9.0]):
+            path = write(folder, {("Bcast", "commx-shm-flat", 2, 8): us})
+            paths.append(path.rename(folder / f"run{k}.json"))
+        self.assertEqual(len(by_round(paths)[("Bcast", "commx-shm-flat", 2, 8)]), 3)
+        self.assertAlmostEqual(medians(paths)[("Bcast", "commx-shm-flat", 2, 8)], 2.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
