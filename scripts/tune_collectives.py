@@ -5,12 +5,15 @@
     python3 scripts/tune_collectives.py --stack shm results/bench/round*/shm-np*.json \\
         > include/commx/coll/tuned_tables/shm.hpp
 
-Reads the runs labelled commx-<stack>-<policy> and takes, for each, the median over the files
-of each file's median. For each collective and measured rank count, the fastest of flat,
-binomial, ring and hierarchical at each measured size becomes a rule from that size up (and
-from just above the previous measured rank count up), unless the choice in force is within 5%
-of it; 0-byte calls, which move nothing, choose nothing. Collectives whose sizes differ between ranks (allgatherv, reduce_scatter) are chosen by
-rank count alone: the policy with the least total time.
+Reads the runs labelled commx-<stack>-<policy> and rates each policy at each point by the
+median over the rounds (pmb_report.by_round) of its time over the round's fastest: a point's
+policies run seconds apart, rounds minutes apart, and a VM that changes speed between rounds
+would otherwise set one policy's slow rounds against another's fast ones. For each collective
+and measured rank count, the best rated of flat, binomial, ring and hierarchical at each
+measured size becomes a rule from that size up (and from just above the previous measured
+rank count up), unless the choice in force is within 5% of it; 0-byte calls, which move
+nothing, choose nothing. Collectives whose sizes differ between ranks (allgatherv,
+reduce_scatter) are chosen by rank count alone: the policy with the least total rating.
 """
 from __future__ import annotations
 
@@ -18,11 +21,12 @@ import argparse
 import collections
 import datetime
 import re
+import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pmb_report import medians, split_label  # noqa: E402  (one reading of the runs)
+from pmb_report import by_round, split_label  # noqa: E402  (one reading of the runs)
 
 CANDIDATES = ["flat", "binomial", "ring", "hierarchical"]
 OPS = {"Allreduce": "allreduce", "Reduce": "reduce", "Reduce_scatter": "reduce_scatter",
@@ -37,16 +41,27 @@ OWN = {"ring": {"allreduce", "allgather", "allgatherv", "reduce_scatter"},
 
 
 def load(paths, stack: str):
-    """op -> np -> bytes -> {policy: time} for the runs on `stack`."""
-    times = collections.defaultdict(lambda: collections.defaultdict(dict))
-    for (bench, label, np_, size), us in medians(paths).items():
+    """op -> np -> bytes -> {policy: rating} for the runs on `stack`: the median over the
+    rounds of the policy's time over the fastest candidate's in that round (1 for a policy
+    that was fastest in most rounds)."""
+    rounds = collections.defaultdict(dict)  # (op, np, bytes) -> {policy: {round: us}}
+    for (bench, label, np_, size), per_round in by_round(paths).items():
         parsed = split_label(label)
         if parsed is None or parsed[0] != stack or bench not in OPS:
             continue
         policy = parsed[1]
         if policy not in CANDIDATES or (policy in OWN and OPS[bench] not in OWN[policy]):
             continue
-        times[OPS[bench]][np_].setdefault(size, {})[policy] = us
+        rounds[(OPS[bench], np_, size)][policy] = per_round
+    times = collections.defaultdict(lambda: collections.defaultdict(dict))
+    for (op, np_, size), policies in rounds.items():
+        fastest = collections.defaultdict(lambda: float("inf"))
+        for per_round in policies.values():
+            for round_, us in per_round.items():
+                fastest[round_] = min(fastest[round_], us)
+        times[op][np_][size] = {
+            policy: statistics.median(us / fastest[r] for r, us in per_round.items())
+            for policy, per_round in policies.items()}
     return times
 
 
@@ -61,9 +76,8 @@ def rules(times):
             if op in BY_RANKS_ONLY:
                 totals = collections.Counter()
                 for per_policy in sizes.values():
-                    fastest = min(per_policy.values())
-                    for policy, t in per_policy.items():
-                        totals[policy] += t / fastest
+                    for policy, rating in per_policy.items():
+                        totals[policy] += rating
                 out.append((op, min_ranks, 0, min(totals, key=totals.get)))
                 continue
             current = None
