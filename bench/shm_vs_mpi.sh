@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Ping-pong and bandwidth on commx's shm transport (the default, the cma large-message path,
-# and the fixed 8-pause spin of before the run-time choice), Open MPI and MPICH (each as installed, and each
-# told to yield while it polls), interleaved round by round on this machine so that their
-# ratios are measured side by side, every run pinned, in both placements of rank 0
-# (bench/pin_rank.sh):
+# and the fixed 8-pause spin of before the run-time choice), Open MPI and MPICH (each as
+# installed, and each told to yield while it polls), interleaved round by round on this machine
+# so that their ratios are measured side by side, every run pinned, in both placements of rank
+# 0 (bench/pin_rank.sh); and a cache line's crossing between the two CPUs, the floor under all:
 #   bash bench/shm_vs_mpi.sh [rounds]          (after: cmake --preset release && build)
 # Builds the raw-MPI driver against MPICH by hand (mpicxx.mpich) into build/mpich/ when no
 # MPICH build of it exists. JSON per run goes to results/bench/shm/; the summary (medians over
@@ -54,6 +54,10 @@ for ((r = 1; r <= rounds; r++)); do
     MPIR_CVAR_POLLS_BEFORE_YIELD=1 mpiexec.mpich -bind-to none -n 2 "$pin" "$mpich_bench" \
       "${common[@]}" --benchmark_out="$out/mpich-yield.$at.json" > /dev/null 2>&1
   done
+  # The floor under them: one cache line crossing between CPUs 0 and 1 (issue 20 aims shm's
+  # 8-byte half round trip at twice it).
+  "$release/bench/bench_cache_line" --benchmark_out_format=json \
+    --benchmark_out="$out/cache-line.$r.json" > /dev/null 2>&1
 done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
@@ -80,6 +84,14 @@ for key in sorted(data["shm"]):
     better = min(vals[3:]) if what == "pingpong" else max(vals[3:])
     lines.append(f"| {what} {size} B ({unit}) | " + " | ".join(f"{v:.3g}" for v in vals) +
                  f" | {vals[0] / better:.2f} | {vals[0] / vals[1]:.2f} |")
+line = statistics.median(
+    b["half_rtt"] * 1e6 for r in range(1, rounds + 1)
+    for b in json.load(open(f"{out}/cache-line.{r}.json"))["benchmarks"])
+shm_8 = data["shm"][("pingpong", 8)]
+lines.append("")
+lines.append(f"A cache line between CPUs 0 and 1: {line * 1e3:.1f} ns (bench_cache_line, median "
+             f"of {rounds}); shm's 8-byte half round trip is {shm_8 / line:.2f}x it "
+             f"(issue 20 aims at 2x).")
 text = "\n".join(lines)
 print(text)
 open(f"{out}/summary.md", "w").write(text + "\n")
