@@ -26,9 +26,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pmb_report import by_round, split_label  # noqa: E402  (one reading of the runs)
-
-CANDIDATES = ["flat", "binomial", "ring", "hierarchical"]
+from pmb_report import TUNABLE as CANDIDATES  # noqa: E402  (one reading of the runs)
+from pmb_report import by_round, split_label  # noqa: E402
 OPS = {"Allreduce": "allreduce", "Reduce": "reduce", "Reduce_scatter": "reduce_scatter",
        "Allgather": "allgather", "Allgatherv": "allgatherv", "Alltoall": "alltoall",
        "Bcast": "bcast", "Barrier": "barrier"}

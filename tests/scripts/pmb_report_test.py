@@ -64,6 +64,19 @@ class ReportTest(unittest.TestCase):
         self.assertIn("np2: best at or below openmpi at 0 of 1 points, "
                       "tuned within 10% of the best at 0 of 1", lines)
 
+    def test_tuned_is_held_against_what_it_chooses_from(self):
+        # On mpi, MPI's own collectives (native) win; tuned never picks them (they block past
+        # deadlines), so tuned is held against binomial, and native counts for best/openmpi.
+        paths = [write(self.root / f"round{k}", {
+            ("Allgather", "commx-mpi-binomial", 2, 65536): 20.0,
+            ("Allgather", "commx-mpi-tuned", 2, 65536): 21.0,
+            ("Allgather", "commx-mpi-native", 2, 65536): 8.0,
+            ("Allgather", "openmpi", 2, 65536): 8.0,
+        }) for k in range(3)]
+        lines = stack_table("mpi", by_round(paths))
+        row = next(line.split() for line in lines if line.lstrip().startswith("Allgather"))
+        self.assertEqual(row[-2:], ["1.00", "1.05"])
+
     def test_files_of_one_folder_are_rounds_of_their_own(self):
         folder = self.root / "flat"
         paths = []
