@@ -259,7 +259,7 @@ class mpi {
     (void)state_->progress_posted(request::no_slot);  // posted receives take theirs first
     if (auto held = state_->find_held(source, ctx, tag)) {
       const auto& h = state_->held[*held];
-      return op_result{h.source, h.tag, h.bytes, {}};
+      return op_result{h.source, h.tag, h.bytes};
     }
     for (int bank : state_->banks_for(tag)) {
       int found = 0;
@@ -280,9 +280,9 @@ class mpi {
                       "MPI_Improbe missed the message MPI_Iprobe found");
         m->ctx = ctx;
         state_->held.push_back(std::move(*m));
-        return op_result{sender, found_tag, state_->held.back().bytes, {}};
+        return op_result{sender, found_tag, state_->held.back().bytes};
       }
-      return op_result{sender, found_tag, detail::mpi::bytes_of(status), {}};
+      return op_result{sender, found_tag, detail::mpi::bytes_of(status)};
     }
     return std::nullopt;
   }

@@ -32,11 +32,11 @@ inline std::optional<op_result> mpi::send_blocking(int dest, context_id ctx, int
     request req;
     req.send_ = handle;
     req.announced_ = announced;
-    req.outcome_ = {s.rank, tag, data.size(), {}};
+    req.outcome_ = {s.rank, tag, data.size()};
     return wait_out(req, until, timeout);
   }
   s.waiting.progressed();
-  return op_result{s.rank, tag, data.size(), {}};
+  return op_result{s.rank, tag, data.size()};
 }
 
 inline std::optional<op_result> mpi::recv_blocking(int source, context_id ctx, int tag,

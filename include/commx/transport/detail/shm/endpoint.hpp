@@ -178,7 +178,7 @@ class endpoint {
     if (state_[t] != presence::present) return lost(to, data.size());
     if (data.size() > eager_limit_ || !write_eager_now(to, ctx, tag, data)) return std::nullopt;
     wake(to);
-    return op_result{to, tag, data.size(), {}};
+    return op_result{to, tag, data.size()};
   }
 
   /// A blocking receive: as recv and waiting, on a recycled operation, reading no clock
@@ -215,7 +215,7 @@ class endpoint {
          at = unexpected_.find(from, ctx, tag)) {
       const queued_message& queued = at->second.front();
       if (!queued.large || still_offered(queued)) {
-        return op_result{queued.source, queued.tag, queued.size, {}};
+        return op_result{queued.source, queued.tag, queued.size};
       }
       unexpected_.pop(at);
     }
@@ -401,7 +401,7 @@ class endpoint {
       }
       if (!queued.large) {
         if (!queued.eager.empty()) std::memcpy(target, queued.eager.data(), queued.size);
-        complete(*op, {queued.source, queued.tag, queued.size, {}});
+        complete(*op, {queued.source, queued.tag, queued.size});
         took_held(queued.source, queued.size);
         unexpected_.pop(at);
         return;

@@ -185,7 +185,7 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int 
               from, eager_limit_);
   }
   if (slotted && bytes == 0) {
-    complete(op, {from, tag, 0, {}});
+    complete(op, {from, tag, 0});
     answer.kind = record_kind::fin;
     send_control(from, answer);
     return true;
@@ -195,7 +195,7 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int 
   op.target = target;
   op.progress = 0;
   op.generation = generation;
-  op.result = {from, tag, bytes, {}};
+  op.result = {from, tag, bytes};
   transfers_[static_cast<std::size_t>(from)].put(slot, receive);
   answer.kind = record_kind::cts;
   send_control(from, answer);

@@ -74,7 +74,7 @@ inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wro
       if (!ring.fits(record_kind::eager, bytes)) break;
       if (credit_out_[t].take(credit_cost(bytes), ring, window_)) {
         ring.write(next.header, next.op->payload);
-        complete(*next.op, {to, next.op->tag, bytes, {}});
+        complete(*next.op, {to, next.op->tag, bytes});
         wrote = true;
         queue.pop_front();
         continue;
@@ -137,7 +137,7 @@ inline bool endpoint::write_pieces(int to, operation& op) {
     segment_.tickets(rank_, to)[op.ticket].store(ticket::free, std::memory_order_release);
   }
   in_flight_[static_cast<std::size_t>(to)].erase(ticket_field, op.generation);
-  complete(op, {to, op.tag, total, {}});
+  complete(op, {to, op.tag, total});
   return true;
 }
 

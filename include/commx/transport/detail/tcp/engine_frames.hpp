@@ -47,7 +47,7 @@ inline void engine::flush(int peer) {
   if (!link.conn || !link.conn->open) return;
   connection& c = *link.conn;
   const std::error_code ec = c.flush([&](out_frame& f) {
-    if (f.completes) finish(*f.completes, {peer, f.completes->tag, f.payload.size(), {}});
+    if (f.completes) finish(*f.completes, {peer, f.completes->tag, f.payload.size()});
   });
   if (ec) return broken(peer, ec);
   if (!c.idle() && !c.write_armed) {

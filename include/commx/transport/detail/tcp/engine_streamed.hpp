@@ -70,7 +70,7 @@ inline void engine::on_streamed_envelope(int peer, const frame_header& h) {
     m.staged = std::make_unique_for_overwrite<std::byte[]>(size);
     m.stand_in = std::make_shared<operation>(operation::kind::recv, peer, h.context, h.tag);
     m.stand_in->target = m.staged.get();
-    m.stand_in->result = {peer, h.tag, size, {}};
+    m.stand_in->result = {peer, h.tag, size};
     m.stand_in->where = operation::stage::awaiting_data;
     link.awaiting_data[h.cookie] = {m.stand_in, h.length, false};
     unexpected_.push_back(std::move(m));
