@@ -93,6 +93,24 @@ class tcp {
     return engine_->irecv(source, ctx, tag, buffer);
   }
 
+  /// A blocking send without a request (transport::blocking_send): a small message the
+  /// receiver has credit for, written at once (what the socket does not take is copied and
+  /// follows); nullopt (left to `isend`) for any other.
+  std::optional<op_result> send_blocking(int dest, context_id ctx, int tag,
+                                         std::span<const std::byte> data, const deadline& /*until*/,
+                                         clock::duration /*timeout*/) {
+    return engine_->send_blocking(dest, ctx, tag, data);
+  }
+
+  /// A blocking receive without a request (transport::blocking_recv): as `irecv` and waiting,
+  /// on an operation the engine recycles; `until` is resolved against `timeout` only once the
+  /// receive has been found unfinished. errc::timeout at the deadline (withdrawn).
+  std::optional<op_result> recv_blocking(int source, context_id ctx, int tag,
+                                         const recv_buffer& buffer, const deadline& until,
+                                         clock::duration timeout) {
+    return engine_->recv_blocking(source, ctx, tag, buffer, until, timeout);
+  }
+
   /// Makes progress; true once `req` has completed, successfully or not.
   bool test(request& req) { return engine_->test(req); }
 
@@ -162,6 +180,6 @@ class tcp {
   std::unique_ptr<detail::tcp::engine> engine_;
 };
 
-static_assert(transport<tcp>);
+static_assert(transport<tcp> && blocking_send<tcp> && blocking_recv<tcp>);
 
 }  // namespace commx::transport

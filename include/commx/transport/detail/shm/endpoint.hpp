@@ -53,6 +53,7 @@
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"
 #include "commx/log.hpp"
+#include "commx/transport/detail/operation_pool.hpp"
 #include "commx/transport/detail/shm/credit.hpp"
 #include "commx/transport/detail/shm/cross_memory.hpp"
 #include "commx/transport/detail/shm/futex.hpp"
@@ -420,23 +421,10 @@ class endpoint {
     posted_.push_back(op);
   }
 
-  // Operations are recycled: one that only the pool still holds is free (a blocking
-  // receive, or a window of requests, reuses the same few and allocates nothing).
+  // Operations are recycled (detail/operation_pool.hpp).
   std::shared_ptr<operation> new_operation(operation::kind k, int peer, context_id ctx, int tag) {
-    const std::size_t n = pool_.size();
-    for (std::size_t look = 0; look < std::min<std::size_t>(n, 4); ++look) {
-      std::shared_ptr<operation>& candidate = pool_[pool_next_];
-      pool_next_ = pool_next_ + 1 == n ? 0 : pool_next_ + 1;
-      if (candidate.use_count() == 1) {
-        *candidate = operation(k, peer, ctx, tag);
-        return candidate;
-      }
-    }
-    auto fresh = std::make_shared<operation>(k, peer, ctx, tag);
-    if (n < pool_limit) pool_.push_back(fresh);
-    return fresh;
+    return pool_.take(k, peer, ctx, tag);
   }
-  static constexpr std::size_t pool_limit = 256;
 
   // Waking, liveness and peers that go (endpoint_departures.hpp).
   void wake(int peer);
@@ -477,8 +465,7 @@ class endpoint {
   void probe_cross_memory();
 
   // Declared first: every container below holds operations the pool made.
-  std::vector<std::shared_ptr<operation>> pool_;
-  std::size_t pool_next_ = 0;
+  commx::detail::operation_pool<operation> pool_;
   segment segment_;
   int rank_;
   int size_;

@@ -52,6 +52,7 @@
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"
 #include "commx/log.hpp"
+#include "commx/transport/detail/operation_pool.hpp"
 #include "commx/transport/detail/tcp/config.hpp"
 #include "commx/transport/detail/tcp/connection.hpp"
 #include "commx/transport/detail/tcp/dial.hpp"
@@ -190,32 +191,15 @@ class engine {
     if (link.state != presence::present) {
       return completed(operation::kind::send, dest, ctx, tag, lost(dest, data.size()));
     }
-    connection& c = *link.conn;
-    const std::uint64_t cost = data.size() + header_size;
-    if (data.size() <= cfg_.eager_threshold && link.send_credit >= cost) {
-      link.send_credit -= cost;
-      const header_bytes header =
-          encode(frame_header{frame_kind::eager, 0, rank(), tag, ctx, data.size(), 0});
-      std::error_code ec;
-      const std::size_t n = c.write_now(header, data, ec);
-      if (ec) {
-        broken(dest, ec);
-        return completed(operation::kind::send, dest, ctx, tag, lost(dest, data.size()));
-      }
-      if (n == header_size + data.size()) return nullptr;
-      out_frame& f = c.out.emplace_back();
-      f.header = header;
-      f.owned.assign(data.begin(), data.end());
-      f.payload = f.owned;
-      f.written = n;
-      flush(dest);
-      return nullptr;
+    if (const std::optional<op_result> sent = send_eager(dest, ctx, tag, data)) {
+      return sent->error ? completed(operation::kind::send, dest, ctx, tag, *sent) : nullptr;
     }
+    connection& c = *link.conn;
     if (!data.empty() && data.size() <= link.stream_credit && ext_.streams_to &&
         ext_.streams_to(dest)) {
       return send_streamed(dest, ctx, tag, data, stream);
     }
-    auto op = std::make_shared<operation>(operation::kind::send, dest, ctx, tag);
+    auto op = pool_.take(operation::kind::send, dest, ctx, tag);
     op->payload = data;
     op->stream = stream;
     op->cookie = link.next_cookie++;
@@ -229,7 +213,7 @@ class engine {
   }
 
   std::shared_ptr<operation> irecv(int source, context_id ctx, int tag, const recv_buffer& buffer) {
-    auto op = std::make_shared<operation>(operation::kind::recv, source, ctx, tag);
+    auto op = pool_.take(operation::kind::recv, source, ctx, tag);
     op->buffer = buffer;
     auto queued = find_queued(source, ctx, tag);
     if (queued != unexpected_.end()) {
@@ -250,6 +234,12 @@ class engine {
     poll_sockets();
     return op->done;
   }
+
+  // Blocking calls without a request (out of line: engine_blocking.hpp).
+  std::optional<op_result> send_blocking(int dest, context_id ctx, int tag,
+                                         std::span<const std::byte> data);
+  op_result recv_blocking(int source, context_id ctx, int tag, const recv_buffer& buffer,
+                          const deadline& until, clock::duration timeout);
 
   /// The peers found failed, in the order they were found (transport concept).
   [[nodiscard]] const std::vector<int>& failed_peers() const { return failed_; }
@@ -356,6 +346,11 @@ class engine {
   }
 
   void poll() { io_.poll(); }
+
+  // isend's and send_blocking's eager path (engine_blocking.hpp); nullopt when the message
+  // does not go eagerly.
+  std::optional<op_result> send_eager(int dest, context_id ctx, int tag,
+                                      std::span<const std::byte> data);
 
   // A test's or a polling wait's look. Plain tcp in a job of a few ranks reads its sockets
   // directly, one recv each: through Asio's reactor a message costs an epoll_wait, and
@@ -533,6 +528,7 @@ class engine {
   std::vector<int> nodes_;
   std::vector<int> sites_;  // ids in order of first appearance, as nodes_
   std::deque<std::shared_ptr<operation>> posted_;
+  commx::detail::operation_pool<operation> pool_;  // receives and rendezvous sends
   std::deque<queued_message> unexpected_;
   std::uint64_t events_ = 0;
   std::vector<int> failed_;  // in the order they were found failed
@@ -555,6 +551,7 @@ class engine {
 }  // namespace commx::detail::tcp
 
 // The engine's larger parts, out of line (each includes this header first).
+#include "commx/transport/detail/tcp/engine_blocking.hpp"     // IWYU pragma: export
 #include "commx/transport/detail/tcp/engine_connections.hpp"  // IWYU pragma: export
 #include "commx/transport/detail/tcp/engine_frames.hpp"       // IWYU pragma: export
 #include "commx/transport/detail/tcp/engine_matching.hpp"     // IWYU pragma: export
