@@ -58,7 +58,7 @@ run_preset mpich
 # The shm suites, which hold the most hand-written copying, built and run that way.
 echo "=== release: shm's suites, GCC -O3"
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$jobs" --target transport.shm_ring conformance.shm
+cmake --build --preset release -j "$jobs" --target transport.shm_ring conformance.shm commxrun
 ctest --test-dir build/release -R '^(transport\.shm_ring|conformance\.shm\.)' -j "$jobs" \
   --output-on-failure
 
