@@ -34,20 +34,23 @@ void register_point(std::string_view bench, std::size_t bytes) {
   benchmark::RegisterBenchmark(
       pmb::name(bench, stack, ranks, bytes).c_str(),
       [bench, bytes, ranks](benchmark::State& state) {
-        const int reps = pmb::repetitions(bytes);
+        const int least_reps = pmb::repetitions(bytes);
         for (auto _ : state) {
-          std::atomic<double> slowest{0};
+          std::atomic<double> slowest{0};  // per call, the slowest rank's
           commx::run_inproc<comm>(ranks, [&](comm& world) {
             pmb::commx_pattern work(bench, bytes, ranks);
-            work.run(world);  // warm-up: first touch of the buffers
+            const int reps =
+                pmb::warm_up([&] { work.run(world); }, [&](int& value) { world.bcast(value, 0); },
+                             world.rank() == 0, least_reps);
             world.barrier();
             const auto start = commx::clock::now();
             for (int i = 0; i < reps; ++i) work.run(world);
-            double seconds = std::chrono::duration<double>(commx::clock::now() - start).count();
-            world.allreduce(seconds, commx::op::max{});
-            if (world.rank() == 0) slowest = seconds;
+            double per_call =
+                std::chrono::duration<double>(commx::clock::now() - start).count() / reps;
+            world.allreduce(per_call, commx::op::max{});
+            if (world.rank() == 0) slowest = per_call;
           });
-          state.SetIterationTime(slowest / reps);
+          state.SetIterationTime(slowest);
         }
         pmb::label(state, bytes, ranks);
       })

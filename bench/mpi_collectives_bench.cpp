@@ -141,20 +141,24 @@ int main(int argc, char** argv) {
           // Ranks beyond a 2-rank pattern sit in the barriers only.
           MPI_Comm comm = MPI_COMM_NULL;
           MPI_Comm_split(MPI_COMM_WORLD, rank < ranks ? 0 : MPI_UNDEFINED, rank, &comm);
-          const int reps = pmb::repetitions(bytes);
+          const int least_reps = pmb::repetitions(bytes);
           for (auto _ : state) {
-            double slowest = 0;
+            double slowest = 0;  // per call, the slowest rank's
             if (comm != MPI_COMM_NULL) {
               pattern work(bench, bytes, ranks);
-              work.run(comm);
+              int me = 0;
+              MPI_Comm_rank(comm, &me);
+              const int reps = pmb::warm_up(
+                  [&] { work.run(comm); },
+                  [&](int& value) { MPI_Bcast(&value, 1, MPI_INT, 0, comm); }, me == 0, least_reps);
               MPI_Barrier(comm);
               const double start = MPI_Wtime();
               for (int i = 0; i < reps; ++i) work.run(comm);
-              double seconds = MPI_Wtime() - start;
-              MPI_Allreduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
+              double per_call = (MPI_Wtime() - start) / reps;
+              MPI_Allreduce(&per_call, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm);
             }
             MPI_Bcast(&slowest, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-            state.SetIterationTime(slowest / reps);
+            state.SetIterationTime(slowest);
           }
           if (comm != MPI_COMM_NULL) MPI_Comm_free(&comm);
           pmb::label(state, bytes, ranks);

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <string>
@@ -63,7 +64,45 @@ void in_turn(std::size_t count, std::size_t turn, F&& one) {
   for (std::size_t k = 0; k < count; ++k) one((turn + k) % count);
 }
 
-/// Repetitions per measurement: enough to time small messages, few for large ones.
+/// How long a measurement's pattern runs before it is timed. The first policy measured at a
+/// point came out slowest at 8 bytes in 5 of 6 runs (0.17-0.26 us where the others took
+/// 0.06-0.15), whichever policy it was, and so did the next less so: the VM takes some
+/// milliseconds to come back up to speed after the point before. One untimed call, or a hundred,
+/// did not cover that; a few milliseconds do.
+inline constexpr std::chrono::milliseconds warm_up_time{5};
+/// The least a measurement times: `repetitions` calls of an 8-byte collective on shm take
+/// 0.1 ms, within which one descheduling moves the figure by tens of percent.
+inline constexpr std::chrono::milliseconds least_timed{2};
+
+/// Runs `call` in batches of 10 until rank 0 has spent `warm_up_time` on it, then returns how
+/// many calls to time: `reps`, or as many as fill `least_timed` at the warm-up's pace where
+/// that is more (at most 100,000). `agree(value)` broadcasts rank 0's `value` (an int) to every
+/// rank, after each batch and for the count, so all ranks make the same calls.
+template <class Call, class Agree>
+int warm_up(Call&& call, Agree&& agree, bool is_root, int reps) {
+  const auto start = std::chrono::steady_clock::now();
+  long calls = 0;
+  for (int batch = 0; batch < 10000; ++batch) {  // bounded: rank 0 stops it far sooner
+    for (int i = 0; i < 10; ++i) call();
+    calls += 10;
+    int more = is_root && std::chrono::steady_clock::now() - start < warm_up_time ? 1 : 0;
+    agree(more);
+    if (more == 0) break;
+  }
+  int timed = reps;
+  if (is_root) {
+    const double per_call =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+        static_cast<double>(calls);
+    const double fill = std::chrono::duration<double>(least_timed).count() / per_call;
+    timed = static_cast<int>(std::clamp(fill, static_cast<double>(reps), 100000.0));
+  }
+  agree(timed);
+  return timed;
+}
+
+/// The fewest calls a measurement times: enough for small messages, few for large ones
+/// (warm_up may ask for more).
 constexpr int repetitions(std::size_t bytes) {
   return static_cast<int>(std::clamp<std::size_t>(
       (std::size_t{1} << 22) / std::max<std::size_t>(bytes, 4096), 5, 1000));

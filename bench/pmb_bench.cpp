@@ -51,20 +51,22 @@ void register_point(world_comm& world, std::string_view bench, std::size_t bytes
         // Ranks beyond a 2-rank pattern sit in the split and the broadcast only.
         comm part = world.template with_collectives<Policy>().split(
             world.rank() < ranks ? 0 : commx::undefined_color, world.rank());
-        const int reps = pmb::repetitions(bytes);
+        const int least_reps = pmb::repetitions(bytes);
         for (auto _ : state) {
-          double slowest = 0;
+          double per_call = 0;  // the slowest rank's
           if (!part.is_null()) {
             pmb::commx_pattern work(bench, bytes, ranks);
-            work.run(part);  // warm-up: first touch of the buffers, connections made
+            const int reps =
+                pmb::warm_up([&] { work.run(part); }, [&](int& value) { part.bcast(value, 0); },
+                             part.rank() == 0, least_reps);
             part.barrier();
             const auto start = commx::clock::now();
             for (int i = 0; i < reps; ++i) work.run(part);
-            slowest = std::chrono::duration<double>(commx::clock::now() - start).count();
-            part.allreduce(slowest, commx::op::max{});
+            per_call = std::chrono::duration<double>(commx::clock::now() - start).count() / reps;
+            part.allreduce(per_call, commx::op::max{});
           }
-          world.bcast(slowest, 0);
-          state.SetIterationTime(slowest / reps);
+          world.bcast(per_call, 0);
+          state.SetIterationTime(per_call);
         }
         pmb::label(state, bytes, ranks);
       })
