@@ -269,8 +269,12 @@ class unexpected_queue {
   void grow() { rebuild(std::max<std::size_t>(min_table, 2 * table_.size())); }
 
   // A table that a burst of keys grew and that is now nearly empty halves, so that a wildcard
-  // receive, which looks at every entry, does not pay for the burst ever after.
+  // receive, which looks at every entry, does not pay for the burst ever after; but only once
+  // as many keys have left as it has entries since it last changed size: a flood whose backlog
+  // comes and goes (each call of a collective has a tag of its own) grew and halved it with
+  // every burst, each time into a new allocation (5% of a broadcast flood's receiving rank).
   void shrink_if_sparse() {
+    if (++calm_ < table_.size()) return;
     if (table_.size() > min_table && count_ * 8 <= table_.size()) rebuild(table_.size() / 2);
   }
 
@@ -278,6 +282,7 @@ class unexpected_queue {
   void rebuild(std::size_t length) {
     std::vector<entry> old = std::exchange(table_, std::vector<entry>(length));
     mask_ = table_.size() - 1;
+    calm_ = 0;
     shift_ = 64 - static_cast<unsigned>(std::countr_zero(table_.size()));
     for (entry& e : old) {
       if (!e.used) continue;
@@ -308,6 +313,7 @@ class unexpected_queue {
   std::size_t mask_ = 0;
   unsigned shift_ = 64;  // 64 - log2 of the table's length
   std::size_t count_ = 0;
+  std::size_t calm_ = 0;             // keys that left since the table last changed size
   std::vector<message_fifo> spare_;  // emptied queues, their slots kept for new keys
   std::uint64_t next_ = 0;
 };
