@@ -55,12 +55,6 @@ def by_round(paths) -> dict[tuple[str, str, int, int], dict[str, float]]:
     return seen
 
 
-def medians(paths) -> dict[tuple[str, str, int, int], float]:
-    """(bench, label, np, bytes) -> microseconds: the median over the files of each file's
-    median (see by_round)."""
-    return {key: statistics.median(rounds.values()) for key, rounds in by_round(paths).items()}
-
-
 def round_ratio(over: dict[str, float] | None, under: dict[str, float] | None) -> float | None:
     """The median over the rounds both have of over / under in that round."""
     if not over or not under:

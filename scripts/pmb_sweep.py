@@ -4,7 +4,7 @@
 round runs every stack once at every rank count, so a slow spell of a shared machine falls on
 all of them alike. Writes one Google Benchmark JSON file per round, stack and rank count under
 RESULTS/round<k>/, which scripts/pmb_report.py (the side-by-side table) and
-scripts/tune_collectives.py (coll::tuned's table per stack) read, taking medians over rounds.
+scripts/tune_collectives.py (coll::tuned's table per stack) read, round by round.
 
     python3 scripts/pmb_sweep.py [--build-dir build/release] [--ranks 2 4] [--rounds 5]
                                  [--stacks inproc shm tcp wan mpi openmpi openmpi-tcp]

@@ -15,8 +15,8 @@
 namespace commx::transport {
 
 inline bool mpi::test_receive(request& req) {
-  auto& r = state_->slots[req.slot_];
   state& s = *state_;
+  auto& r = s.slots[req.slot_];
   if (r.state == state::phase::with_mpi && s.held.empty() && s.posted[0] == req.slot_) {
     // The earliest receive, with MPI, nothing held: what progress_posted's first turn does,
     // without the pass around it (a window's receives are mostly tested in this state).
@@ -28,12 +28,12 @@ inline bool mpi::test_receive(request& req) {
              r.state == state::phase::arrived) {
     (void)s.progress_posted(req.slot_);
   }
-  if (r.state == state::phase::receiving) state_->finish_receiving(r);
+  if (r.state == state::phase::receiving) s.finish_receiving(r);
   if (r.state != state::phase::done) return false;
   copy_fields(r.result, req.outcome_);
-  state_->release_slot(req.slot_);
+  s.release_slot(req.slot_);
   req.slot_ = request::no_slot;
-  state_->waiting.progressed();
+  s.waiting.progressed();
   return true;
 }
 

@@ -150,7 +150,8 @@ class message_fifo {
 /// more than its message (at 2 ranks an 8-byte broadcast took 80-95 ns a call, a send and a
 /// receive 45-50; the broadcast now 46). A key whose queue empties leaves the index (backward
 /// shift, no tombstones), and its queue's slots are kept, up to `kept_keys` of them, for the
-/// next new key. The table doubles at half full and halves at an eighth.
+/// next new key. The table doubles at half full and halves at an eighth full, once as many
+/// keys have left as it has entries since it last changed size.
 class unexpected_queue {
  public:
   using key = std::tuple<int, context_id, int>;  // source, context, tag
@@ -274,7 +275,7 @@ class unexpected_queue {
   // comes and goes (each call of a collective has a tag of its own) grew and halved it with
   // every burst, each time into a new allocation (5% of a broadcast flood's receiving rank).
   void shrink_if_sparse() {
-    if (++calm_ < table_.size()) return;
+    if (calm_ < table_.size()) return;
     if (table_.size() > min_table && count_ * 8 <= table_.size()) rebuild(table_.size() / 2);
   }
 
@@ -297,6 +298,7 @@ class unexpected_queue {
   void retire(position at) {
     if (spare_.size() < kept_keys) spare_.push_back(std::move(at->second));
     --count_;
+    ++calm_;
     auto hole = static_cast<std::size_t>(at - table_.data());
     for (std::size_t j = (hole + 1) & mask_; table_[j].used; j = (j + 1) & mask_) {
       const std::size_t wanted = home(table_[j].first);
