@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Ping-pong and bandwidth on commx's shm transport (the default, the cma large-message path,
+# Ping-pong and bandwidth on commx's shm transport (the default, each large-message path alone,
 # and the fixed 8-pause spin of before the run-time choice), Open MPI and MPICH (each as
 # installed, and each told to yield while it polls), interleaved round by round on this machine
 # so that their ratios are measured side by side, every run pinned, in both placements of rank
@@ -38,9 +38,11 @@ for ((r = 1; r <= rounds; r++)); do
     COMMX_SHM_SPIN=8 "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
       "$release/bench/bench_pingpong_shm" "${common[@]}" \
       --benchmark_out="$out/shm-spin8.$at.json" > /dev/null
-    COMMX_SHM_LARGE=cma "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
-      "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm-cma.$at.json" \
-      > /dev/null
+    for large in cma copy; do  # the default (auto) chooses between these two
+      COMMX_SHM_LARGE=$large "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
+        "$release/bench/bench_pingpong_shm" "${common[@]}" \
+        --benchmark_out="$out/shm-$large.$at.json" > /dev/null
+    done
     mpirun.openmpi --allow-run-as-root --bind-to none -x PIN_RANK0_CPU -np 2 "$pin" \
       "$release/bench/bench_mpi_pingpong" "${common[@]}" \
       --benchmark_out="$out/openmpi.$at.json" > /dev/null 2>&1
@@ -62,7 +64,8 @@ done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-libs = ["shm", "shm-spin8", "shm-cma", "openmpi", "mpich", "openmpi-yield", "mpich-yield"]
+libs = ["shm", "shm-spin8", "shm-cma", "shm-copy", "openmpi", "mpich", "openmpi-yield",
+        "mpich-yield"]
 def load(lib):
     rows = {}
     for r in range(1, rounds + 1):
@@ -74,14 +77,15 @@ def load(lib):
                 rows.setdefault((what, int(size)), []).append(value)
     return {k: statistics.median(v) for k, v in rows.items()}
 data = {lib: load(lib) for lib in libs}
-lines = ["| measure | shm | shm (COMMX_SHM_SPIN=8) | shm (COMMX_SHM_LARGE=cma) | Open MPI | MPICH | "
-         "Open MPI (yield) | MPICH (yield) | shm / best MPI | shm / spin 8 |",
-         "|---|---|---|---|---|---|---|---|---|---|"]
+lines = ["| measure | shm | shm (COMMX_SHM_SPIN=8) | shm (COMMX_SHM_LARGE=cma) | "
+         "shm (COMMX_SHM_LARGE=copy) | Open MPI | MPICH | Open MPI (yield) | MPICH (yield) | "
+         "shm / best MPI | shm / spin 8 |",
+         "|---|---|---|---|---|---|---|---|---|---|---|"]
 for key in sorted(data["shm"]):
     what, size = key
     unit = "us half RTT" if what == "pingpong" else "GB/s"
     vals = [data[lib].get(key, float("nan")) for lib in libs]
-    better = min(vals[3:]) if what == "pingpong" else max(vals[3:])
+    better = min(vals[4:]) if what == "pingpong" else max(vals[4:])
     lines.append(f"| {what} {size} B ({unit}) | " + " | ".join(f"{v:.3g}" for v in vals) +
                  f" | {vals[0] / better:.2f} | {vals[0] / vals[1]:.2f} |")
 line = statistics.median(

@@ -1,13 +1,36 @@
 # SPDX-License-Identifier: MIT
-# Runs log_shm_job ${MODE} (peer-lost, timeout or probe-timeout) as 2 ranks under commxrun with
-# COMMX_LOG=${LEVEL} and checks rank 0's line on stderr:
+# Runs log_shm_job ${MODE} (peer-lost, timeout, probe-timeout or large-ways) as 2 ranks under
+# commxrun with COMMX_LOG=${LEVEL} and checks rank 0's line on stderr:
 #   cmake -DCOMMXRUN=... -DJOB=... -DMODE=... -DLEVEL=... -P shm_check.cmake
-execute_process(COMMAND ${CMAKE_COMMAND} -E env COMMX_LOG=${LEVEL} ${COMMXRUN} -n 2 --timeout 30
-                        ${JOB} ${MODE}
+set(large copy)
+if(MODE STREQUAL "large-ways")
+  set(large auto)  # the measured choice between cma and pieces, which logs what it measured
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env COMMX_LOG=${LEVEL} COMMX_SHM_LARGE=${large}
+                        ${COMMXRUN} -n 2 --timeout 30 ${JOB} ${MODE}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the job failed (${rc}): rank 0 did not see the error it waited for\n"
                       "${out}${err}")
+endif()
+
+if(MODE STREQUAL "large-ways")
+  # Both shapes told apart (an exchange: the offer crossed a large send of the receiver's own),
+  # both ways measured in each; in an exchange rank 1 takes the way rank 0 publishes, so it
+  # measures only the ping-pongs.
+  set(size "262144-524287 B")
+  set(costs "pieces [0-9.]+ ns, cma [0-9.]+ ns -> (pieces|cma)")
+  set(line "commx\\[rank [01] shm\\] debug: large messages, what each way cost per byte: ")
+  string(REGEX MATCH "\\[0\\] ${line}[^\n]*" zero "${err}")
+  string(REGEX MATCH "\\[1\\] ${line}[^\n]*" one "${err}")
+  if(NOT zero MATCHES "\\[${size} one way: ${costs}\\]" OR
+     NOT zero MATCHES "\\[${size} exchange: ${costs}\\]")
+    message(FATAL_ERROR "rank 0 did not measure both ways one way and in an exchange:\n${err}")
+  endif()
+  if(NOT one MATCHES "\\[${size} one way: ${costs}\\]" OR one MATCHES "exchange")
+    message(FATAL_ERROR "rank 1 did not measure the ping-pongs alone:\n${err}")
+  endif()
+  return()
 endif()
 
 # commxrun puts "[rank] " before each line a rank writes.

@@ -244,9 +244,11 @@ struct binomial {
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
     const std::size_t n = in.size();
     const int r = p.rank();
-    std::ranges::copy(in,
-                      out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * n));
-    if (p.size() == 1) return;
+    const std::span<E> own = out.subspan(static_cast<std::size_t>(r) * n, n);
+    if (p.size() == 1) {
+      std::ranges::copy(in, own.begin());
+      return;
+    }
     const detail::pattern::doubling plan(p.size());
     auto blocks = [&](int first_core, int cores) {
       const auto first = static_cast<std::size_t>(plan.first_of(first_core));
@@ -261,12 +263,20 @@ struct binomial {
     if (r < 2 * plan.extra) {
       p.recv(plan.fold_partner(r), out.subspan(static_cast<std::size_t>(r - 1) * n, n));
     }
+    // A first block that is our own alone goes out from `in`, and is put in place while it
+    // travels: a peer that reads it straight from our memory (shm's cma) reads lines nobody
+    // just wrote, and does not wait for our copy.
     const int c = plan.core_rank(r);
+    const std::span<E> first_block = blocks(c, 1);
+    const bool send_in = first_block.data() == own.data() && first_block.size() == n;
+    if (!send_in) std::ranges::copy(in, own.begin());
     for (int k = 0; k < plan.rounds(); ++k) {
       const int width = 1 << k;
       const int partner_core = detail::pattern::doubling::partner(c, k);
-      auto sent = p.isend(plan.rank_of_core(partner_core),
-                          std::span<const E>(blocks(c & ~(width - 1), width)));
+      auto sent =
+          p.isend(plan.rank_of_core(partner_core),
+                  k == 0 && send_in ? in : std::span<const E>(blocks(c & ~(width - 1), width)));
+      if (k == 0 && send_in) std::ranges::copy(in, own.begin());
       p.recv(plan.rank_of_core(partner_core), blocks(partner_core & ~(width - 1), width));
       p.wait_all(std::span(&sent, 1));
     }

@@ -212,10 +212,10 @@ struct flat {
       if (r != p.rank())
         pending.push_back(p.irecv(r, out.subspan(displs[index(r)], counts[index(r)])));
     }
-    detail::place_own_block(in, out, displs[index(p.rank())]);
     for (int r = 0; r < p.size(); ++r) {
       if (r != p.rank()) pending.push_back(p.isend(r, in));
     }
+    detail::place_own_block(in, out, displs[index(p.rank())]);  // while they travel
     p.wait_all(pending.view());
   }
 

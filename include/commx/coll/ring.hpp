@@ -51,20 +51,18 @@ struct ring : binomial {
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
     const std::size_t n = in.size();
-    std::ranges::copy(in, out.begin() + static_cast<std::ptrdiff_t>(index(p.rank()) * n));
     segments parts;
     for (int r = 0; r < p.size(); ++r) parts.push_back({index(r) * n, n});
-    allgather_segments(p, out, parts);
+    allgather_segments(p, out, parts, in, true);
   }
 
   /// A ring, as allgather, with blocks of `counts` elements.
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
-    detail::place_own_block(in, out, displs[index(p.rank())]);
     segments parts;
     for (int r = 0; r < p.size(); ++r) parts.push_back({displs[index(r)], counts[index(r)]});
-    allgather_segments(p, out, parts);
+    allgather_segments(p, out, parts, in, true);
   }
 
   /// A ring reduce-scatter over `counts`; binomial's for ops that are not commutative.
@@ -135,19 +133,29 @@ struct ring : binomial {
     }
   }
 
-  /// Rank r starts with segment r complete; in step k it passes on segment r-k and takes
-  /// segment r-k-1 from the left.
+  /// Rank r starts with segment r complete, or with it in `own` (`own_apart`: then its first step sends
+  /// `own` and puts it in place while it travels: a peer that reads it straight from our
+  /// memory, shm's cma, reads lines nobody just wrote and does not wait for our copy); in step
+  /// k it passes on segment r-k and takes segment r-k-1 from the left.
   template <class Port, class E>
-  static void allgather_segments(Port& p, std::span<E> data, const segments& parts) {
+  static void allgather_segments(Port& p, std::span<E> data, const segments& parts,
+                                 std::span<const E> own = {}, bool own_apart = false) {
     const int r = p.rank();
     const int right = detail::pattern::ring_right(r, p.size());
     const int left = detail::pattern::ring_left(r, p.size());
+    const auto place_own = [&] {
+      if (own_apart) detail::place_own_block(own, data, parts[index(r)].offset);
+      own_apart = false;
+    };
     for (int k = 0; k + 1 < p.size(); ++k) {
-      auto sent =
-          p.isend(right, std::span<const E>(part(data, parts[index(wrap(r - k, p.size()))])));
+      auto sent = p.isend(
+          right,
+          own_apart ? own : std::span<const E>(part(data, parts[index(wrap(r - k, p.size()))])));
+      place_own();
       p.recv(left, part(data, parts[index(wrap(r - k - 1, p.size()))]));
       p.wait_all(std::span(&sent, 1));
     }
+    place_own();
   }
 };
 

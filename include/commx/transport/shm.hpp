@@ -6,9 +6,10 @@
 ///
 /// Small messages go through a lock-free ring per ordered pair of ranks (no lock and no system
 /// call on the way; the receiver polls each record's own stamp, so an 8-byte message crosses
-/// between cores as one cache line, detail/shm/ring.hpp); large ones (above COMMX_SHM_LARGE_THRESHOLD, 32 KiB by default) are copied
-/// once, straight from the sender's memory with process_vm_readv, when the kernel allows it, and
-/// otherwise in pipelined pieces through the ring. Messages nobody asked for yet go to a private
+/// between cores as one cache line, detail/shm/ring.hpp); large ones (above
+/// COMMX_SHM_LARGE_THRESHOLD, 32 KiB by default) are copied once, straight from the sender's
+/// memory with process_vm_readv, or in pipelined pieces through the ring (the default), or by
+/// whichever has cost the receiver less lately (COMMX_SHM_LARGE=auto, detail/shm/path_choice.hpp). Messages nobody asked for yet go to a private
 /// queue in the receiving process, so senders never deadlock; what it holds of each sender's is
 /// bounded by eager credit (COMMX_SHM_EAGER_WINDOW, 1 MiB), beyond which messages wait in the
 /// sender's memory as large ones do (detail/shm/credit.hpp). A waiting rank spins briefly,
@@ -52,7 +53,7 @@ class shm {
   static constexpr bool shares_node_memory = true;
   /// shm's tuning (COMMX_SHM_*, docs/environment.md).
   using options = detail::shm::options;
-  /// How messages above options::large_threshold travel: cma or copy.
+  /// How messages above options::large_threshold travel: auto, cma or copy.
   using large_path = detail::shm::large_path;
 
   /// Null when the operation completed at once, successfully (the common eager send).

@@ -11,7 +11,8 @@
 /// or sees the claim and waits for the copy to finish), then either answers `cts` and the
 /// sender streams `data` pieces through the ring, which the receiver copies into place as they
 /// come (pipelined: both copy at once; the default, COMMX_SHM_LARGE=copy), or copies the
-/// payload itself with process_vm_readv and answers `fin` (COMMX_SHM_LARGE=cma or auto).
+/// payload itself with process_vm_readv and answers `fin` (COMMX_SHM_LARGE=cma), or does
+/// whichever has cost it less lately (COMMX_SHM_LARGE=auto, path_choice.hpp).
 ///
 /// Every rank drains all its incoming rings whenever it makes progress, into posted receives or
 /// into its private queue; a send that finds its ring full waits in a private outbox, in order,
@@ -59,6 +60,7 @@
 #include "commx/transport/detail/shm/futex.hpp"
 #include "commx/transport/detail/shm/liveness.hpp"
 #include "commx/transport/detail/shm/matching.hpp"
+#include "commx/transport/detail/shm/path_choice.hpp"
 #include "commx/transport/detail/shm/options.hpp"
 #include "commx/transport/detail/shm/ring.hpp"
 #include "commx/transport/detail/shm/segment.hpp"
@@ -98,6 +100,7 @@ class endpoint {
     urgent_.resize(n);
     in_flight_.resize(n);
     transfers_.resize(n);
+    pieces_done_.resize(n);
     credit_out_.resize(n);
     credit_in_.resize(n);
     generations_.assign(n, 0);
@@ -127,7 +130,12 @@ class endpoint {
   endpoint& operator=(const endpoint&) = delete;
 
   /// Says goodbye: peers stop waiting for this rank (what it sent is still delivered).
-  ~endpoint() { leave(presence::finished); }
+  ~endpoint() {
+    if (opts_.large == large_path::automatic && cross_memory_) {
+      COMMX_LOG(debug, log_, "large messages, what each way cost per byte: {}", paths_.describe());
+    }
+    leave(presence::finished);
+  }
 
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return size_; }
@@ -409,8 +417,7 @@ class endpoint {
       }
       const queued_message offer = std::move(queued);
       unexpected_.pop(at);
-      if (take_offer(op, offer.source, offer.tag, offer.size, offer.ticket, offer.generation,
-                     offer.address, target)) {
+      if (take_offer(op, offer, target)) {
         return;
       }
     }
@@ -445,13 +452,20 @@ class endpoint {
   void arrive_eager(int from, const record& header, const ring_consumer& ring);
   void arrive_offer(int from, const record& header);
   bool still_offered(const queued_message& offer) const;
-  bool take_offer(const std::shared_ptr<operation>& receive, int from, int tag, std::size_t bytes,
-                  std::uint32_t slot, std::uint64_t generation, std::uint64_t address,
+  bool take_offer(const std::shared_ptr<operation>& receive, const queued_message& offer,
                   std::byte* target);
   void arrive_clear_to_send(int from, const record& header);
   void arrive_piece(int from, const record& header, const ring_consumer& ring);
   void arrive_fin(int from, const record& header);
   void arrive_revoke(int from, const record& header);
+  [[nodiscard]] bool sending_large() const;
+  void note_cost(path_choice::decision choice, std::size_t bytes, clock::time_point since);
+  struct large_way {
+    bool by_cma = false;
+    std::optional<path_choice::decision> choice;  // none: nothing to measure
+    clock::time_point since{};
+  };
+  large_way choose_large_way(const queued_message& offer, bool slotted);
   static constexpr std::size_t drain_limit = 1024;
 
   // Writing to the rings, withdrawing, and the large-message path at start-up
@@ -479,12 +493,25 @@ class endpoint {
   bool cross_memory_ = false;
   bool left_ = false;
 
-  std::vector<ring_producer> producers_;      // to each peer
-  std::vector<ring_consumer> consumers_;      // from each peer
-  std::vector<std::deque<outgoing>> outbox_;  // messages (eager, offers), in order
-  std::vector<std::deque<outgoing>> urgent_;  // answers (cts, fin) and pieces
-  std::vector<transfer_table> in_flight_;     // our offers to each peer
-  std::vector<transfer_table> transfers_;     // pieces coming from each peer
+  std::vector<ring_producer> producers_;        // to each peer
+  std::vector<ring_consumer> consumers_;        // from each peer
+  std::vector<std::deque<outgoing>> outbox_;    // messages (eager, offers), in order
+  std::vector<std::deque<outgoing>> urgent_;    // answers (cts, fin) and pieces
+  std::vector<transfer_table> in_flight_;       // our offers to each peer
+  std::vector<transfer_table> transfers_;       // pieces coming from each peer
+  path_choice paths_;                           // cma or pieces, when both are open (auto)
+  std::vector<clock::time_point> pieces_done_;  // from each peer, the last transfer's end
+  // Under auto, for path_choice: offers we made, when the last was, and when the large sends
+  // we have in flight began (since the last time we had none).
+  std::uint64_t large_offers_ = 0;
+  clock::time_point last_large_offer_{};
+  clock::time_point sending_since_{};
+  struct exchange_cost {
+    path_choice::decision choice;
+    std::size_t bytes;
+    clock::time_point since;
+  };
+  std::optional<exchange_cost> exchange_cost_;  // waiting for our own sends (note_cost)
   std::vector<credit_to_send> credit_out_;
   std::vector<credit_to_return> credit_in_;
   std::vector<std::uint64_t> generations_;

@@ -17,6 +17,11 @@ inline void endpoint::progress() {
     if (!outbox_[p].empty() || !urgent_[p].empty()) flush(peer);
   }
   settle_wakes();
+  if (exchange_cost_ && !sending_large()) {
+    paths_.record(exchange_cost_->choice, exchange_cost_->bytes,
+                  clock::now() - exchange_cost_->since);
+    exchange_cost_.reset();
+  }
   // A caller that polls test() instead of waiting still learns of dead peers.
   if (++idle_polls_ >= 1024) {
     idle_polls_ = 0;
@@ -94,6 +99,10 @@ inline void endpoint::arrive_offer(int from, const record& header) {
   offer.ticket = header.ticket;
   offer.generation = header.generation;
   offer.address = header.address;
+  if (opts_.large == large_path::automatic) {
+    offer.crossed = sending_large() ? sending_since_ : clock::time_point{};
+    offer.offers_before = large_offers_;
+  }
   if (offer.ticket >= tickets_per_pair && offer.ticket != no_ticket) {
     throw error(errc::protocol_violation,
                 fmt::format("shm: rank {}: offer from rank {} names ticket {} (< {})", rank_, from,
@@ -115,8 +124,7 @@ inline void endpoint::arrive_offer(int from, const record& header) {
     }
     std::shared_ptr<operation> taken = *posted;
     posted = posted_.erase(posted);
-    if (take_offer(taken, from, header.tag, offer.size, offer.ticket, offer.generation,
-                   offer.address, target)) {
+    if (take_offer(taken, offer, target)) {
       return;
     }
     // Withdrawn just now: the receive is still waiting, first in line again.
@@ -135,9 +143,14 @@ inline bool endpoint::still_offered(const queued_message& offer) const {
 // Claims a large message for `op` and copies it, or asks for it in pieces. False if the
 // sender withdrew it first (nothing happened to `op`). An offer without a ticket slot is
 // claimed by asking for its pieces (transfer_table.hpp).
-inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int from, int tag,
-                                 std::size_t bytes, std::uint32_t slot, std::uint64_t generation,
-                                 std::uint64_t address, std::byte* target) {
+inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive,
+                                 const queued_message& offer, std::byte* target) {
+  const int from = offer.source;
+  const int tag = offer.tag;
+  const std::size_t bytes = offer.size;
+  const std::uint32_t slot = offer.ticket;
+  const std::uint64_t generation = offer.generation;
+  const std::uint64_t address = offer.address;
   operation& op = *receive;
   const bool slotted = slot != no_ticket;
   if (slotted) {
@@ -152,12 +165,14 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int 
   answer.ticket = slot;
   answer.generation = generation;
   answer.tag = tag;
-  if (slotted && cross_memory_ && bytes != 0) {
+  const large_way way = choose_large_way(offer, slotted);
+  if (way.by_cma) {
     const pid_t pid = peers_[static_cast<std::size_t>(from)].pid();
     const cross_copy copied =
         from == rank_
             ? (std::memcpy(target, reinterpret_cast<const void*>(address), bytes), cross_copy::done)
             : read_from_process(pid, address, target, bytes);
+    if (way.choice && copied == cross_copy::done) note_cost(*way.choice, bytes, way.since);
     if (copied == cross_copy::done || copied == cross_copy::bad_address) {
       const bool good = copied == cross_copy::done;
       complete(op, {from, tag, bytes,
@@ -196,10 +211,46 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive, int 
   op.progress = 0;
   op.generation = generation;
   op.result = {from, tag, bytes};
+  op.path_cell = way.choice && way.choice->counted ? way.choice->cell : -1;
+  op.since = way.since;
   transfers_[static_cast<std::size_t>(from)].put(slot, receive);
   answer.kind = record_kind::cts;
   send_control(from, answer);
   return true;
+}
+
+// cma or pieces for a large message, and since when its cost counts. Without a ticket slot,
+// without cma or under COMMX_SHM_LARGE=copy: pieces; our own messages and COMMX_SHM_LARGE=cma:
+// cma. Under auto (path_choice.hpp): one way, what this rank measured; in an exchange, what
+// rank 0 measured and published, its cost counted from our offer (so that what each way lets
+// overlap, a peer reading what we offered while we copy, counts). An exchange: the offer came
+// while we had large sends in flight, or we made one while it waited. Neither moment alone
+// tells: a peer a step ahead offers before we do, and one that reads by cma may have finished
+// with ours by the time we take its offer.
+inline endpoint::large_way endpoint::choose_large_way(const queued_message& offer, bool slotted) {
+  const std::size_t bytes = offer.size;
+  const bool cma_open = slotted && cross_memory_ && bytes != 0;
+  if (!cma_open || offer.source == rank_ || opts_.large != large_path::automatic) {
+    return {cma_open, std::nullopt, {}};
+  }
+  const std::optional<clock::time_point> exchange_since =
+      offer.crossed != clock::time_point{}   ? std::optional(offer.crossed)
+      : large_offers_ != offer.offers_before ? std::optional(last_large_offer_)
+                                             : std::nullopt;
+  auto& published =
+      segment_.header().exchange_way[path_choice::size_class(bytes) % path_choice::size_classes];
+  if (exchange_since && rank_ != 0) {
+    return {published.load(std::memory_order_relaxed) ==
+                static_cast<std::uint8_t>(path_choice::way::cma),
+            std::nullopt,
+            {}};
+  }
+  const path_choice::decision choice =
+      paths_.choose(bytes, exchange_since.has_value(), exchange_since.has_value());
+  if (exchange_since) {
+    published.store(static_cast<std::uint8_t>(choice.chosen), std::memory_order_relaxed);
+  }
+  return {choice.chosen == path_choice::way::cma, choice, exchange_since.value_or(clock::now())};
 }
 
 inline void endpoint::arrive_clear_to_send(int from, const record& header) {
@@ -223,6 +274,14 @@ inline void endpoint::arrive_piece(int from, const record& header, const ring_co
   ring.read_payload(header, 0, op.target + header.size, header.payload);
   op.progress += header.payload;
   if (op.progress == bytes) {
+    // A sender streams one transfer after another: a transfer's time starts when its receiver
+    // asked or when the one before it ended, whichever came later.
+    clock::time_point& before = pieces_done_[static_cast<std::size_t>(from)];
+    if (op.path_cell >= 0) {
+      note_cost({path_choice::way::pieces, static_cast<std::uint16_t>(op.path_cell)}, bytes,
+                std::max(op.since, before));
+    }
+    before = clock::now();
     complete(op, op.result);
     table.erase(header.ticket, header.generation);
   }
@@ -255,6 +314,24 @@ inline void endpoint::arrive_revoke(int from, const record& header) {
     return m.large && m.source == from && m.ticket == no_ticket &&
            m.generation == header.generation;
   });
+}
+
+// What a large message cost since `since`: one way, until now; in an exchange, until our own
+// large sends are done too (progress() records it then), since the way chosen shifts work
+// between our receive and our sends: a peer reading by cma spares us writing pieces. A later
+// exchange's cost replaces one still waiting.
+inline void endpoint::note_cost(path_choice::decision choice, std::size_t bytes,
+                                clock::time_point since) {
+  if (choice.exchange() && sending_large()) {
+    exchange_cost_ = {choice, bytes, since};
+  } else {
+    paths_.record(choice, bytes, clock::now() - since);
+  }
+}
+
+// Whether this rank has large messages of its own in flight (each table keeps its count).
+inline bool endpoint::sending_large() const {
+  return std::ranges::any_of(in_flight_, [](const transfer_table& t) { return !t.empty(); });
 }
 
 }  // namespace commx::detail::shm

@@ -90,6 +90,11 @@ inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wro
       const int slot = in_flight_[t].free_slot();
       const auto ticket_field = slot < 0 ? no_ticket : static_cast<std::uint32_t>(slot);
       op.offered = true;
+      if (opts_.large == large_path::automatic) {
+        last_large_offer_ = clock::now();
+        if (!sending_large()) sending_since_ = last_large_offer_;
+        ++large_offers_;
+      }
       op.ticket = slot;
       op.generation = ++generations_[t];
       next.header.ticket = ticket_field;

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -53,6 +54,10 @@ struct operation {
   std::uint64_t generation = 0;
   std::size_t progress = 0;
   std::byte* target = nullptr;
+  // Pieces a receiver chose over cma (path_choice.hpp): the cell their cost goes to (-1: none,
+  // or not counted) and when their time started.
+  int path_cell = -1;
+  std::chrono::steady_clock::time_point since{};
 };
 
 /// A message nobody has asked for yet: a copy of a small one, or a large one's envelope.
@@ -67,6 +72,10 @@ struct queued_message {
   std::uint32_t ticket = 0;  // large messages: where the sender offers it
   std::uint64_t generation = 0;
   std::uint64_t address = 0;
+  // Large messages, for path_choice.hpp: when the large sends the receiver had in flight at the
+  // arrival began (the epoch: it had none), and how many it had offered by then.
+  std::chrono::steady_clock::time_point crossed{};
+  std::uint64_t offers_before = 0;
 };
 
 inline bool matches(int want_source, context_id want_ctx, int want_tag, int source, context_id ctx,

@@ -5,7 +5,7 @@
 ///
 /// | variable | meaning | default |
 /// |---|---|---|
-/// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: cma when the kernel allows it, else copy) | copy (measured 1.8-4.4x cma's bandwidth here: bench/README.md) |
+/// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: the receiver takes cma or pieces through the ring, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; pieces when the kernel refuses cma) | copy (bench/README.md: auto measured within a few percent of it, better or worse by collective) |
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768 |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, 4 KiB to 16 MiB); same on every rank | by rank count |
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
@@ -29,15 +29,18 @@ namespace commx::detail::shm {
 
 /// How a message above the threshold travels.
 enum class large_path {
-  automatic,  ///< cross-memory attach when permitted, else chunks through the ring
+  automatic,  ///< per message, the cheaper lately of cma and chunks (chunks when cma is refused)
   cma,        ///< cross-memory attach only; start-up fails if the kernel refuses it
   copy,       ///< pipelined chunks through the ring, always
 };
 
 struct options {
-  /// Two pipelined copies through the ring beat one process_vm_readv on the machines measured
-  /// (2026-11-26: 16-59 GB/s against 9-15 GB/s from 64 KiB to 4 MiB), whose kernel pins and
-  /// walks the pages of every call; cma stays a choice for machines where it wins.
+  /// Two pipelined copies through the ring beat one process_vm_readv one way (2026-11-26: 16-59
+  /// GB/s against 9-15 GB/s from 64 KiB to 4 MiB) and in most collectives; cma's one copy per
+  /// core wins exchanges of buffers nobody just wrote when a cache line crosses slowly
+  /// (2026-11-28: Allgather 1 MiB 97 against 115 us). `automatic` measures and chooses
+  /// (path_choice.hpp), but came out within a few percent of `copy` either way, its retries
+  /// and the time it takes to follow a change costing what it gained (bench/README.md).
   large_path large = large_path::copy;
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
   /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/README.md.

@@ -23,6 +23,7 @@
 /// | ticket words[n * n * K] (large messages on offer) | 4 each |
 /// | ring data[n * n], page-aligned | ring_bytes each |
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -52,7 +53,7 @@
 namespace commx::detail::shm {
 
 inline constexpr std::uint64_t segment_magic = 0x636f6d6d782d7368ULL;  // "commx-sh"
-inline constexpr std::uint32_t segment_version = 3;  // 3: eager credit, slotless offers
+inline constexpr std::uint32_t segment_version = 4;  // 4: the exchange way rank 0 publishes
 inline constexpr std::uint32_t tickets_per_pair = 16;
 
 /// What a rank's slot says about it.
@@ -69,6 +70,9 @@ struct segment_header {
   alignas(cache_line) std::atomic<std::uint32_t> ready{0};  ///< futex: 1 once initialised
   std::atomic<std::uint32_t> arrived{0};                    ///< futex: ranks that claimed a slot
   alignas(cache_line) std::atomic<std::uint32_t> departures{0};  ///< bumped when a rank goes
+  /// Per size class, how large messages of an exchange travel (path_choice::way), as rank 0
+  /// measures and publishes it (COMMX_SHM_LARGE=auto).
+  alignas(cache_line) std::array<std::atomic<std::uint8_t>, 48> exchange_way{};
 };
 static_assert(sizeof(segment_header) <= 256);
 

@@ -48,7 +48,9 @@ class transfer_table {
       const std::uint64_t generation = op->generation;
       slotless_[generation] = std::move(op);
     } else {
-      slots_[ticket % tickets_per_pair] = std::move(op);
+      auto& slot = slots_[ticket % tickets_per_pair];
+      if (!slot) ++slots_held_;
+      slot = std::move(op);
     }
   }
 
@@ -56,9 +58,14 @@ class transfer_table {
     if (ticket == no_ticket) {
       slotless_.erase(generation);
     } else {
-      slots_[ticket % tickets_per_pair].reset();
+      auto& slot = slots_[ticket % tickets_per_pair];
+      if (slot) --slots_held_;
+      slot.reset();
     }
   }
+
+  /// Whether no operation is held (the count kept, so that asking costs nothing).
+  [[nodiscard]] bool empty() const { return slots_held_ == 0 && slotless_.empty(); }
 
   /// A free ticket slot, or -1 when every one is taken.
   [[nodiscard]] int free_slot() const {
@@ -75,6 +82,7 @@ class transfer_table {
       if (op) f(*op);
       op.reset();
     }
+    slots_held_ = 0;
     for (auto& [generation, op] : slotless_) f(*op);
     slotless_.clear();
   }
@@ -82,13 +90,17 @@ class transfer_table {
   /// Drops every reference to `op`.
   void forget(const operation& op) {
     for (auto& held : slots_) {
-      if (held.get() == &op) held.reset();
+      if (held.get() == &op) {
+        held.reset();
+        --slots_held_;
+      }
     }
     std::erase_if(slotless_, [&](const auto& entry) { return entry.second.get() == &op; });
   }
 
  private:
   std::vector<std::shared_ptr<operation>> slots_;
+  std::size_t slots_held_ = 0;
   std::map<std::uint64_t, std::shared_ptr<operation>> slotless_;
 };
 
