@@ -133,10 +133,10 @@ struct ring : binomial {
     }
   }
 
-  /// Rank r starts with segment r complete, or with it in `own` (`own_apart`: then its first step sends
-  /// `own` and puts it in place while it travels: a peer that reads it straight from our
-  /// memory, shm's cma, reads lines nobody just wrote and does not wait for our copy); in step
-  /// k it passes on segment r-k and takes segment r-k-1 from the left.
+  /// Rank r starts with segment r complete, or with it in `own` (`own_apart`: then its first
+  /// step sends `own` and puts it in place while it travels: a peer that reads it straight
+  /// from our memory, shm's cma, reads lines nobody just wrote and does not wait for our
+  /// copy); in step k it passes on segment r-k and takes segment r-k-1 from the left.
   template <class Port, class E>
   static void allgather_segments(Port& p, std::span<E> data, const segments& parts,
                                  std::span<const E> own = {}, bool own_apart = false) {

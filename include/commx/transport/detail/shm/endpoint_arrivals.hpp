@@ -274,14 +274,16 @@ inline void endpoint::arrive_piece(int from, const record& header, const ring_co
   ring.read_payload(header, 0, op.target + header.size, header.payload);
   op.progress += header.payload;
   if (op.progress == bytes) {
-    // A sender streams one transfer after another: a transfer's time starts when its receiver
-    // asked or when the one before it ended, whichever came later.
-    clock::time_point& before = pieces_done_[static_cast<std::size_t>(from)];
-    if (op.path_cell >= 0) {
-      note_cost({path_choice::way::pieces, static_cast<std::uint16_t>(op.path_cell)}, bytes,
-                std::max(op.since, before));
+    if (opts_.large == large_path::automatic) {
+      // A sender streams one transfer after another: a transfer's time starts when its
+      // receiver asked or when the one before it ended, whichever came later.
+      clock::time_point& before = pieces_done_[static_cast<std::size_t>(from)];
+      if (op.path_cell >= 0) {
+        note_cost({path_choice::way::pieces, static_cast<std::uint16_t>(op.path_cell)}, bytes,
+                  std::max(op.since, before));
+      }
+      before = clock::now();
     }
-    before = clock::now();
     complete(op, op.result);
     table.erase(header.ticket, header.generation);
   }

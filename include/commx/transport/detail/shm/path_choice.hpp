@@ -30,7 +30,7 @@
 /// | event | what the cell does |
 /// |---|---|
 /// | a way never measured | is taken (pieces first); its first message is not counted |
-/// | `retry_first` decisions since the last try of the other way | the other way is taken once |
+/// | `retry_first` decisions since the last try of the other way | the other way is taken once (twice when settling) |
 /// | a retry that loses | the interval before the next doubles, up to `retry_last` |
 /// | a retry that wins | the ways swap; the interval starts again at `retry_first` |
 /// | the way taken costs more than the other did when last tried | the next decision retries |
@@ -78,16 +78,16 @@ class path_choice {
   decision choose(std::size_t bytes, bool exchange, bool settling = false) {
     const auto index = cell_of(bytes, exchange);
     cell& c = cells_[index];
-    way chosen = c.preferred;
-    if (!c.known[slot(c.preferred)]) {
-      chosen = c.preferred;
-    } else if (c.retry_left > 0) {
-      chosen = other(c.preferred);
-      --c.retry_left;
-    } else if (!c.known[slot(other(c.preferred))] || ++c.since_retry >= c.retry_interval) {
-      chosen = other(c.preferred);
-      c.since_retry = 0;
-      c.retry_left = settling ? 1 : 0;
+    way chosen = c.preferred;  // also while it has no cost yet
+    if (c.known[slot(c.preferred)]) {
+      if (c.retry_left > 0) {
+        chosen = other(c.preferred);
+        --c.retry_left;
+      } else if (!c.known[slot(other(c.preferred))] || ++c.since_retry >= c.retry_interval) {
+        chosen = other(c.preferred);
+        c.since_retry = 0;
+        c.retry_left = settling ? 1 : 0;
+      }
     }
     const bool changed = chosen != c.last_taken;
     c.last_taken = chosen;
@@ -139,7 +139,7 @@ class path_choice {
     for (std::size_t i = 0; i < cells_.size(); ++i) {
       const cell& c = cells_[i];
       if (!c.known[0] && !c.known[1]) continue;
-      const std::size_t low = std::size_t{1} << (i / 2 - 1);
+      const std::size_t low = i / 2 == 0 ? 0 : std::size_t{1} << (i / 2 - 1);
       text += fmt::format("{}[{}-{} B {}: pieces {:.4f} ns, cma {:.4f} ns -> {}]",
                           text.empty() ? "" : " ", low, 2 * low - 1, i % 2 ? "exchange" : "one way",
                           c.cost(0), c.cost(1), c.preferred == way::cma ? "cma" : "pieces");
