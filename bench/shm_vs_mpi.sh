@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Ping-pong and bandwidth on commx's shm transport (the default, each large-message path alone,
+# Ping-pong and bandwidth on commx's shm transport (the default, cma and the measured choice,
 # and the fixed 8-pause spin of before the run-time choice), Open MPI and MPICH (each as
 # installed, and each told to yield while it polls), interleaved round by round on this machine
 # so that their ratios are measured side by side, every run pinned, in both placements of rank
@@ -38,7 +38,7 @@ for ((r = 1; r <= rounds; r++)); do
     COMMX_SHM_SPIN=8 "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
       "$release/bench/bench_pingpong_shm" "${common[@]}" \
       --benchmark_out="$out/shm-spin8.$at.json" > /dev/null
-    for large in cma copy; do  # the default (auto) chooses between these two
+    for large in cma auto; do  # beside the default, copy
       COMMX_SHM_LARGE=$large "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
         "$release/bench/bench_pingpong_shm" "${common[@]}" \
         --benchmark_out="$out/shm-$large.$at.json" > /dev/null
@@ -64,7 +64,7 @@ done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-libs = ["shm", "shm-spin8", "shm-cma", "shm-copy", "openmpi", "mpich", "openmpi-yield",
+libs = ["shm", "shm-spin8", "shm-cma", "shm-auto", "openmpi", "mpich", "openmpi-yield",
         "mpich-yield"]
 def load(lib):
     rows = {}
@@ -78,7 +78,7 @@ def load(lib):
     return {k: statistics.median(v) for k, v in rows.items()}
 data = {lib: load(lib) for lib in libs}
 lines = ["| measure | shm | shm (COMMX_SHM_SPIN=8) | shm (COMMX_SHM_LARGE=cma) | "
-         "shm (COMMX_SHM_LARGE=copy) | Open MPI | MPICH | Open MPI (yield) | MPICH (yield) | "
+         "shm (COMMX_SHM_LARGE=auto) | Open MPI | MPICH | Open MPI (yield) | MPICH (yield) | "
          "shm / best MPI | shm / spin 8 |",
          "|---|---|---|---|---|---|---|---|---|---|---|"]
 for key in sorted(data["shm"]):
