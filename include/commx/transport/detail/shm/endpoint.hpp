@@ -32,6 +32,7 @@
 /// without saying goodbye is marked failed in the segment and everyone is woken.
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -44,6 +45,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -68,6 +70,10 @@
 #include "commx/transport/detail/shm/waiting.hpp"
 
 namespace commx::detail::shm {
+
+// The segment keeps rank 0's way for exchanges per size class (path_choice.hpp).
+static_assert(std::tuple_size_v<decltype(segment_header::exchange_way)> ==
+              path_choice::size_classes);
 
 /// Ticket words: the use (generation, 30 bits) and the state (2 bits) of one offer slot.
 namespace ticket {

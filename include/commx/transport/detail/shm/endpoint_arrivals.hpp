@@ -237,8 +237,7 @@ inline endpoint::large_way endpoint::choose_large_way(const queued_message& offe
       offer.crossed != clock::time_point{}   ? std::optional(offer.crossed)
       : large_offers_ != offer.offers_before ? std::optional(last_large_offer_)
                                              : std::nullopt;
-  auto& published =
-      segment_.header().exchange_way[path_choice::size_class(bytes) % path_choice::size_classes];
+  auto& published = segment_.header().exchange_way[path_choice::size_class(bytes)];
   if (exchange_since && rank_ != 0) {
     return {published.load(std::memory_order_relaxed) ==
                 static_cast<std::uint8_t>(path_choice::way::cma),
