@@ -81,7 +81,10 @@ inline bool endpoint_state::progress_posted(std::uint32_t until) {
     return wide.emplace_back(filter_union{r.ctx, r.source, r.tag});
   };
   for (std::size_t i = 0; i < posted.size();) {
-    if (!held.empty()) withdraw_from_mpi();  // a refused message goes to the next receive
+    // A refused message goes to the next receive: none may stay with MPI. Those withdrawn
+    // may be behind us in this pass, and what MPI gave them is held now, ahead of anything
+    // a wider probe further on would find for them: look at every receive again.
+    if (!held.empty() && withdraw_from_mpi()) i = 0;
     const std::uint32_t slot = posted[i];
     receive& r = slots[slot];
     if (r.state == phase::with_mpi || r.state == phase::arrived) {

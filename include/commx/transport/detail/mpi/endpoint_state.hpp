@@ -313,10 +313,12 @@ struct endpoint_state {
   // While messages are held, no receive may stay with MPI: MPI would give it a message later
   // than a held one it matches. Each is withdrawn (MPI_Cancel) and waits on the matched path;
   // a message MPI already gave one joins `held`, after the messages held before it (it came
-  // later than any of them that it matches), in posting order.
-  void withdraw_from_mpi() {
+  // later than any of them that it matches), in posting order. True if it withdrew any.
+  bool withdraw_from_mpi() {
+    bool withdrew = false;
     for (const std::uint32_t slot : posted) {
       receive& r = slots[slot];
+      if (r.state == phase::with_mpi || r.state == phase::arrived) withdrew = true;
       if (r.state == phase::with_mpi && cancel_with_mpi(r)) {
         r.state = phase::posted;
         continue;
@@ -332,6 +334,7 @@ struct endpoint_state {
       }
       held.push_back(std::move(m));
     }
+    return withdrew;
   }
 
   // Withdraws receive `r` from MPI; false if MPI had completed it (then `r.status` says with
