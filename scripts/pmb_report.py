@@ -15,7 +15,10 @@ ratio, the best policy being the one with the lowest median: runs of one round w
 minutes apart at most, a point's policies seconds apart, and a VM that changes speed between
 rounds would otherwise set one policy's slow rounds against another's fast ones. Under each
 table, how many points from 8 B to 4 MiB (and the barrier) meet issue 20's goals: the best
-policy at or below the MPI, tuned within 10% of the best.
+policy at or below the MPI, tuned within 10% of the best. Where pmb_sweep.py timed a cache line
+before and after each round (round<k>/mode.txt), the rounds are listed by the VM's mode (fast:
+under 100 ns at both ends; slow: 100 ns or more at both; mixed), and the goals are counted again
+over the fast rounds alone and the slow rounds alone.
 """
 from __future__ import annotations
 
@@ -33,6 +36,39 @@ SCALE = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 # The MPI run each commx stack is held against: the same layout of one machine.
 MPI_PEER = {"shm": "openmpi", "inproc": "openmpi", "mpi": "openmpi",
             "tcp": "openmpi-tcp", "wan": "openmpi-tcp"}
+
+
+# Between this VM's two modes: a cache line crosses in about 40 ns in one, 200 in the other.
+FAST_LINE_NS = 100.0
+
+
+def round_modes(paths) -> dict[str, str]:
+    """Round directory -> "fast", "slow" or "mixed", from its mode.txt (pmb_sweep.py)."""
+    modes = {}
+    for folder in {os.path.dirname(os.path.abspath(path)) for path in paths}:
+        try:
+            with open(os.path.join(folder, "mode.txt"), encoding="utf-8") as f:
+                before, after = (float(v) for v in f.read().split()[1:3])
+        except (OSError, ValueError):
+            continue
+        if max(before, after) < FAST_LINE_NS:
+            modes[folder] = "fast"
+        elif min(before, after) >= FAST_LINE_NS:
+            modes[folder] = "slow"
+        else:
+            modes[folder] = "mixed"
+    return modes
+
+
+def only_rounds(rounds: dict, folders: set[str]) -> dict:
+    """`rounds` (by_round's) keeping the rounds taken in `folders`."""
+    kept = {}
+    for point, per_round in rounds.items():
+        mine = {r: us for r, us in per_round.items()
+                if r in folders or os.path.dirname(r) in folders}
+        if mine:
+            kept[point] = mine
+    return kept
 
 
 def by_round(paths) -> dict[tuple[str, str, int, int], dict[str, float]]:
@@ -122,8 +158,19 @@ def main(paths) -> None:
     rounds = by_round(paths)
     stacks = sorted({parsed[0] for (_, label, _, _) in rounds
                      if (parsed := split_label(label)) is not None})
+    modes = round_modes(paths)
+    if modes:
+        print("rounds by the VM's mode (a cache line before and after): " +
+              ", ".join(f"{os.path.basename(d)} {m}" for d, m in sorted(modes.items())))
     for stack in stacks:
         print("\n".join(stack_table(stack, rounds)))
+        for mode in ("fast", "slow"):
+            folders = {d for d, m in modes.items() if m == mode}
+            if not folders or len(folders) == len(modes):
+                continue
+            for line in stack_table(stack, only_rounds(rounds, folders)):
+                if line.startswith("np"):
+                    print(f"  {mode} rounds only ({len(folders)}): {line}")
         print()
 
 

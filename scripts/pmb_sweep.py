@@ -9,6 +9,10 @@ scripts/tune_collectives.py (coll::tuned's table per stack) read, round by round
     python3 scripts/pmb_sweep.py [--build-dir build/release] [--ranks 2 4] [--rounds 5]
                                  [--stacks inproc shm tcp wan mpi openmpi openmpi-tcp]
 
+Each round also times a cache line crossing between CPUs 0 and 1 (bench_cache_line) before and
+after its runs, into round<k>/mode.txt: this VM moves between a fast mode (about 40 ns) and a slow
+one (about 200 ns) every few minutes, and pmb_report.py counts the goals per mode.
+
 Stacks: inproc is bench_collectives (ranks as threads); shm, tcp, wan and mpi are
 bench_pmb_<stack>, launched as the main job launches them (scripts/md_compare.py); openmpi is
 Open MPI's own collectives (bench_mpi_collectives) on its default transports (vader on one
@@ -18,7 +22,9 @@ node), openmpi-tcp the same over its TCP BTL only, the layout tcp and wan have.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -49,6 +55,20 @@ def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
                     commxrun)
 
 
+def cache_line_ns(build_dir: Path) -> float | None:
+    """One cache line crossing between CPUs 0 and 1 in ns (bench_cache_line), None without it."""
+    bench = build_dir / "bench" / "bench_cache_line"
+    if not bench.exists():
+        return None
+    try:
+        done = subprocess.run([str(bench), "--benchmark_format=json"], capture_output=True,
+                              text=True, timeout=60, check=True)
+        runs = json.loads(done.stdout)["benchmarks"]
+        return statistics.median(run["half_rtt"] for run in runs) * 1e9
+    except (subprocess.SubprocessError, ValueError, KeyError):
+        return None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -68,6 +88,7 @@ def main() -> int:
     for k in range(1, args.rounds + 1):
         folder = args.results / f"round{k}"
         folder.mkdir(parents=True, exist_ok=True)
+        line_before = cache_line_ns(args.build_dir)
         for ranks in args.ranks:
             for stack in args.stacks:
                 out = folder / f"{stack}-np{ranks}.json"
@@ -87,6 +108,12 @@ def main() -> int:
                     out.unlink(missing_ok=True)
                 print(f"round {k} np{ranks} {stack:<12} {time.monotonic() - start:7.1f} s  "
                       f"{status}  (load {os.getloadavg()[0]:.2f})", flush=True)
+        line_after = cache_line_ns(args.build_dir)
+        if line_before is not None and line_after is not None:
+            (folder / "mode.txt").write_text(
+                f"cache_line_ns {line_before:.1f} {line_after:.1f}\n", encoding="utf-8")
+            print(f"round {k}: a cache line {line_before:.0f} ns before, {line_after:.0f} after",
+                  flush=True)
     print(f"pmb_sweep: done; load average {os.getloadavg()[0]:.2f}; results in {args.results}")
     return 1 if failed else 0
 

@@ -3,6 +3,8 @@
 between rounds does not set one policy's slow rounds against another's fast ones, and the
 goal counts under each table follow them."""
 
+import contextlib
+import io
 import json
 import statistics
 import sys
@@ -11,7 +13,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from pmb_report import by_round, stack_table  # noqa: E402
+from pmb_report import by_round, main, stack_table  # noqa: E402
 
 
 def write(folder: Path, times: dict) -> Path:
@@ -82,6 +84,24 @@ class ReportTest(unittest.TestCase):
         lines = stack_table("mpi", by_round(paths))
         row = next(line.split() for line in lines if line.lstrip().startswith("Allgather"))
         self.assertEqual(row[-2:], ["1.00", "1.05"])
+
+    def test_goals_are_counted_again_per_mode_of_the_vm(self):
+        # Rounds 1 and 3 fast (a cache line 40 ns before and after), 2 slow, 4 changing mode
+        # halfway: flat beats Open MPI in the fast rounds only.
+        paths = self.sweep([(0.10, 0.10, 0.12), (0.70, 0.70, 0.60), (0.11, 0.11, 0.12),
+                            (0.40, 0.40, 0.30)])
+        for k, (before, after) in enumerate([(40, 42), (201, 195), (38, 41), (40, 210)], 1):
+            (self.root / f"round{k}" / "mode.txt").write_text(f"cache_line_ns {before} {after}\n")
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            main([str(p) for p in paths])
+        lines = printed.getvalue().splitlines()
+        self.assertIn("rounds by the VM's mode (a cache line before and after): round1 fast, "
+                      "round2 slow, round3 fast, round4 mixed", lines)
+        self.assertIn("  fast rounds only (2): np2: best at or below openmpi at 1 of 1 points, "
+                      "tuned within 10% of the best at 1 of 1", lines)
+        self.assertIn("  slow rounds only (1): np2: best at or below openmpi at 0 of 1 points, "
+                      "tuned within 10% of the best at 1 of 1", lines)
 
     def test_files_of_one_folder_are_rounds_of_their_own(self):
         folder = self.root / "flat"

@@ -22,4 +22,9 @@ done
 # would fail with a broken pipe.)
 python3 "$scripts/pmb_report.py" "$out"/round1/*.json > "$out/report.txt"
 grep -q "=== commx tcp" "$out/report.txt"
+# The round's mode: a cache line timed before and after it, where the build has the bench.
+if [[ -x "$build/bench/bench_cache_line" ]]; then
+  grep -Eq '^cache_line_ns [0-9.]+ [0-9.]+$' "$out/round1/mode.txt"
+  grep -q "rounds by the VM's mode" "$out/report.txt"
+fi
 echo "pmb_sweep_run: tables for shm and tcp made from one round"
