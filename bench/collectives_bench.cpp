@@ -43,10 +43,8 @@ void register_point(std::string_view bench, std::size_t bytes) {
                 pmb::warm_up([&] { work.run(world); }, [&](int& value) { world.bcast(value, 0); },
                              world.rank() == 0, least_reps);
             world.barrier();
-            const auto start = commx::clock::now();
-            for (int i = 0; i < reps; ++i) work.run(world);
-            double per_call =
-                std::chrono::duration<double>(commx::clock::now() - start).count() / reps;
+            double per_call = pmb::seconds_per_call(
+                reps, [&] { work.run(world); }, [&] { work.write_input(); });
             world.allreduce(per_call, commx::op::max{});
             if (world.rank() == 0) slowest = per_call;
           });

@@ -60,9 +60,8 @@ void register_point(world_comm& world, std::string_view bench, std::size_t bytes
                 pmb::warm_up([&] { work.run(part); }, [&](int& value) { part.bcast(value, 0); },
                              part.rank() == 0, least_reps);
             part.barrier();
-            const auto start = commx::clock::now();
-            for (int i = 0; i < reps; ++i) work.run(part);
-            per_call = std::chrono::duration<double>(commx::clock::now() - start).count() / reps;
+            per_call = pmb::seconds_per_call(
+                reps, [&] { work.run(part); }, [&] { work.write_input(); });
             part.allreduce(per_call, commx::op::max{});
           }
           world.bcast(per_call, 0);

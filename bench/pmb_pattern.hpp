@@ -24,6 +24,9 @@ class commx_pattern {
         b_(std::max<std::size_t>(n_ * p_, 1), 0.0),
         counts_(p_, n_) {}
 
+  /// Writes every byte the next call sends (pmb::fresh_input).
+  void write_input() { std::fill(a_.begin(), a_.end(), a_.front() + 1.0); }
+
   template <class Comm>
   void run(Comm& world) {
     const int me = world.rank();

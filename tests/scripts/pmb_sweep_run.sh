@@ -27,4 +27,9 @@ if [[ -x "$build/bench/bench_cache_line" ]]; then
   grep -Eq '^cache_line_ns [0-9.]+ [0-9.]+$' "$out/round1/mode.txt"
   grep -q "rounds by the VM's mode" "$out/report.txt"
 fi
+# Once more with every call's input written before it (PMB_FRESH_INPUT=1, bench/pmb.hpp).
+PMB_FRESH_INPUT=1 python3 "$scripts/pmb_sweep.py" --build-dir "$build" --results "$out/fresh" \
+  --rounds 1 --ranks 2 --stacks shm tcp --filter '^Allgather/.*/65536/' --timeout 120
+python3 "$scripts/pmb_report.py" "$out"/fresh/round1/*.json > "$out/fresh/report.txt"
+grep -Eq '^ +Allgather +2 +65536 ' "$out/fresh/report.txt"
 echo "pmb_sweep_run: tables for shm and tcp made from one round"
