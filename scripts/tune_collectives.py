@@ -12,8 +12,9 @@ would otherwise set one policy's slow rounds against another's fast ones. For ea
 and measured rank count, the best rated of flat, binomial, ring and hierarchical at each
 measured size becomes a rule from that size up (and from just above the previous measured
 rank count up), unless the choice in force is within 5% of it; 0-byte calls, which move
-nothing, choose nothing. Collectives whose sizes differ between ranks (allgatherv,
-reduce_scatter) are chosen by rank count alone: the policy with the least total rating.
+nothing, choose nothing. allgatherv, whose sizes differ between ranks, is chosen by rank count
+alone: the policy with the least total rating (reduce_scatter chooses by its whole input, the
+same size on every rank).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from pmb_report import by_round, split_label  # noqa: E402
 OPS = {"Allreduce": "allreduce", "Reduce": "reduce", "Reduce_scatter": "reduce_scatter",
        "Allgather": "allgather", "Allgatherv": "allgatherv", "Alltoall": "alltoall",
        "Bcast": "bcast", "Barrier": "barrier"}
-BY_RANKS_ONLY = {"allgatherv", "reduce_scatter"}
+BY_RANKS_ONLY = {"allgatherv"}
 HYSTERESIS = 1.05  # keep the current choice while it is within 5% of the fastest
 # ring and hierarchical inherit binomial's algorithm for the collectives they do not redefine;
 # timing the same code twice must not make the table pick one copy over the other by noise.

@@ -37,12 +37,12 @@ static_assert(commx::coll::stack_of<commx::detail::coll_port<stack, commx::stats
                   stack::name,
               "a collective's port names the stack it runs over");
 
-// What one rank sent in one collective: messages and bytes.
+// What the ranks sent in one collective, together: messages and bytes.
 using sent = std::pair<std::uint64_t, std::uint64_t>;
-// (collective, bytes per rank) -> what this rank sent.
+// (collective, bytes per rank; reduce_scatter: its whole input) -> what this rank sent.
 using footprint = std::map<std::pair<op, std::size_t>, sent>;
 
-constexpr std::array measured{op::allreduce, op::bcast, op::allgather};
+constexpr std::array measured{op::allreduce, op::bcast, op::allgather, op::reduce_scatter};
 
 // The sizes at which this stack's table starts a rule for the collectives measured here, up to
 // 1 MiB (larger ones cost time and choose among the same algorithms).
@@ -65,6 +65,10 @@ footprint footprint_of(int n, const std::set<std::size_t>& sizes) {
     for (std::size_t bytes : sizes) {
       std::vector<double> data(bytes / sizeof(double), 1.0);
       std::vector<double> all(data.size() * p);
+      // reduce_scatter's input: at least `bytes`, in p equal blocks.
+      const std::size_t block = (data.size() + p - 1) / p;
+      const std::vector<double> spread(block * p, 1.0);
+      std::vector<double> mine(block);
       for (op kind : measured) {
         const auto before = world.stats().of(kind);
         if (kind == op::allreduce) world.allreduce(std::span<double>(data), std::plus<>{});
@@ -72,11 +76,21 @@ footprint footprint_of(int n, const std::set<std::size_t>& sizes) {
         if (kind == op::allgather) {
           world.allgather(std::span<const double>(data), std::span<double>(all));
         }
+        if (kind == op::reduce_scatter) {
+          world.reduce_scatter_block(std::span<const double>(spread), std::span<double>(mine),
+                                     std::plus<>{});
+        }
         const auto& after = world.stats().of(kind);
+        // Summed over the ranks: flat's and ring's reduce_scatter differ only in what ranks
+        // other than 0 send.
+        std::array<std::uint64_t, 2> delta{after.messages_sent - before.messages_sent,
+                                           after.bytes_sent - before.bytes_sent};
+        world.allreduce(std::span<std::uint64_t>(delta), std::plus<>{});
         // Rank 0 alone records: on inproc the ranks are threads sharing `result`.
         if (world.rank() == 0) {
-          result[{kind, bytes}] = {after.messages_sent - before.messages_sent,
-                                   after.bytes_sent - before.bytes_sent};
+          const std::size_t size =
+              kind == op::reduce_scatter ? spread.size() * sizeof(double) : bytes;
+          result[{kind, size}] = {delta[0], delta[1]};
         }
       }
     }

@@ -9,7 +9,8 @@
 ///
 /// Message size is bytes per rank, the same on every rank for the regular collectives; the
 /// "v" collectives, whose sizes differ between ranks, choose by rank count alone so that all
-/// ranks choose alike.
+/// ranks choose alike. reduce_scatter chooses by its input, the whole vector every rank passes
+/// (the counts are the same on every rank, so is their sum).
 
 #include <array>
 #include <cctype>
@@ -186,11 +187,12 @@ struct tuned {
       algo.alltoallv(p, in, send_counts, send_displs, out, recv_counts, recv_displs);
     });
   }
-  /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
+  /// The algorithm chosen for this rank count and the input's size (every rank's input holds
+  /// the sum of the same counts), or the forced one.
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {
-    dispatch<Port>(stats::op::reduce_scatter, p.size(), 0,
+    dispatch<Port>(stats::op::reduce_scatter, p.size(), data.size_bytes(),
                    [&](auto algo) { algo.reduce_scatter(p, data, counts, op); });
   }
 

@@ -30,6 +30,8 @@ inline constexpr std::array tuned_rules_shm{
     tuning_rule{stats::op::reduce, 3, 0, algorithm::binomial},
     tuning_rule{stats::op::reduce_scatter, 1, 0, algorithm::ring},
     tuning_rule{stats::op::reduce_scatter, 3, 0, algorithm::ring},
+    tuning_rule{stats::op::reduce_scatter, 3, 1024, algorithm::flat},
+    tuning_rule{stats::op::reduce_scatter, 3, 65536, algorithm::ring},
 };
 
 }  // namespace commx::coll::detail
