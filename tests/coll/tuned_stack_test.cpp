@@ -39,7 +39,7 @@ static_assert(commx::coll::stack_of<commx::detail::coll_port<stack, commx::stats
 
 // What the ranks sent in one collective, together: messages and bytes.
 using sent = std::pair<std::uint64_t, std::uint64_t>;
-// (collective, bytes per rank; reduce_scatter: its whole input) -> what this rank sent.
+// (collective, bytes per rank; reduce_scatter: its whole input) -> what the ranks sent.
 using footprint = std::map<std::pair<op, std::size_t>, sent>;
 
 constexpr std::array measured{op::allreduce, op::bcast, op::allgather, op::reduce_scatter};
