@@ -30,7 +30,7 @@
 /// | event | what the cell does |
 /// |---|---|
 /// | a way never measured | is taken (pieces first); its first message is not counted |
-/// | `retry_first` decisions since the last try of the other way | the other way is taken once (twice when settling) |
+/// | `retry_first` decisions since the other way's last try | it is taken once (twice, settling) |
 /// | a retry that loses | the interval before the next doubles, up to `retry_last` |
 /// | a retry that wins | the ways swap; the interval starts again at `retry_first` |
 /// | the way taken costs more than the other did when last tried | the next decision retries |
