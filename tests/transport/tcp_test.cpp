@@ -28,6 +28,7 @@
 #include "commx/transport/detail/tcp/handshake.hpp"
 #include "commx/transport/detail/tcp/route.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
+#include "commx/transport/detail/unexpected_queue.hpp"
 #include "commx/transport/tcp.hpp"
 #include "support/check.hpp"
 #include "transport/tcp/processes.hpp"
@@ -336,6 +337,92 @@ TEST_CASE("a flood of small messages is held within the window, and none is lost
       COMMX_CHECK_EQ(sent, count);
     }
   }));
+}
+
+TEST_CASE("a backlog of 30,000 messages is received tag by tag, each tag in its order",
+          "[tcp][threads]") {
+  // The receiver holds the whole backlog (about 2 MiB, inside the window) and takes the
+  // latest tag first: later tags overtake earlier ones, no message another of its tag. Then
+  // a second backlog from both directions' wildcards: each takes the earliest arrival.
+  REQUIRE_NOTHROW(two_threads([](comm& world) {
+    constexpr int count = 30'000;
+    const auto word = [](int i, int w) { return i * 16 + w; };
+    if (world.rank() == 0) {
+      std::vector<std::vector<int>> out(count);
+      std::vector<comm::request> sends;
+      for (int i = 0; i < count; ++i) {
+        auto& message = out[static_cast<std::size_t>(i)];
+        for (int w = 0; w < i % 7; ++w) message.push_back(word(i, w));
+        sends.push_back(world.isend(1, i % 3, message));
+      }
+      const int total = count;
+      sends.push_back(world.isend(1, 4, total));
+      commx::wait_all(sends);
+      world.barrier();
+      for (int i = 0; i < 300; ++i) world.send(1, 10 + i % 5, i);
+      world.send(1, 20, count);
+    } else {
+      world.probe(0, 4);  // everything before it is queued
+      CHECK(world.transport().held_bytes() <= world.transport().eager_window());
+      for (int tag = 2; tag >= 0; --tag) {
+        for (int i = tag; i < count; i += 3) {
+          std::vector<int> got;
+          const auto st = world.recv(0, tag, got);
+          REQUIRE(st.tag == tag);
+          REQUIRE(got.size() == static_cast<std::size_t>(i % 7));
+          for (int w = 0; w < i % 7; ++w) REQUIRE(got[static_cast<std::size_t>(w)] == word(i, w));
+        }
+      }
+      int total = 0;
+      world.recv(0, 4, total);
+      CHECK(total == count);
+      world.barrier();
+      world.probe(0, 20);
+      for (int i = 0; i < 300; ++i) {
+        int got = -1;
+        const auto st = world.recv(commx::any_source, commx::any_tag, got);
+        REQUIRE(got == i);
+        REQUIRE(st.tag == 10 + i % 5);
+      }
+      world.recv(0, 20, total);
+    }
+  }));
+}
+
+TEST_CASE("a queued message's slot lets go of what it held once the message is taken",
+          "[tcp][queue]") {
+  // Slots are reused, not freed: a self send's operation, a stand-in and its staged data must
+  // still go when their message leaves, as they went when the message was erased.
+  commx::detail::unexpected_queue<tcp::queued_message> queue;
+  auto self_send = std::make_shared<tcp::operation>(tcp::operation::kind::send, 0, 1, 5);
+  auto stand_in = std::make_shared<tcp::operation>(tcp::operation::kind::recv, 1, 1, 6);
+  queue.push({0, 1, 5, 64, tcp::queued_message::form::self_rendezvous, {}, 0, self_send});
+  tcp::queued_message streamed{1,  1, 6,      32, tcp::queued_message::form::remote_streamed,
+                               {}, 7, nullptr};
+  streamed.staged = std::make_unique<std::byte[]>(32);
+  streamed.stand_in = stand_in;
+  queue.push(std::move(streamed));
+  queue.push(
+      {1, 1, 6, 4, tcp::queued_message::form::eager, std::vector<std::byte>(1 << 20), 0, nullptr});
+  CHECK(self_send.use_count() == 2);
+  CHECK(stand_in.use_count() == 2);
+  queue.pop(queue.find(0, 1, 5));
+  CHECK(self_send.use_count() == 1);
+  const auto at = queue.find(commx::any_source, 1, commx::any_tag);
+  REQUIRE(at != queue.end());
+  CHECK(at->second.front().how == tcp::queued_message::form::remote_streamed);
+  queue.pop(at);
+  CHECK(stand_in.use_count() == 1);
+  const auto last = queue.find(1, 1, 6);
+  REQUIRE(last != queue.end());
+  REQUIRE(last->second.front().eager.size() == std::size_t{1} << 20);
+  queue.pop(last);
+  CHECK(queue.find(commx::any_source, 1, commx::any_tag) == queue.end());
+  // The next message of that key gets the emptied slot back, without the 1 MiB payload's
+  // memory (slots keep up to kept_payload).
+  const tcp::queued_message& next = queue.push_slot(1, 1, 6);
+  CHECK(next.eager.capacity() <= tcp::queued_message::kept_payload);
+  CHECK(next.stand_in == nullptr);
 }
 
 TEST_CASE("large messages in flight between eager ones each land byte for byte in their own buffer",

@@ -60,6 +60,7 @@
 #include "commx/transport/detail/tcp/polling.hpp"
 #include "commx/transport/detail/tcp/session.hpp"
 #include "commx/transport/detail/tcp/wire.hpp"
+#include "commx/transport/detail/unexpected_queue.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::detail::tcp {
@@ -215,7 +216,7 @@ class engine {
   std::shared_ptr<operation> irecv(int source, context_id ctx, int tag, const recv_buffer& buffer) {
     auto op = pool_.take(operation::kind::recv, source, ctx, tag);
     op->buffer = buffer;
-    auto queued = find_queued(source, ctx, tag);
+    auto queued = unexpected_.find(source, ctx, tag);
     if (queued != unexpected_.end()) {
       take(op, queued);
       return op;
@@ -252,9 +253,10 @@ class engine {
 
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     poll();
-    auto queued = find_queued(source, ctx, tag);
+    auto queued = unexpected_.find(source, ctx, tag);
     if (queued != unexpected_.end()) {
-      return op_result{queued->source, queued->tag, static_cast<std::size_t>(queued->size), {}};
+      const queued_message& m = queued->second.front();
+      return op_result{m.source, m.tag, static_cast<std::size_t>(m.size), {}};
     }
     return lost_source(source);
   }
@@ -316,12 +318,6 @@ class engine {
 
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
 
-  static bool matches(int want_source, context_id want_ctx, int want_tag, int source,
-                      context_id ctx, int tag) {
-    return want_ctx == ctx && (want_source == any_source || want_source == source) &&
-           (want_tag == any_tag || want_tag == tag);
-  }
-
   static op_result lost_result(int peer, std::size_t bytes, std::error_code why) {
     return {peer, any_tag, bytes, why};
   }
@@ -376,14 +372,10 @@ class engine {
 
   // --- matching ---------------------------------------------------------------------------
 
-  std::deque<queued_message>::iterator find_queued(int source, context_id ctx, int tag) {
-    return std::find_if(unexpected_.begin(), unexpected_.end(), [&](const queued_message& m) {
-      return matches(source, ctx, tag, m.source, m.ctx, m.tag);
-    });
-  }
+  using queue_position = unexpected_queue<queued_message>::position;
 
-  /// A posted receive takes a queued message (or fails on it, leaving it queued).
-  void take(const std::shared_ptr<operation>& op, std::deque<queued_message>::iterator queued);
+  /// A posted receive takes the front message of `queued` (or fails on it, leaving it queued).
+  void take(const std::shared_ptr<operation>& op, queue_position queued);
 
   /// The first posted receive that matches and accepts a message of `size` bytes, taken off
   /// the posted list with its destination prepared; receives that refuse it fail on the way.
@@ -398,8 +390,8 @@ class engine {
   /// An envelope with data_follows: the data goes to a posted receive, or to a stand-in.
   void on_streamed_envelope(int peer, const frame_header& h);
   /// A receive takes a queued message whose data came unasked.
-  void take_streamed(const std::shared_ptr<operation>& op,
-                     std::deque<queued_message>::iterator queued, std::byte* target);
+  void take_streamed(const std::shared_ptr<operation>& op, queue_position queued,
+                     std::byte* target);
   /// We are done with `bytes` of `peer`'s data_follows messages: its window goes back.
   void grant(int peer, std::uint64_t bytes);
 
@@ -529,7 +521,7 @@ class engine {
   std::vector<int> sites_;  // ids in order of first appearance, as nodes_
   std::deque<std::shared_ptr<operation>> posted_;
   commx::detail::operation_pool<operation> pool_;  // receives and rendezvous sends
-  std::deque<queued_message> unexpected_;
+  unexpected_queue<queued_message> unexpected_;
   std::uint64_t events_ = 0;
   std::vector<int> failed_;  // in the order they were found failed
   std::optional<asio::ip::tcp::acceptor> acceptor_;

@@ -50,7 +50,7 @@ inline void engine::gone(int peer, presence how, std::error_code why) {
   link.awaiting_data.clear();
   // Its large messages can no longer be fetched, nor the rest of those whose data was on its
   // way; its eager ones, and those whose data is all in, are still delivered.
-  std::erase_if(unexpected_, [&](const queued_message& m) {
+  unexpected_.remove_if([&](const queued_message& m) {
     if (m.source != peer) return false;
     if (m.how == queued_message::form::remote_rendezvous) return true;
     return m.how == queued_message::form::remote_streamed && m.stand_in->result.error;

@@ -190,14 +190,11 @@ inline void engine::on_header(int peer, const frame_header& h) {
         link.awaiting_data[h.cookie] = {op, h.length};
         return push_control(peer, frame_kind::cts, h.cookie);
       }
-      unexpected_.push_back({peer,
-                             h.context,
-                             h.tag,
-                             h.length,
-                             queued_message::form::remote_rendezvous,
-                             {},
-                             h.cookie,
-                             nullptr});
+      queued_message& m = unexpected_.push_slot(peer, h.context, h.tag);
+      m.size = h.length;
+      m.how = queued_message::form::remote_rendezvous;
+      m.eager.clear();
+      m.cookie = h.cookie;
       return;
     }
     case frame_kind::cts: {
@@ -242,7 +239,7 @@ inline void engine::on_header(int peer, const frame_header& h) {
         link.awaiting_data.erase(it);
         return;
       }
-      std::erase_if(unexpected_, [&](const queued_message& m) {
+      unexpected_.remove_if([&](const queued_message& m) {
         return m.source == peer && m.how == queued_message::form::remote_rendezvous &&
                m.cookie == h.cookie;
       });
@@ -324,7 +321,7 @@ inline void engine::deliver_held(int peer, const frame_header& h, std::vector<st
     return;
   }
   const std::uint64_t size = payload.size();
-  unexpected_.push_back(
+  unexpected_.push(
       {peer, h.context, h.tag, size, queued_message::form::eager, std::move(payload), 0, nullptr});
 }
 

@@ -15,8 +15,8 @@
 
 namespace commx::detail::tcp {
 
-inline void engine::take(const std::shared_ptr<operation>& op,
-                         std::deque<queued_message>::iterator queued) {
+inline void engine::take(const std::shared_ptr<operation>& op, queue_position at) {
+  queued_message* queued = &at->second.front();
   const auto size = static_cast<std::size_t>(queued->size);
   op_result result{queued->source, queued->tag, size, {}};
   std::byte* target = op->buffer.prepare(size, result.error);
@@ -41,14 +41,14 @@ inline void engine::take(const std::shared_ptr<operation>& op,
       op->result = result;
       op->where = operation::stage::awaiting_data;
       peers_[index(source)].awaiting_data[cookie] = {op, queued->size};
-      unexpected_.erase(queued);
+      unexpected_.pop(at);
       push_control(source, frame_kind::cts, cookie);
       return;
     }
     case queued_message::form::remote_streamed:
-      return take_streamed(op, queued, target);
+      return take_streamed(op, at, target);
   }
-  unexpected_.erase(queued);
+  unexpected_.pop(at);
   finish(*op, result);
 }
 
@@ -83,20 +83,17 @@ inline std::shared_ptr<operation> engine::send_to_self(context_id ctx, int tag,
   }
   ++events_;
   if (data.size() <= cfg_.eager_threshold) {
-    unexpected_.push_back({rank(),
-                           ctx,
-                           tag,
-                           data.size(),
-                           queued_message::form::eager,
-                           {data.begin(), data.end()},
-                           0,
-                           nullptr});
+    queued_message& m = unexpected_.push_slot(rank(), ctx, tag);
+    m.size = data.size();
+    m.how = queued_message::form::eager;
+    m.eager.assign(data.begin(), data.end());
+    m.cookie = 0;
     return nullptr;
   }
   auto op = std::make_shared<operation>(operation::kind::send, rank(), ctx, tag);
   op->payload = data;
   op->where = operation::stage::queued_self;
-  unexpected_.push_back(
+  unexpected_.push(
       {rank(), ctx, tag, data.size(), queued_message::form::self_rendezvous, {}, 0, op});
   return op;
 }
@@ -153,7 +150,7 @@ inline bool engine::cancel(const std::shared_ptr<operation>& op) {
       break;
     }
     case operation::stage::queued_self:
-      std::erase_if(unexpected_, [&](const queued_message& m) { return m.self_send == op; });
+      unexpected_.remove_if([&](const queued_message& m) { return m.self_send == op; });
       break;
     case operation::stage::done:
       return false;

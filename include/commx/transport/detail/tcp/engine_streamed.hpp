@@ -73,13 +73,14 @@ inline void engine::on_streamed_envelope(int peer, const frame_header& h) {
     m.stand_in->result = {peer, h.tag, size};
     m.stand_in->where = operation::stage::awaiting_data;
     link.awaiting_data[h.cookie] = {m.stand_in, h.length, false};
-    unexpected_.push_back(std::move(m));
+    unexpected_.push(std::move(m));
   }
   if (ext_.announced) ext_.announced(peer, h.cookie);
 }
 
-inline void engine::take_streamed(const std::shared_ptr<operation>& op,
-                                  std::deque<queued_message>::iterator queued, std::byte* target) {
+inline void engine::take_streamed(const std::shared_ptr<operation>& op, queue_position at,
+                                  std::byte* target) {
+  const queued_message* queued = &at->second.front();
   const int source = queued->source;
   const std::uint64_t size = queued->size;
   const std::uint64_t cookie = queued->cookie;
@@ -88,7 +89,7 @@ inline void engine::take_streamed(const std::shared_ptr<operation>& op,
   std::memcpy(target, queued->staged.get(), static_cast<std::size_t>(size));
   const bool complete = queued->stand_in->done;
   op->result = {source, queued->tag, static_cast<std::size_t>(size), {}};
-  unexpected_.erase(queued);
+  unexpected_.pop(at);
   if (complete) {
     grant(source, size);
     finish(*op, op->result);

@@ -5,6 +5,7 @@
 /// that came before its receive, and the hooks through which transport::wan carries the data
 /// of large messages on streams of its own (wan/paths.hpp uses these too).
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -72,6 +73,18 @@ struct queued_message {
   // receive that owns it meanwhile (done once every chunk is in)
   std::unique_ptr<std::byte[]> staged{};
   std::shared_ptr<operation> stand_in{};
+  std::uint64_t order = 0;  ///< arrival number (unexpected_queue.hpp): wildcards take the earliest
+
+  /// A slot keeps up to this much of its last payload's memory for the next.
+  static constexpr std::size_t kept_payload = 4096;
+  /// Its slot is vacated: what it held for a receive (a self send, a stand-in and its staged
+  /// data) goes now, as it went when the message was erased.
+  void recycle() {
+    if (eager.capacity() > kept_payload) std::vector<std::byte>().swap(eager);
+    self_send.reset();
+    staged.reset();
+    stand_in.reset();
+  }
 };
 
 /// What a transport built on this engine (transport::wan) plugs in to carry the data of large

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The queue of messages that arrived before anyone asked for them, shared by the transports
+/// that match messages themselves (shm, tcp and wan): hashed by (source, context, tag), so a
+/// receive that names all three finds its message however many others wait, and wildcards
+/// take the earliest arrival. Its messages are the transport's own type, which has at least
+///
+/// | member | what |
+/// |---|---|
+/// | `std::uint64_t order` | the arrival's number, set by the queue |
+/// | `int source`, `context_id ctx`, `int tag` | the envelope |
+/// | `void recycle()` | its slot is vacated: drops what must not stay, keeps what may be reused |
+///
+/// Order: messages of one key leave in arrival order; a wildcard receive takes the earliest
+/// arrival among those it matches, so the queue keeps MPI's non-overtaking rule per sender.
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "commx/transport/message.hpp"
+
+namespace commx::detail {
+
+/// Whether a receive for (want_source, want_ctx, want_tag) takes a message of (source, ctx,
+/// tag); any_source and any_tag match every source and tag, never another context.
+inline bool matches(int want_source, context_id want_ctx, int want_tag, int source, context_id ctx,
+                    int tag) {
+  return want_ctx == ctx && (want_source == any_source || want_source == source) &&
+         (want_tag == any_tag || want_tag == tag);
+}
+
+/// The messages of one (source, context, tag), oldest first. Its slots are reused rather than
+/// freed: a message that waits a moment for its receive (a broadcast's, a stream's) costs no
+/// allocation once the queue has held one before, where a deque and a payload vector cost up
+/// to three each time. A slot vacated is `recycle`d: the message drops what it must not keep.
+template <class Message>
+class message_fifo {
+ public:
+  message_fifo() = default;
+  // A moved-from queue is empty (the index moves queues about and reuses emptied ones).
+  message_fifo(message_fifo&& other) noexcept
+      : slots_(std::move(other.slots_)),
+        head_(std::exchange(other.head_, 0)),
+        tail_(std::exchange(other.tail_, 0)) {}
+  message_fifo& operator=(message_fifo&& other) noexcept {
+    slots_ = std::move(other.slots_);
+    head_ = std::exchange(other.head_, 0);
+    tail_ = std::exchange(other.tail_, 0);
+    return *this;
+  }
+  message_fifo(const message_fifo&) = delete;
+  message_fifo& operator=(const message_fifo&) = delete;
+  ~message_fifo() = default;
+
+  [[nodiscard]] bool empty() const { return head_ == tail_; }
+  [[nodiscard]] Message& front() { return slots_[head_]; }
+  [[nodiscard]] const Message& front() const { return slots_[head_]; }
+
+  /// The slot for a new last message, its payload memory kept (its contents are the caller's
+  /// to set).
+  Message& push_slot() {
+    if (head_ > 0 && head_ >= tail_ - head_) compact();
+    if (tail_ == slots_.size()) slots_.emplace_back();
+    return slots_[tail_++];
+  }
+  void pop_front() {
+    slots_[head_].recycle();
+    if (++head_ == tail_) head_ = tail_ = 0;
+  }
+  template <class Doomed>
+  void remove_if(Doomed&& doomed) {
+    std::size_t kept = head_;
+    for (std::size_t i = head_; i < tail_; ++i) {
+      if (doomed(std::as_const(slots_[i]))) {
+        slots_[i].recycle();
+        continue;
+      }
+      if (kept != i) std::swap(slots_[kept], slots_[i]);
+      ++kept;
+    }
+    tail_ = kept;
+    if (head_ == tail_) head_ = tail_ = 0;
+  }
+
+ private:
+  // Moves the live messages to the front, so that a queue that never empties does not grow.
+  void compact() {
+    for (std::size_t i = head_; i < tail_; ++i) std::swap(slots_[i - head_], slots_[i]);
+    tail_ -= head_;
+    head_ = 0;
+  }
+
+  std::vector<Message> slots_;
+  std::size_t head_ = 0;
+  std::size_t tail_ = 0;
+};
+
+/// Messages nobody asked for yet, hashed by (source, context, tag): a receive naming all three
+/// finds its message at the front of one queue however many others wait, so a flood of 100,000
+/// messages is received in linear time. Wildcards look at the front of every queue and take
+/// the earliest arrival.
+///
+/// The index is open addressing with linear probing in a power-of-two table: collectives give
+/// each call a tag of its own, so most of their messages come with a new key that is inserted
+/// and removed again, and a node-based map's prime-modulo bucket lookups cost a small broadcast
+/// more than its message (at 2 ranks an 8-byte broadcast took 80-95 ns a call, a send and a
+/// receive 45-50; the broadcast now 46). A key whose queue empties leaves the index (backward
+/// shift, no tombstones), and its queue's slots are kept, up to `kept_keys` of them, for the
+/// next new key. The table doubles at half full and halves at an eighth full, once as many
+/// keys have left as it has entries since it last changed size.
+template <class Message>
+class unexpected_queue {
+ public:
+  using key = std::tuple<int, context_id, int>;  // source, context, tag
+  /// One key and its messages; `first` and `second` as a map's entries.
+  struct entry {
+    key first{};
+    message_fifo<Message> second;
+    bool used = false;
+  };
+  /// Where a key's queue is, until the next push or pop; end() is none.
+  using position = entry*;
+  static constexpr std::size_t kept_keys = 1024;
+
+  /// Queues `message` (its `order` is set here).
+  void push(Message message) {
+    message.order = next_++;
+    Message& slot = queue_of({message.source, message.ctx, message.tag}).push_slot();
+    slot = std::move(message);
+  }
+
+  /// The slot for a new message of (source, ctx, tag), its arrival numbered, its envelope set
+  /// and the rest as the slot's last message left it (recycled): the caller fills it in. Saves
+  /// the payload's allocation where the slot kept its memory.
+  Message& push_slot(int source, context_id ctx, int tag) {
+    Message& slot = queue_of({source, ctx, tag}).push_slot();
+    slot.order = next_++;
+    slot.source = source;
+    slot.ctx = ctx;
+    slot.tag = tag;
+    return slot;
+  }
+
+  /// The queue whose front is the first message a receive (from, ctx, tag) matches, or end().
+  position find(int from, context_id ctx, int tag) {
+    if (count_ == 0) return end();
+    if (from != any_source && tag != any_tag) return lookup({from, ctx, tag});
+    position best = end();
+    for (entry& e : table_) {
+      if (!e.used) continue;
+      const Message& front = e.second.front();
+      if (!matches(from, ctx, tag, front.source, front.ctx, front.tag)) continue;
+      if (best == end() || front.order < best->second.front().order) best = &e;
+    }
+    return best;
+  }
+
+  [[nodiscard]] static position end() { return nullptr; }
+  /// How many keys have messages queued.
+  [[nodiscard]] std::size_t keys() const { return count_; }
+  /// How many entries the index has room for (a wildcard receive looks at each).
+  [[nodiscard]] std::size_t table_length() const { return table_.size(); }
+
+  /// Removes the front message of `at`.
+  void pop(position at) {
+    at->second.pop_front();
+    if (!at->second.empty()) return;
+    retire(at);
+    shrink_if_sparse();
+  }
+
+  /// Removes every message `doomed(message)` is true of, the others keeping their order.
+  template <class Doomed>
+  void remove_if(Doomed&& doomed) {
+    for (std::size_t i = 0; i < table_.size();) {
+      entry& e = table_[i];
+      if (e.used) {
+        e.second.remove_if(doomed);
+        if (e.second.empty()) {
+          retire(&e);  // an entry further on may have moved here: look at this one again
+          continue;
+        }
+      }
+      ++i;
+    }
+    shrink_if_sparse();
+  }
+
+ private:
+  // Fibonacci hashing: the product's top bits depend on every bit of the key, so the tags of
+  // successive collective calls (256 apart) spread over the table instead of clustering.
+  [[nodiscard]] std::size_t home(const key& k) const {
+    const auto [source, ctx, tag] = k;
+    std::uint64_t h = ctx * 0x9e3779b97f4a7c15ULL;
+    h ^= (static_cast<std::uint64_t>(static_cast<std::uint32_t>(source)) << 32U) |
+         static_cast<std::uint32_t>(tag);
+    return static_cast<std::size_t>((h * 0xff51afd7ed558ccdULL) >> shift_);
+  }
+
+  position lookup(const key& k) {
+    for (std::size_t i = home(k);; i = (i + 1) & mask_) {
+      entry& e = table_[i];
+      if (!e.used) return end();
+      if (e.first == k) return &e;
+    }
+  }
+
+  message_fifo<Message>& queue_of(const key& k) {
+    if ((count_ + 1) * 2 > table_.size()) grow();
+    std::size_t i = home(k);
+    for (; table_[i].used; i = (i + 1) & mask_) {
+      if (table_[i].first == k) return table_[i].second;
+    }
+    entry& e = table_[i];
+    e.used = true;
+    e.first = k;
+    ++count_;
+    if (!spare_.empty()) {
+      e.second = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    return e.second;
+  }
+
+  void grow() { rebuild(std::max<std::size_t>(min_table, 2 * table_.size())); }
+
+  // A table that a burst of keys grew and that is now nearly empty halves, so that a wildcard
+  // receive, which looks at every entry, does not pay for the burst ever after; but only once
+  // as many keys have left as it has entries since it last changed size: a flood whose backlog
+  // comes and goes (each call of a collective has a tag of its own) grew and halved it with
+  // every burst, each time into a new allocation (5% of a broadcast flood's receiving rank).
+  void shrink_if_sparse() {
+    if (calm_ < table_.size()) return;
+    if (table_.size() > min_table && count_ * 8 <= table_.size()) rebuild(table_.size() / 2);
+  }
+
+  // A table of `length` entries (a power of two) with every key in its place there.
+  void rebuild(std::size_t length) {
+    std::vector<entry> old = std::exchange(table_, std::vector<entry>(length));
+    mask_ = table_.size() - 1;
+    calm_ = 0;
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(table_.size()));
+    for (entry& e : old) {
+      if (!e.used) continue;
+      std::size_t i = home(e.first);
+      while (table_[i].used) i = (i + 1) & mask_;
+      table_[i] = std::move(e);
+    }
+  }
+
+  // `at`'s queue is empty: its key leaves the table, and the keys after it in its probe run
+  // move back into the hole (linear probing's deletion by backward shift).
+  void retire(position at) {
+    if (spare_.size() < kept_keys) spare_.push_back(std::move(at->second));
+    --count_;
+    ++calm_;
+    auto hole = static_cast<std::size_t>(at - table_.data());
+    for (std::size_t j = (hole + 1) & mask_; table_[j].used; j = (j + 1) & mask_) {
+      const std::size_t wanted = home(table_[j].first);
+      if (((j - wanted) & mask_) >= ((j - hole) & mask_)) {
+        table_[hole] = std::move(table_[j]);
+        hole = j;
+      }
+    }
+    table_[hole] = entry{};
+  }
+
+  static constexpr std::size_t min_table = 16;
+  std::vector<entry> table_;  // a power of two long, at most half full
+  std::size_t mask_ = 0;
+  unsigned shift_ = 64;  // 64 - log2 of the table's length
+  std::size_t count_ = 0;
+  std::size_t calm_ = 0;                      // keys that left since the table last changed size
+  std::vector<message_fifo<Message>> spare_;  // emptied queues, their slots kept for new keys
+  std::uint64_t next_ = 0;
+};
+
+}  // namespace commx::detail
