@@ -96,6 +96,53 @@ TEST_CASE("inproc: sends are buffered up to a bound, then wait for their receive
       test_options());
 }
 
+TEST_CASE("inproc: a backlog of 30,000 messages is received tag by tag, each tag in its order",
+          "[fixed]") {
+  // Past the eager bound the rest wait at the sender as rendezvous: the receiver's queue holds
+  // both kinds, and the latest tag is taken first (later tags overtake earlier ones, no message
+  // another of its tag); then wildcards over five tags take the earliest arrival.
+  constexpr int count = 30'000;
+  std::atomic<int> failures{0};
+  auto job = [&](comm& world) {
+    if (world.rank() == 0) {
+      std::vector<std::vector<int>> out(count);
+      std::vector<comm::request> sends;
+      for (int i = 0; i < count; ++i) {
+        auto& message = out[static_cast<std::size_t>(i)];
+        for (int w = 0; w < i % 7; ++w) message.push_back(i * 16 + w);
+        sends.push_back(world.isend(1, i % 3, message));
+      }
+      world.barrier();
+      commx::wait_all(sends);
+      for (int i = 0; i < 300; ++i) world.send(1, 10 + i % 5, i);
+      world.send(1, 20, count);
+      return;
+    }
+    world.barrier();  // every send is posted
+    for (int tag = 2; tag >= 0; --tag) {
+      for (int i = tag; i < count; i += 3) {
+        std::vector<int> got;
+        const auto st = world.recv(0, tag, got);
+        bool right = st.tag == tag && got.size() == static_cast<std::size_t>(i % 7);
+        for (int w = 0; right && w < i % 7; ++w)
+          right = got[static_cast<std::size_t>(w)] == i * 16 + w;
+        if (!right) ++failures;
+      }
+    }
+    world.probe(0, 20);
+    for (int i = 0; i < 300; ++i) {
+      int got = -1;
+      const auto st = world.recv(commx::any_source, commx::any_tag, got);
+      if (got != i || st.tag != 10 + i % 5) ++failures;
+    }
+    int total = 0;
+    world.recv(0, 20, total);
+    if (total != count) ++failures;
+  };
+  REQUIRE_NOTHROW(commx::run_inproc<comm>(2, job, test_options()));
+  CHECK(failures == 0);
+}
+
 TEST_CASE("inproc: node ids come from the options", "[fixed]") {
   commx::inproc_options opts = test_options();
   opts.nodes = {0, 0, 1, 1};

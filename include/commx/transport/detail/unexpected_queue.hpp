@@ -2,9 +2,10 @@
 #pragma once
 /// @file
 /// The queue of messages that arrived before anyone asked for them, shared by the transports
-/// that match messages themselves (shm, tcp and wan): hashed by (source, context, tag), so a
-/// receive that names all three finds its message however many others wait, and wildcards
-/// take the earliest arrival. Its messages are the transport's own type, which has at least
+/// that match messages themselves (inproc, shm, tcp and wan): hashed by (source, context,
+/// tag), so a receive that names all three finds its message however many others wait, and
+/// wildcards take the earliest arrival. Its messages are the transport's own type, which has
+/// at least
 ///
 /// | member | what |
 /// |---|---|

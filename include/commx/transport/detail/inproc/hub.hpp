@@ -21,6 +21,7 @@
 
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"
+#include "commx/transport/detail/unexpected_queue.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::detail::inproc {
@@ -56,9 +57,19 @@ struct queued_message {
   int tag;
   std::vector<std::byte> eager;
   std::shared_ptr<operation> rendezvous;
+  std::uint64_t order = 0;  ///< arrival number (unexpected_queue.hpp): wildcards take the earliest
 
   [[nodiscard]] std::span<const std::byte> payload() const {
     return rendezvous ? rendezvous->payload : std::span<const std::byte>(eager);
+  }
+
+  /// A slot keeps up to this much of its last payload's memory for the next.
+  static constexpr std::size_t kept_payload = 4096;
+  /// Its slot is vacated: the sender's operation goes now, as it went when the message was
+  /// erased.
+  void recycle() {
+    if (eager.capacity() > kept_payload) std::vector<std::byte>().swap(eager);
+    rendezvous.reset();
   }
 };
 
@@ -111,13 +122,15 @@ class hub {
     box.wakeup.notify_all();
     if (data.size() <= options_.eager_threshold &&
         box.eager_bytes + data.size() <= options_.eager_limit) {
-      box.unexpected.push_back({from, ctx, tag, {data.begin(), data.end()}, nullptr});
+      queued_message& m = box.unexpected.push_slot(from, ctx, tag);
+      m.eager.assign(data.begin(), data.end());
+      m.rendezvous = nullptr;
       box.eager_bytes += data.size();
       return nullptr;
     }
     auto op = std::make_shared<operation>(operation::kind::send, from, to, ctx, tag);
     op->payload = data;
-    box.unexpected.push_back({from, ctx, tag, {}, op});
+    box.unexpected.push({from, ctx, tag, {}, op});
     return op;
   }
 
@@ -125,10 +138,11 @@ class hub {
                                   const recv_buffer& buffer) {
     std::lock_guard lock(mutex_);
     mailbox& box = boxes_[index(owner)];
-    auto queued = find_queued(box, from, ctx, tag);
+    auto queued = box.unexpected.find(from, ctx, tag);
     if (queued != box.unexpected.end()) {
-      const std::span<const std::byte> data = queued->payload();
-      op_result result{queued->source, queued->tag, data.size(), {}};
+      const queued_message& m = queued->second.front();
+      const std::span<const std::byte> data = m.payload();
+      op_result result{m.source, m.tag, data.size(), {}};
       std::byte* target = buffer.prepare(data.size(), result.error);
       if (!result.error) {
         copy(target, data);
@@ -148,9 +162,10 @@ class hub {
   std::optional<op_result> probe(int owner, int from, context_id ctx, int tag) {
     std::lock_guard lock(mutex_);
     mailbox& box = boxes_[index(owner)];
-    auto queued = find_queued(box, from, ctx, tag);
+    auto queued = box.unexpected.find(from, ctx, tag);
     if (queued != box.unexpected.end()) {
-      return op_result{queued->source, queued->tag, queued->payload().size(), {}};
+      const queued_message& m = queued->second.front();
+      return op_result{m.source, m.tag, m.payload().size(), {}};
     }
     return lost_source(owner, from);
   }
@@ -162,8 +177,8 @@ class hub {
     if (op.what == operation::kind::recv) {
       std::erase_if(boxes_[index(op.owner)].posted, [&](const auto& p) { return p.get() == &op; });
     } else {
-      std::erase_if(boxes_[index(op.peer)].unexpected,
-                    [&](const auto& m) { return m.rendezvous.get() == &op; });
+      boxes_[index(op.peer)].unexpected.remove_if(
+          [&](const queued_message& m) { return m.rendezvous.get() == &op; });
     }
     finish(op, {op.peer, op.tag, 0, make_error_code(errc::cancelled)});
     return true;
@@ -206,17 +221,17 @@ class hub {
       finish(*op, {op->peer, op->tag, 0, make_error_code(errc::cancelled)});
     leaving.posted.clear();
     // Sends still waiting for this rank to receive them will never be taken.
-    for (auto& message : leaving.unexpected) {
+    leaving.unexpected.remove_if([&](const queued_message& message) {
       if (message.rendezvous) finish(*message.rendezvous, lost(rank, message.payload().size()));
-    }
-    leaving.unexpected.clear();
+      return true;
+    });
     leaving.eager_bytes = 0;
 
     for (int other = 0; other < size(); ++other) {
       if (other == rank) continue;
       mailbox& box = boxes_[index(other)];
       // This rank's rendezvous sends point into memory that is about to go away.
-      std::erase_if(box.unexpected, [&](const queued_message& m) {
+      box.unexpected.remove_if([&](const queued_message& m) {
         if (!m.rendezvous || m.source != rank) return false;
         finish(*m.rendezvous, {rank, m.tag, 0, make_error_code(errc::cancelled)});
         return true;
@@ -236,7 +251,7 @@ class hub {
 
   struct mailbox {
     std::deque<std::shared_ptr<operation>> posted;
-    std::deque<queued_message> unexpected;
+    unexpected_queue<queued_message> unexpected;
     std::size_t eager_bytes = 0;
     presence state = presence::present;
     std::atomic<std::uint64_t> events{0};
@@ -274,25 +289,12 @@ class hub {
     return options;
   }
 
-  static bool matches(int want_source, context_id want_ctx, int want_tag, int source,
-                      context_id ctx, int tag) {
-    return want_ctx == ctx && (want_source == any_source || want_source == source) &&
-           (want_tag == any_tag || want_tag == tag);
-  }
-
   static void copy(std::byte* target, std::span<const std::byte> data) {
     if (!data.empty()) std::memcpy(target, data.data(), data.size());
   }
 
   static op_result lost(int peer, std::size_t bytes) {
     return {peer, any_tag, bytes, make_error_code(errc::peer_lost)};
-  }
-
-  std::deque<queued_message>::iterator find_queued(mailbox& box, int from, context_id ctx,
-                                                   int tag) {
-    return std::find_if(box.unexpected.begin(), box.unexpected.end(), [&](const queued_message& m) {
-      return matches(from, ctx, tag, m.source, m.ctx, m.tag);
-    });
   }
 
   // A receive from `from` that nothing queued satisfies: can anyone still answer it?
@@ -305,14 +307,14 @@ class hub {
     return std::nullopt;
   }
 
-  void take(mailbox& box, std::deque<queued_message>::iterator queued) {
-    if (queued->rendezvous) {
-      finish(*queued->rendezvous,
-             {queued->rendezvous->peer, queued->tag, queued->payload().size(), {}});
+  void take(mailbox& box, unexpected_queue<queued_message>::position queued) {
+    const queued_message& m = queued->second.front();
+    if (m.rendezvous) {
+      finish(*m.rendezvous, {m.rendezvous->peer, m.tag, m.payload().size(), {}});
     } else {
-      box.eager_bytes -= queued->eager.size();
+      box.eager_bytes -= m.eager.size();
     }
-    box.unexpected.erase(queued);
+    box.unexpected.pop(queued);
   }
 
   // Completes `op` and wakes its owner. Caller holds the mutex.
