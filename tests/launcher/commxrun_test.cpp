@@ -24,6 +24,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -489,6 +490,37 @@ TEST_CASE("--nodes places the ranks on simulated nodes in blocks (COMMX_NODE)", 
   CHECK_FALSE(contains(placed.out, "outer"));
 }
 
+TEST_CASE("--bind-to core puts rank i on the i-th CPU allowed, none leaves them all",
+          "[launcher]") {
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  REQUIRE(::sched_getaffinity(0, sizeof mine, &mine) == 0);
+  std::vector<int> allowed;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &mine)) allowed.push_back(c);
+  }
+  REQUIRE_FALSE(allowed.empty());
+  std::string all;
+  for (const int c : allowed) all += (all.empty() ? "" : ",") + std::to_string(c);
+  // One rank more than there are CPUs: the last goes round to the first CPU again.
+  const auto n = static_cast<int>(allowed.size()) + 1;
+  const Result bound = run({kRun, "-n", std::to_string(n), "--bind-to", "core", kProbe, "cpus"});
+  INFO("stdout:\n" << bound.out << "\nstderr:\n" << bound.err);
+  REQUIRE(bound.code() == 0);
+  for (int r = 0; r < n; ++r) {
+    const int cpu = allowed[static_cast<std::size_t>(r) % allowed.size()];
+    const std::string rank = std::to_string(r);
+    CHECK(contains(bound.out, "[" + rank + "] cpus " + rank + " " + std::to_string(cpu) + "\n"));
+  }
+  // Unbound, the default, as with --bind-to=none: every rank may run on every CPU.
+  for (const Result& free : {run({kRun, "-n", "2", kProbe, "cpus"}),
+                             run({kRun, "-n", "2", "--bind-to=none", kProbe, "cpus"})}) {
+    INFO("stdout:\n" << free.out << "\nstderr:\n" << free.err);
+    CHECK(contains(free.out, "[0] cpus 0 " + all + "\n"));
+    CHECK(contains(free.out, "[1] cpus 1 " + all + "\n"));
+  }
+}
+
 TEST_CASE("bad usage exits 2 with a message and the usage", "[launcher]") {
   struct Case {
     std::vector<std::string> args;
@@ -507,6 +539,8 @@ TEST_CASE("bad usage exits 2 with a message and the usage", "[launcher]") {
                Case{{"-n", "2", "--timeout", "0", kProbe}, "invalid timeout '0'"},
                Case{{"-n", "2", "--timeout", "nan", kProbe}, "invalid timeout 'nan'"},
                Case{{"-n", "2", "--bogus", kProbe}, "unknown option '--bogus'"},
+               Case{{"-n", "2", "--bind-to", "socket", kProbe}, "--bind-to socket: must be"},
+               Case{{"-n", "2", "--bind-to"}, "option '--bind-to' needs a value"},
                Case{{"-n", "2", "--nodes", "3", kProbe}, "3 nodes for 2 ranks"},
                Case{{"-n", "2", "--nodes", "0", kProbe}, "invalid number of nodes '0'"},
                Case{{"-n", "2", "--nodes=x", kProbe}, "invalid number of nodes 'x'"},

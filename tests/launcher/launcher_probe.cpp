@@ -7,6 +7,7 @@
 //                       line to stderr and a last line without '\n'; exit 0
 //   exit CODE           exit with CODE
 //   args ARGS...        print each argument as "arg <rank> <text>"; exit 0
+//   cpus                print "cpus <rank> <c1,c2,...>", the CPUs the rank may run on; exit 0
 //   fail RANK CODE      rank RANK writes a line to stderr and exits CODE; the others block
 //   kill RANK           rank RANK sends itself SIGKILL; the others block
 //   block               print "ready <rank>", block forever
@@ -28,6 +29,7 @@
 #include <string_view>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 namespace {
@@ -123,6 +125,17 @@ int main(int argc, char** argv) {
   if (mode == "node") {
     put(1, "node " + std::to_string(rank) + " " + env_str("COMMX_NODE") + " " +
                env_str("COMMX_SITE") + "\n");
+    return 0;
+  }
+  if (mode == "cpus") {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 81;
+    std::string list;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &allowed)) list += (list.empty() ? "" : ",") + std::to_string(c);
+    }
+    put(1, "cpus " + std::to_string(rank) + " " + list + "\n");
     return 0;
   }
   if (mode == "args") {

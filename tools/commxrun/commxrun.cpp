@@ -2,13 +2,15 @@
 //
 // commxrun: the commx local launcher.
 //
-//   commxrun -n N [--nodes K] [--sites S] [--timeout S] [--] program [args...]
+//   commxrun -n N [--nodes K] [--sites S] [--bind-to core|none] [--timeout S] [--]
+//            program [args...]
 //
 // Starts N local processes ("ranks") of a program, each in its own process group, with
 //   COMMX_RANK=i, COMMX_SIZE=N, COMMX_ROOT=127.0.0.1:PORT, COMMX_TOKEN=<64 hex chars>
 // (and with --nodes, COMMX_NODE=node<k>: K simulated nodes, in blocks of ranks; with --sites,
 // COMMX_SITE=site<j> likewise)
-// in the environment and stdin from /dev/null. Every line a rank writes to stdout or stderr is
+// in the environment and stdin from /dev/null; with --bind-to core, rank i runs on the i-th
+// CPU commxrun may use (as mpirun --bind-to core; none, the default, as mpiexec.hydra). Every line a rank writes to stdout or stderr is
 // copied, prefixed with "[i] ", to commxrun's stdout or stderr, one whole line at a time.
 // If a rank fails (non-zero exit or killed by a signal), on --timeout, or when commxrun gets
 // SIGINT/SIGTERM/SIGHUP, all remaining ranks' process groups get SIGTERM, then SIGKILL after a
@@ -49,6 +51,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -77,8 +80,8 @@ constexpr std::size_t kMaxLine = 64 * 1024;  // a longer line without '\n' is sp
 constexpr double kMaxTimeout = 1e9;          // seconds; more is treated as this
 
 constexpr std::string_view kUsage =
-    "usage: commxrun -n N [--nodes K] [--sites S] [--timeout S] [--keep-going] [--]\n"
-    "                program [args...]\n"
+    "usage: commxrun -n N [--nodes K] [--sites S] [--bind-to core|none] [--timeout S]\n"
+    "                [--keep-going] [--] program [args...]\n"
     "\n"
     "Start N local ranks of program with COMMX_RANK, COMMX_SIZE, COMMX_ROOT and COMMX_TOKEN\n"
     "set, and copy their output line by line, prefixed with \"[rank] \".\n"
@@ -89,6 +92,10 @@ constexpr std::string_view kUsage =
     "                 srun does (rank i on node i*K/N): COMMX_NODE=node0 ... node<K-1>\n"
     "  --sites S      place them at S simulated sites likewise: COMMX_SITE=site0 ...\n"
     "                 (S must divide K, so that each node is at one site)\n"
+    "  --bind-to core|none\n"
+    "                 core: rank i runs on the i-th CPU commxrun may use (round the CPUs\n"
+    "                 again when there are more ranks), as mpirun --bind-to core; none (the\n"
+    "                 default): ranks run wherever the kernel puts them\n"
     "  --timeout S    stop all ranks after S seconds (may be fractional) and exit 124\n"
     "  --keep-going   when a rank fails, say so and let the others run on (to see how they\n"
     "                handle its loss); exit with the first failing rank's status\n"
@@ -190,6 +197,7 @@ struct Options {
   int sites = 0;                  // 0: not placed (COMMX_SITE as inherited)
   std::optional<double> timeout;  // seconds
   bool keep_going = false;        // a failing rank does not stop the others
+  bool bind_cores = false;        // --bind-to core: each rank on one CPU
   std::vector<char*> command;     // program and its arguments, null-terminated
 };
 
@@ -273,6 +281,11 @@ Options parse_args(int argc, char** argv) {
       opt.sites = parse_places(value(a), "sites");
     } else if (a.starts_with("--sites=")) {
       opt.sites = parse_places(a.substr(8), "sites");
+    } else if (a == "--bind-to" || a.starts_with("--bind-to=")) {
+      const std::string_view how = a == "--bind-to" ? value(a) : a.substr(10);
+      if (how != "core" && how != "none")
+        usage_error(fmt::format("--bind-to {}: must be core or none", how));
+      opt.bind_cores = how == "core";
     } else if (a == "--keep-going") {
       opt.keep_going = true;
     } else if (a == "--timeout") {
@@ -398,7 +411,7 @@ struct ChildContext {
 };
 
 [[noreturn]] void exec_rank(const ChildContext& cx, int out_w, int err_w, char* const* argv,
-                            char* const* envp) {
+                            char* const* envp, int cpu) {
   // Own process group, so that stopping the rank also stops whatever it started.
   ::setpgid(0, 0);
   // Die with commxrun if it is SIGKILLed and cannot stop us itself.
@@ -411,6 +424,20 @@ struct ChildContext {
     ::_exit(127);
   // All other descriptors of ours are close-on-exec. Unblock signals last: a SIGTERM that
   // commxrun already sent to our group is delivered here.
+  if (cpu >= 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (::sched_setaffinity(0, sizeof one, &one) != 0) {
+      const char* what = std::strerror(errno);
+      const std::string_view prefix = "commxrun: cannot bind the rank to its CPU: ";
+      iovec iov[3] = {{const_cast<char*>(prefix.data()), prefix.size()},
+                      {const_cast<char*>(what), std::strlen(what)},
+                      {const_cast<char*>("\n"), 1}};
+      (void)::writev(STDERR_FILENO, iov, 3);
+      ::_exit(127);
+    }
+  }
   ::sigprocmask(SIG_SETMASK, &cx.orig_mask, nullptr);
   ::execvpe(argv[0], argv, envp);
   const int e = errno;
@@ -535,6 +562,19 @@ class Launcher {
     for (std::string& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
 
+    // --bind-to core: the CPUs this process may use, in order; rank i gets the i-th.
+    std::vector<int> cpus;
+    if (opt_.bind_cores) {
+      cpu_set_t allowed;
+      CPU_ZERO(&allowed);
+      if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        die(fmt::format("--bind-to core: cannot read the CPUs allowed: {}", errno_text(errno)));
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+      }
+      if (cpus.empty()) die("--bind-to core: no CPU allowed");
+    }
+
     // Create every pipe first, so that running out of descriptors fails before any rank runs.
     // All are close-on-exec; only the read ends are non-blocking.
     std::vector<std::array<int, 4>> pipes(ranks_.size());  // out_r, out_w, err_r, err_w
@@ -569,8 +609,9 @@ class Launcher {
       if (opt_.nodes > 0) place(node_at, opt_.nodes, "COMMX_NODE", "node");
       if (opt_.sites > 0) place(site_at, opt_.sites, "COMMX_SITE", "site");
 
+      const int cpu = cpus.empty() ? -1 : cpus[i % cpus.size()];
       const pid_t pid = ::fork();
-      if (pid == 0) exec_rank(cx_, out_w, err_w, opt_.command.data(), envp.data());
+      if (pid == 0) exec_rank(cx_, out_w, err_w, opt_.command.data(), envp.data(), cpu);
       close_fd(out_w);
       close_fd(err_w);
       if (pid < 0) {
