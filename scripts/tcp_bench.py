@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 """The tcp transport side by side with Open MPI over TCP only, iperf3 and raw loopback TCP.
 
-Runs ROUNDS interleaved rounds of: bench_pingpong_tcp under commxrun, bench_mpi_pingpong under
-mpirun --mca btl self,tcp, one iperf3 stream on loopback (its default 128 KiB writes and reads,
+Runs ROUNDS interleaved rounds of: bench_pingpong_tcp under commxrun --bind-to core,
+bench_mpi_pingpong under mpirun --mca btl self,tcp (which binds 2 ranks to cores by default:
+unbound ranks that move between CPUs reorder loopback segments, which TCP takes for losses),
+one iperf3 stream on loopback (its default 128 KiB writes and reads,
 and with -l 1M, iperf3's largest), and bench_tcp_stream (raw TCP: 4 MiB messages written from
 one buffer and read into one buffer, no library); takes each figure's median over the rounds
 and prints it with the ratios the tcp issue sets as goals, each the median of the ratios
@@ -76,7 +78,7 @@ def commx_cpu():
     """CPU seconds per GiB of both ranks in the middle of a 5 s one-buffer windowed run: from
     2 s to 4 s, well inside Google Benchmark's final run, away from start-up and set-up."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        job = subprocess.Popen([commxrun, "-n", "2", "--timeout", "600",
+        job = subprocess.Popen([commxrun, "-n", "2", "--bind-to", "core", "--timeout", "600",
                                 os.path.join(build, "bench/bench_pingpong_tcp"),
                                 "--benchmark_filter=^bandwidth-onebuf/.*/4194304/",
                                 "--benchmark_min_time=5", f"--benchmark_out={out.name}",
@@ -136,7 +138,7 @@ runs = {"commx": [], "openmpi": [], "iperf3": [], "iperf3_1M": [], "raw": [], "c
 load = []
 for r in range(rounds):
     load.append(os.getloadavg()[0])
-    runs["commx"].append(gbench([commxrun, "-n", "2", "--timeout", "600",
+    runs["commx"].append(gbench([commxrun, "-n", "2", "--bind-to", "core", "--timeout", "600",
                                  os.path.join(build, "bench/bench_pingpong_tcp")]))
     runs["openmpi"].append(gbench(["mpirun", "--oversubscribe", "-np", "2", "--mca", "btl",
                                    "self,tcp", os.path.join(build, "bench/bench_mpi_pingpong")]))
