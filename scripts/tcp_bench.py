@@ -3,9 +3,8 @@
 """The tcp transport side by side with Open MPI over TCP only, iperf3 and raw loopback TCP.
 
 Runs ROUNDS interleaved rounds of: bench_pingpong_tcp under commxrun --bind-to core,
-bench_mpi_pingpong under mpirun --mca btl self,tcp (which binds 2 ranks to cores by default:
-unbound ranks that move between CPUs reorder loopback segments, which TCP takes for losses),
-one iperf3 stream on loopback (its default 128 KiB writes and reads,
+bench_mpi_pingpong under mpirun --mca btl self,tcp (which binds 2 ranks to cores by default,
+so both are bound alike), one iperf3 stream on loopback (its default 128 KiB writes and reads,
 and with -l 1M, iperf3's largest), and bench_tcp_stream (raw TCP: 4 MiB messages written from
 one buffer and read into one buffer, no library); takes each figure's median over the rounds
 and prints it with the ratios the tcp issue sets as goals, each the median of the ratios

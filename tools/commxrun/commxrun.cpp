@@ -10,8 +10,9 @@
 // (and with --nodes, COMMX_NODE=node<k>: K simulated nodes, in blocks of ranks; with --sites,
 // COMMX_SITE=site<j> likewise)
 // in the environment and stdin from /dev/null; with --bind-to core, rank i runs on the i-th
-// CPU commxrun may use (as mpirun --bind-to core; none, the default, as mpiexec.hydra). Every line a rank writes to stdout or stderr is
-// copied, prefixed with "[i] ", to commxrun's stdout or stderr, one whole line at a time.
+// CPU commxrun may use (as mpirun --bind-to core; none, the default, as mpiexec.hydra). Every
+// line a rank writes to stdout or stderr is copied, prefixed with "[i] ", to commxrun's stdout
+// or stderr, one whole line at a time.
 // If a rank fails (non-zero exit or killed by a signal), on --timeout, or when commxrun gets
 // SIGINT/SIGTERM/SIGHUP, all remaining ranks' process groups get SIGTERM, then SIGKILL after a
 // 2 s grace period; commxrun reaps them all, drains their output and exits with:
