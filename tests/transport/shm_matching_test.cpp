@@ -87,11 +87,10 @@ TEST_CASE("the queue keeps small payloads' memory, across keys too") {
   push(queue, 1, 4, 2);
   CHECK(queue.find(1, ctx, 4)->second.front().eager.capacity() >= 100);
   (void)take(queue, 1, 4);
-  push(queue, 1, 3, 3, 4 * shm::queued_message::kept_payload);
+  push(queue, 1, 3, 3, 4 * commx::detail::kept_payload);
   (void)take(queue, 1, 3);
   push(queue, 1, 3, 4);
-  CHECK(queue.find(1, ctx, 3)->second.front().eager.capacity() <=
-        shm::queued_message::kept_payload);
+  CHECK(queue.find(1, ctx, 3)->second.front().eager.capacity() <= commx::detail::kept_payload);
   (void)take(queue, 1, 3);
   for (int tag = 0; tag < 1000; ++tag) {
     push(queue, 1, tag, static_cast<std::uint32_t>(tag));

@@ -421,7 +421,7 @@ TEST_CASE("a queued message's slot lets go of what it held once the message is t
   // The next message of that key gets the emptied slot back, without the 1 MiB payload's
   // memory (slots keep up to kept_payload).
   const tcp::queued_message& next = queue.push_slot(1, 1, 6);
-  CHECK(next.eager.capacity() <= tcp::queued_message::kept_payload);
+  CHECK(next.eager.capacity() <= commx::detail::kept_payload);
   CHECK(next.stand_in == nullptr);
 }
 

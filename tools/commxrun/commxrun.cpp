@@ -411,6 +411,18 @@ struct ChildContext {
   std::string exec_error_prefix;  // "commxrun: cannot execute 'prog': "
 };
 
+// The forked child could not become the rank: `prefix` and errno's text on stderr, then exit.
+[[noreturn]] void child_fail(std::string_view prefix, int e, int status) {
+  const char* what = std::strerror(e);
+  iovec iov[3] = {
+      {const_cast<char*>(prefix.data()), prefix.size()},
+      {const_cast<char*>(what), std::strlen(what)},
+      {const_cast<char*>("\n"), 1},
+  };
+  [[maybe_unused]] const ssize_t n = ::writev(STDERR_FILENO, iov, 3);
+  ::_exit(status);
+}
+
 [[noreturn]] void exec_rank(const ChildContext& cx, int out_w, int err_w, char* const* argv,
                             char* const* envp, int cpu) {
   // Own process group, so that stopping the rank also stops whatever it started.
@@ -423,33 +435,19 @@ struct ChildContext {
   if (::dup2(cx.devnull, STDIN_FILENO) < 0 || ::dup2(out_w, STDOUT_FILENO) < 0 ||
       ::dup2(err_w, STDERR_FILENO) < 0)
     ::_exit(127);
-  // All other descriptors of ours are close-on-exec. Unblock signals last: a SIGTERM that
-  // commxrun already sent to our group is delivered here.
-  if (cpu >= 0) {
+  if (cpu >= 0) {  // --bind-to core
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
-    if (::sched_setaffinity(0, sizeof one, &one) != 0) {
-      const char* what = std::strerror(errno);
-      const std::string_view prefix = "commxrun: cannot bind the rank to its CPU: ";
-      iovec iov[3] = {{const_cast<char*>(prefix.data()), prefix.size()},
-                      {const_cast<char*>(what), std::strlen(what)},
-                      {const_cast<char*>("\n"), 1}};
-      (void)::writev(STDERR_FILENO, iov, 3);
-      ::_exit(127);
-    }
+    if (::sched_setaffinity(0, sizeof one, &one) != 0)
+      child_fail("commxrun: cannot bind the rank to its CPU: ", errno, 127);
   }
+  // All other descriptors of ours are close-on-exec. Unblock signals last: a SIGTERM that
+  // commxrun already sent to our group is delivered here.
   ::sigprocmask(SIG_SETMASK, &cx.orig_mask, nullptr);
   ::execvpe(argv[0], argv, envp);
   const int e = errno;
-  const char* what = std::strerror(e);
-  iovec iov[3] = {
-      {const_cast<char*>(cx.exec_error_prefix.data()), cx.exec_error_prefix.size()},
-      {const_cast<char*>(what), std::strlen(what)},
-      {const_cast<char*>("\n"), 1},
-  };
-  [[maybe_unused]] const ssize_t n = ::writev(STDERR_FILENO, iov, 3);
-  ::_exit(e == ENOENT ? 127 : 126);
+  child_fail(cx.exec_error_prefix, e, e == ENOENT ? 127 : 126);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -36,6 +36,15 @@ inline bool matches(int want_source, context_id want_ctx, int want_tag, int sour
          (want_tag == any_tag || want_tag == tag);
 }
 
+/// What a vacated slot keeps of its last payload's memory for the next message, at most.
+inline constexpr std::size_t kept_payload = 4096;
+
+/// For a message's `recycle`: drops `payload`'s memory beyond `kept_payload` (a small one is
+/// kept, to be written over without an allocation).
+inline void release_payload(std::vector<std::byte>& payload) {
+  if (payload.capacity() > kept_payload) std::vector<std::byte>().swap(payload);
+}
+
 /// The messages of one (source, context, tag), oldest first. Its slots are reused rather than
 /// freed: a message that waits a moment for its receive (a broadcast's, a stream's) costs no
 /// allocation once the queue has held one before, where a deque and a payload vector cost up

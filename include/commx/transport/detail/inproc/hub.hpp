@@ -63,12 +63,10 @@ struct queued_message {
     return rendezvous ? rendezvous->payload : std::span<const std::byte>(eager);
   }
 
-  /// A slot keeps up to this much of its last payload's memory for the next.
-  static constexpr std::size_t kept_payload = 4096;
   /// Its slot is vacated: the sender's operation goes now, as it went when the message was
   /// erased.
   void recycle() {
-    if (eager.capacity() > kept_payload) std::vector<std::byte>().swap(eager);
+    release_payload(eager);
     rendezvous.reset();
   }
 };
@@ -123,8 +121,7 @@ class hub {
     if (data.size() <= options_.eager_threshold &&
         box.eager_bytes + data.size() <= options_.eager_limit) {
       queued_message& m = box.unexpected.push_slot(from, ctx, tag);
-      m.eager.assign(data.begin(), data.end());
-      m.rendezvous = nullptr;
+      m.eager.assign(data.begin(), data.end());  // a recycled slot holds no rendezvous
       box.eager_bytes += data.size();
       return nullptr;
     }

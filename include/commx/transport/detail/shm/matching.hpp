@@ -72,11 +72,7 @@ struct queued_message {
   std::chrono::steady_clock::time_point crossed{};
   std::uint64_t offers_before = 0;
 
-  /// A slot keeps up to this much of its last payload's memory for the next.
-  static constexpr std::size_t kept_payload = 4096;
-  void recycle() {
-    if (eager.capacity() > kept_payload) std::vector<std::byte>().swap(eager);
-  }
+  void recycle() { release_payload(eager); }
 };
 
 /// Messages nobody asked for yet (unexpected_queue.hpp), with small messages' payloads

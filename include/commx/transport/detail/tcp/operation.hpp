@@ -16,6 +16,7 @@
 
 #include <asio.hpp>
 
+#include "commx/transport/detail/unexpected_queue.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::detail::tcp {
@@ -75,12 +76,10 @@ struct queued_message {
   std::shared_ptr<operation> stand_in{};
   std::uint64_t order = 0;  ///< arrival number (unexpected_queue.hpp): wildcards take the earliest
 
-  /// A slot keeps up to this much of its last payload's memory for the next.
-  static constexpr std::size_t kept_payload = 4096;
   /// Its slot is vacated: what it held for a receive (a self send, a stand-in and its staged
   /// data) goes now, as it went when the message was erased.
   void recycle() {
-    if (eager.capacity() > kept_payload) std::vector<std::byte>().swap(eager);
+    release_payload(eager);
     self_send.reset();
     staged.reset();
     stand_in.reset();
