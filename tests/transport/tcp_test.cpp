@@ -888,24 +888,51 @@ TEST_CASE("waits poll back to back only where each rank has a core", "[tcp][poll
   // COMMX_TCP_POLL=n polls exactly n times while nothing happens, and stops at the first
   // change or at the deadline.
   const auto far = commx::clock::now() + std::chrono::hours(1);
+  const auto nothing_read = [] { return std::uint64_t{0}; };
   int polls = 0;
-  CHECK_FALSE(polling::fixed(5).poll_first([&] { ++polls; }, [] { return false; }, far));
+  CHECK_FALSE(
+      polling::fixed(5).poll_first([&] { ++polls; }, [] { return false; }, nothing_read, far));
   CHECK(polls == 5);
   polls = 0;
-  CHECK(polling::fixed(5).poll_first([&] { ++polls; }, [&] { return polls == 2; }, far));
+  CHECK(polling::fixed(5).poll_first([&] { ++polls; }, [&] { return polls == 2; }, nothing_read,
+                                     far));
   CHECK(polls == 2);
   polls = 0;
   CHECK_FALSE(polling::for_host(1, 1).poll_first([&] { ++polls; }, [] { return false; },
-                                                 commx::clock::now()));
+                                                 nothing_read, commx::clock::now()));
   CHECK(polls == 1);
   // An automatic wait ends by its budget even when nothing changes (the test would hang else),
   // on an oversubscribed machine too.
   polls = 0;
-  CHECK_FALSE(polling::for_host(1, 1).poll_first([&] { ++polls; }, [] { return false; }, far));
+  CHECK_FALSE(polling::for_host(1, 1).poll_first([&] { ++polls; }, [] { return false; },
+                                                 nothing_read, far));
   CHECK(polls >= 1);
   polls = 0;
-  CHECK_FALSE(polling::for_host(4, 1).poll_first([&] { ++polls; }, [] { return false; }, far));
+  CHECK_FALSE(polling::for_host(4, 1).poll_first([&] { ++polls; }, [] { return false; },
+                                                 nothing_read, far));
   CHECK(polls >= 1);
+
+  // While bytes keep coming (a message streaming in), an automatic wait polls on past its
+  // budget, and it sleeps only once they have stopped for a budget: here they come for three
+  // budgets, and the wait must not have given up before the last of them.
+  for (const polling p : {polling::for_host(1, 1), polling::for_host(4, 1)}) {
+    const commx::clock::duration budget =
+        p.yields() ? polling::shared_budget : polling::auto_budget;
+    const auto begin = commx::clock::now();
+    std::uint64_t bytes = 0;
+    bool stopped_coming = false;
+    const auto streaming = [&] {
+      if (commx::clock::now() - begin < 3 * budget) {
+        bytes += 4096;
+      } else {
+        stopped_coming = true;
+      }
+      return bytes;
+    };
+    CHECK_FALSE(p.poll_first([] {}, [] { return false; }, streaming, far));
+    CHECK(stopped_coming);
+    CHECK(bytes > 4096);
+  }
 
   const auto config_with = [](std::optional<std::string> poll) {
     return tcp::config_from_env([poll](const char* name) -> std::optional<std::string> {

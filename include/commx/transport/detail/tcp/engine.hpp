@@ -266,7 +266,8 @@ class engine {
 
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     // Polls first where the host has a core for each rank (polling.hpp), then sleeps in epoll.
-    if (polling_.poll_first([this] { poll_sockets(); }, [&] { return events_ != seen; }, when)) {
+    if (polling_.poll_first([this] { poll_sockets(); }, [&] { return events_ != seen; },
+                            [this] { return bytes_read_; }, when)) {
       return;
     }
     while (events_ == seen && clock::now() < when) io_.run_one_until(when);
@@ -523,6 +524,9 @@ class engine {
   commx::detail::operation_pool<operation> pool_;  // receives and rendezvous sends
   unexpected_queue<queued_message> unexpected_;
   std::uint64_t events_ = 0;
+  /// Bytes read from every connection, ever: a polling wait's sign that a message is streaming
+  /// in (polling.hpp).
+  std::uint64_t bytes_read_ = 0;
   std::vector<int> failed_;  // in the order they were found failed
   std::optional<asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<tls_context> tls_;  ///< set when COMMX_TLS is not off

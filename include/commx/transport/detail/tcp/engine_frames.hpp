@@ -91,6 +91,7 @@ inline void engine::on_readable(int peer) {
           c.read_some(asio::buffer(c.destination, static_cast<std::size_t>(c.remaining)), ec);
       if (ec == asio::error::would_block || ec == asio::error::try_again) break;
       if (ec) return broken(peer, ec);
+      bytes_read_ += n;
       c.destination += n;
       c.remaining -= n;
       if (c.remaining == 0) end_payload(peer);
@@ -108,6 +109,7 @@ inline void engine::on_readable(int peer) {
     const std::size_t n = c.read_some(asio::buffer(c.staging.data() + c.end, room), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;
     if (ec) return broken(peer, ec);
+    bytes_read_ += n;
     c.end += n;
     process(peer);
     // A short read emptied the socket: skip the read that would only say so (arming the

@@ -15,8 +15,9 @@
 /// made at run time, once the rendezvous has told each rank which of the job's ranks share its
 /// machine (the kernel's boot id; the listen address where the kernel does not say):
 /// - `COMMX_TCP_POLL=auto` (the default): with no more of the job's ranks on this machine than
-///   it has online cores, a wait polls back to back for up to `auto_budget`, then sleeps; with
-///   more, it polls with a yield between polls for up to `shared_budget`, then sleeps.
+///   it has online cores, a wait polls back to back until `auto_budget` passes without a byte
+///   read, then sleeps; with more, it polls with a yield between polls until `shared_budget`
+///   passes so, then sleeps.
 /// - `COMMX_TCP_POLL=n`: n polls, yielding between them, whatever the machine (0: never poll).
 /// Nodes simulated on one machine (COMMX_NODE, or network namespaces) share its cores, so they
 /// count as one machine.
@@ -40,10 +41,10 @@ namespace commx::detail::tcp {
 /// The polling a wait does before it sleeps (see the file comment).
 class polling {
  public:
-  /// How long a wait polls back to back at most where each rank has a core: long enough for a
-  /// round trip of a rendezvous (rts, cts) on a LAN, short against a time slice.
+  /// How long a wait polls back to back without a byte coming where each rank has a core: long
+  /// enough for a round trip of a rendezvous (rts, cts) on a LAN, short against a time slice.
   static constexpr clock::duration auto_budget = std::chrono::microseconds(100);
-  /// How long a wait on an oversubscribed machine polls, yielding between polls, before it
+  /// How long a wait on an oversubscribed machine polls so, yielding between polls, before it
   /// sleeps: as long as shm's yielding (COMMX_SHM_YIELD_US).
   static constexpr clock::duration shared_budget = std::chrono::microseconds(200);
 
@@ -91,16 +92,28 @@ class polling {
   [[nodiscard]] bool yields() const { return turns_ > 0 || oversubscribed(); }
 
   /// Polls (`poll_once`; a yield between polls where `yields()`) until `changed()`, `when`, or
-  /// the turns or budget are spent; true if `changed()` ended it.
-  template <class Poll, class Changed>
-  bool poll_first(Poll&& poll_once, Changed&& changed, clock::time_point when) const {
+  /// the turns or budget are spent; true if `changed()` ended it. The budget runs from the
+  /// last poll that read bytes (`bytes_read()`, a count, changed): while a large message
+  /// streams in, its next bytes are microseconds away, and sleeping between them costs a
+  /// wake-up each time (a 4 MiB ping-pong is some 1.2x as fast polling through). Writes do not
+  /// count: a sender whose socket is full sleeps until a third of it is free, which served
+  /// windowed streams better than polling (bench/README.md). A stream that stalls for a budget
+  /// still lets the wait sleep.
+  template <class Poll, class Changed, class BytesRead>
+  bool poll_first(Poll&& poll_once, Changed&& changed, BytesRead&& bytes_read,
+                  clock::time_point when) const {
     if (!polls()) return false;
-    const clock::time_point start = clock::now();
+    clock::time_point start = clock::now();
+    std::uint64_t last_read = bytes_read();
     for (std::size_t turn = 0;; ++turn) {
       poll_once();
       if (changed()) return true;
       const clock::time_point now = clock::now();
       if (now >= when) return false;
+      if (const std::uint64_t read_now = bytes_read(); read_now != last_read) {
+        last_read = read_now;
+        start = now;
+      }
       if (turns_ > 0 ? turn + 1 >= turns_ : now - start >= budget_) return false;
       if (yields()) std::this_thread::yield();
     }
