@@ -113,14 +113,33 @@ TEST_CASE("invalid ranks and tags raise invalid_argument naming them", "[p2p]") 
     auto e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(3, 0, x));
     COMMX_CHECK(std::string_view(e.what()).find("rank 3 is not in [0, 3)") !=
                 std::string_view::npos);
-    COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(-1, 0, x));
-    COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(0, -5, x));
+    // Each refusal says what was wrong: the rank before the tag, a root as a root, a tag of a
+    // receive with the wildcard it could have been.
+    const auto says = [](const commx::error& refused, std::string_view what) {
+      return std::string_view(refused.what()).find(what) != std::string_view::npos;
+    };
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(-1, 0, x));
+    COMMX_CHECK(says(e, "rank -1 is not in [0, 3)"));
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(-1, -1, x));
+    COMMX_CHECK(says(e, "rank -1 is not in [0, 3)"));
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(0, -5, x));
+    COMMX_CHECK(says(e, "tag -5 is not in [0, "));
     COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(0, commx::max_tag + 1, x));
-    COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(0, any_tag, x));
-    COMMX_EXPECT_ERROR(errc::invalid_argument, world.recv(7, 0, x));
-    COMMX_EXPECT_ERROR(errc::invalid_argument, world.recv(0, -7, x));
-    COMMX_EXPECT_ERROR(errc::invalid_argument, (void)world.iprobe(5, 0));
-    COMMX_EXPECT_ERROR(errc::invalid_argument, world.bcast(x, 3));
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(0, any_tag, x));
+    COMMX_CHECK(says(e, "is not in [0, "));
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.recv(7, 0, x));
+    COMMX_CHECK(says(e, "rank 7 is not in [0, 3)"));
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.recv(0, -7, x));
+    COMMX_CHECK(says(e, "tag -7 is neither any_tag nor in [0, "));
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.recv(any_source, -7, x));
+    COMMX_CHECK(says(e, "tag -7 is neither any_tag nor in [0, "));
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, (void)world.iprobe(5, 0));
+    COMMX_CHECK(says(e, "rank 5 is not in [0, 3)"));
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.bcast(x, 3));
+    COMMX_CHECK(says(e, "root 3 is not in [0, 3)"));
+    std::vector<int> wrong(2);
+    e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.allgather(x, wrong));
+    COMMX_CHECK(says(e, "holds 2 elements; 3 ranks need exactly 3"));
   }));
 }
 

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <ranges>
@@ -458,7 +459,8 @@ class communicator
   template <class Made>
   communicator adopt(Made&& made);
 
-  // Argument checks, each throwing errc::invalid_argument (detail/communicator_checks.hpp).
+  // Argument checks, each throwing errc::invalid_argument (detail/communicator_checks.hpp):
+  // the test inline on every call, what failed and why in a cold `reject_` function.
   void check_valid(const char* operation) const;
   void check_rank(int peer, const char* operation) const;
   void check_root(int root, const char* operation) const;
@@ -466,6 +468,12 @@ class communicator
   void check_source(int source, int tag, const char* operation) const;
   void check_count(std::size_t given, std::size_t needed, const char* operation,
                    const char* what) const;
+  enum class peer_role : std::uint8_t { rank, root, dest, source };
+  [[noreturn, gnu::cold, gnu::noinline]] void reject_peer(int peer, int tag, peer_role role,
+                                                          const char* operation) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void reject_count(std::size_t given, std::size_t needed,
+                                                           const char* operation,
+                                                           const char* what) const;
   void check_layout(std::span<const std::size_t> counts, std::span<const std::size_t> displs,
                     std::size_t buffer, const char* operation, const char* what) const;
   static std::size_t total(std::span<const std::size_t> counts);
