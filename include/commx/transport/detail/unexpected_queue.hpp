@@ -4,8 +4,7 @@
 /// The queue of messages that arrived before anyone asked for them, shared by the transports
 /// that match messages themselves (inproc, shm, tcp and wan): hashed by (source, context,
 /// tag), so a receive that names all three finds its message however many others wait, and
-/// wildcards take the earliest arrival. Its messages are the transport's own type, which has
-/// at least
+/// wildcards take the earliest arrival. Its messages are the transport's own type, with:
 ///
 /// | member | what |
 /// |---|---|

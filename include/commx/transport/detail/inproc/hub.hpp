@@ -5,10 +5,10 @@
 /// Ranks are threads of one process, so a message is copied once, from the sender's buffer
 /// straight into the posted receive; only messages nobody asked for yet are buffered.
 
-#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <memory>
