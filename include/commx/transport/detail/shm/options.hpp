@@ -39,8 +39,9 @@ struct options {
   /// GB/s against 9-15 GB/s from 64 KiB to 4 MiB) and in most collectives; cma's one copy per
   /// core wins exchanges of buffers nobody just wrote when a cache line crosses slowly
   /// (2026-11-28: Allgather 1 MiB 97 against 115 us). `automatic` measures and chooses
-  /// (path_choice.hpp), but came out within a few percent of `copy` either way, its retries
-  /// and the time it takes to follow a change costing what it gained (bench/README.md).
+  /// (path_choice.hpp): it finds cma for those exchanges (2026-11-29: 0.84-0.86x copy's time at
+  /// 1 MiB in the slow mode), but its retries cost 2-8% elsewhere and it misses the 4 MiB ones,
+  /// so `copy` stays the default (bench/README.md).
   large_path large = large_path::copy;
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
   /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/README.md.

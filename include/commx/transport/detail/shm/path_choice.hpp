@@ -24,13 +24,15 @@
 /// tries the other way measures a mix, and both ways are stable once both ranks take them
 /// (measured: each pair settled on cma, though pieces taken by both were a fifth faster). So in
 /// an exchange every rank takes the way rank 0 of the segment publishes, and rank 0 measures,
-/// its retries lasting two messages (the others follow by the second), the first message after
-/// each change of way not counted.
+/// its retries lasting `settling_retry` messages of which only the last counts: the others
+/// follow by the second, and cma needs a few messages to reach its steady cost (a buffer sent
+/// again unchanged stays in the reader's cache from the last read: 1 MiB exchanges in the slow
+/// mode took 200-340 us on a retry's first cma message, 125-200 on its second, 85-95 steady).
 ///
 /// | event | what the cell does |
 /// |---|---|
 /// | a way never measured | is taken (pieces first); its first message is not counted |
-/// | `retry_first` decisions since the other way's last try | it is taken once (twice, settling) |
+/// | `retry_first` decisions since the other way's last try | it is taken once (`settling_retry` times, settling; only the last counted) |
 /// | a retry that loses | the interval before the next doubles, up to `retry_last` |
 /// | a retry that wins | the ways swap; the interval starts again at `retry_first` |
 /// | the way taken costs more than the other did when last tried | the next decision retries |
@@ -60,6 +62,8 @@ class path_choice {
   /// Decisions before the losing way is tried again, at first and at most.
   static constexpr std::uint32_t retry_first = 16;
   static constexpr std::uint32_t retry_last = 1024;
+  /// Messages a retry lasts when settling; only its last is counted.
+  static constexpr std::uint8_t settling_retry = 4;
   /// Sizes up to 2^47 bytes, in classes by their highest bit.
   static constexpr std::size_t size_classes = 48;
 
@@ -86,16 +90,17 @@ class path_choice {
       } else if (!c.known[slot(other(c.preferred))] || ++c.since_retry >= c.retry_interval) {
         chosen = other(c.preferred);
         c.since_retry = 0;
-        c.retry_left = settling ? 1 : 0;
+        c.retry_left = settling ? settling_retry - 1 : 0;
       }
     }
+    const bool warming = chosen != c.preferred && c.retry_left > 0;
     const bool changed = chosen != c.last_taken;
     c.last_taken = chosen;
     // A way's first message in a cell meets cold memory (pages not yet faulted in or pinned):
     // not counted either.
     const bool first = !c.taken[slot(chosen)];
     c.taken[slot(chosen)] = true;
-    return {chosen, index, !(settling && changed) && !first};
+    return {chosen, index, !(settling && changed) && !first && !warming};
   }
 
   /// What moving `bytes` the way `d` chose took.
