@@ -30,7 +30,7 @@ std::uint32_t take(shm::unexpected_queue& queue, int source, int tag) {
   const auto at = queue.find(source, ctx, tag);
   REQUIRE(at != queue.end());
   std::uint32_t value = 0;
-  std::memcpy(&value, at->second.front().eager.data(), sizeof value);
+  std::memcpy(&value, at->eager.data(), sizeof value);
   queue.pop(at);
   return value;
 }
@@ -85,12 +85,12 @@ TEST_CASE("the queue keeps small payloads' memory, across keys too") {
   CHECK(queue.keys() == 0);
   // A new key (a collective's next call) gets the emptied key's node, slots and payload memory.
   push(queue, 1, 4, 2);
-  CHECK(queue.find(1, ctx, 4)->second.front().eager.capacity() >= 100);
+  CHECK(queue.find(1, ctx, 4)->eager.capacity() >= 100);
   (void)take(queue, 1, 4);
   push(queue, 1, 3, 3, 4 * commx::detail::kept_payload);
   (void)take(queue, 1, 3);
   push(queue, 1, 3, 4);
-  CHECK(queue.find(1, ctx, 3)->second.front().eager.capacity() <= commx::detail::kept_payload);
+  CHECK(queue.find(1, ctx, 3)->eager.capacity() <= commx::detail::kept_payload);
   (void)take(queue, 1, 3);
   for (int tag = 0; tag < 1000; ++tag) {
     push(queue, 1, tag, static_cast<std::uint32_t>(tag));
@@ -138,19 +138,46 @@ TEST_CASE("keys leave the index in any order and every other key is still found"
 }
 
 TEST_CASE("a backlog that comes and goes does not resize the table with every burst") {
-  // A broadcast flood: each call its own tag, a backlog of 40 built and drained again and
-  // again. Halving on every drain rebuilt the table (a new allocation) six times a burst.
+  // Each call its own tag, a backlog of 40 built and received again and again, last call
+  // first, so that the arrivals are indexed. Halving on every drain rebuilt the table (a new
+  // allocation) six times a burst.
   shm::unexpected_queue queue;
   int kept = 0;
   std::uint32_t value = 0;
   for (int burst = 0; burst < 10; ++burst) {
     for (int call = 0; call < 40; ++call) push(queue, 1, (burst * 40 + call) * 256 + 3, value++);
+    std::uint32_t expected = value;
+    REQUIRE(take(queue, 1, (burst * 40 + 39) * 256 + 3) == --expected);
     const std::size_t grown = queue.table_length();
-    std::uint32_t expected = value - 40;
-    for (int call = 0; call < 40; ++call) {
-      REQUIRE(take(queue, 1, (burst * 40 + call) * 256 + 3) == expected++);
+    REQUIRE(grown >= 64);  // the other 39 indexed
+    for (int call = 38; call >= 0; --call) {
+      REQUIRE(take(queue, 1, (burst * 40 + call) * 256 + 3) == --expected);
     }
     kept += queue.table_length() == grown ? 1 : 0;
   }
   CHECK(kept >= 5);  // it halves once per table's length of messages, not per burst
+}
+
+TEST_CASE("receives in arrival order take the arrivals unindexed; others index them in order") {
+  // A broadcast's root running ahead: each call its own tag, received in the order sent.
+  shm::unexpected_queue queue;
+  for (std::uint32_t call = 0; call < 500; ++call)
+    push(queue, 1, static_cast<int>(call) * 256 + 3, call);
+  for (std::uint32_t call = 0; call < 250; ++call) {
+    REQUIRE(take(queue, 1, static_cast<int>(call) * 256 + 3) == call);
+  }
+  CHECK(queue.table_length() == 0);  // nothing was indexed
+  // A receive further on indexes what came before its message, which later receives of
+  // either kind still find in arrival order, beside arrivals still unindexed.
+  REQUIRE(take(queue, 1, 400 * 256 + 3) == 400);
+  CHECK(queue.table_length() > 0);
+  push(queue, 1, 250 * 256 + 3, 1000);  // the same key as an indexed message, arriving later
+  REQUIRE(take(queue, 1, 250 * 256 + 3) == 250);
+  REQUIRE(take(queue, 1, 250 * 256 + 3) == 1000);
+  REQUIRE(take(queue, 1, 251 * 256 + 3) == 251);
+  REQUIRE(take(queue, commx::any_source, commx::any_tag) == 252);
+  for (std::uint32_t call = 253; call < 500; ++call) {
+    if (call != 400) REQUIRE(take(queue, 1, static_cast<int>(call) * 256 + 3) == call);
+  }
+  CHECK(queue.find(commx::any_source, ctx, commx::any_tag) == queue.end());
 }

@@ -410,12 +410,12 @@ TEST_CASE("a queued message's slot lets go of what it held once the message is t
   CHECK(self_send.use_count() == 1);
   const auto at = queue.find(commx::any_source, 1, commx::any_tag);
   REQUIRE(at != queue.end());
-  CHECK(at->second.front().how == tcp::queued_message::form::remote_streamed);
+  CHECK(at->how == tcp::queued_message::form::remote_streamed);
   queue.pop(at);
   CHECK(stand_in.use_count() == 1);
   const auto last = queue.find(1, 1, 6);
   REQUIRE(last != queue.end());
-  REQUIRE(last->second.front().eager.size() == std::size_t{1} << 20);
+  REQUIRE(last->eager.size() == std::size_t{1} << 20);
   queue.pop(last);
   CHECK(queue.find(commx::any_source, 1, commx::any_tag) == queue.end());
   // The next message of that key gets the emptied slot back, without the 1 MiB payload's

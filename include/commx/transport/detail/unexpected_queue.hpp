@@ -115,14 +115,21 @@ class message_fifo {
 /// messages is received in linear time. Wildcards look at the front of every queue and take
 /// the earliest arrival.
 ///
-/// The index is open addressing with linear probing in a power-of-two table: collectives give
-/// each call a tag of its own, so most of their messages come with a new key that is inserted
-/// and removed again, and a node-based map's prime-modulo bucket lookups cost a small broadcast
-/// more than its message (at 2 ranks an 8-byte broadcast took 80-95 ns a call, a send and a
-/// receive 45-50; the broadcast now 46). A key whose queue empties leaves the index (backward
-/// shift, no tombstones), and its queue's slots are kept, up to `kept_keys` of them, for the
-/// next new key. The table doubles at half full and halves at an eighth full, once as many
-/// keys have left as it has entries since it last changed size.
+/// Arrivals are indexed lazily: they wait in one queue in arrival order, and a receive that
+/// names its key takes the first of them if it matches (nothing indexed does), indexing the
+/// ones before it only when it does not. A sender that runs ahead through collective calls (a
+/// broadcast's root) sends each message with a tag of its own, and each would be a key inserted
+/// and removed again: its receives now take them in order, as they came (a flood of 8-byte
+/// broadcasts at 2 ranks: 50.5 ns a call with every arrival indexed, about a send's 37 now).
+/// Everything indexed arrived before everything waiting, so a key's messages still leave in
+/// arrival order; a wildcard receive, a probe of the index's size or a removal indexes all.
+///
+/// The index is open addressing with linear probing in a power-of-two table: a node-based
+/// map's prime-modulo bucket lookups cost a small broadcast more than its message. A key whose
+/// queue empties leaves the index (backward shift, no tombstones), and its queue's slots are
+/// kept, up to `kept_keys` of them, for the next new key. The table doubles at half full and
+/// halves at an eighth full, once as many keys have left as it has entries since it last
+/// changed size.
 template <class Message>
 class unexpected_queue {
  public:
@@ -133,22 +140,37 @@ class unexpected_queue {
     message_fifo<Message> second;
     bool used = false;
   };
-  /// Where a key's queue is, until the next push or pop; end() is none.
-  using position = entry*;
+  /// Where the first message a receive matches is (`*at`), in a key's queue of the index or
+  /// first among the arrivals not yet indexed; until the next push or pop. end() is none.
+  class position {
+   public:
+    position() = default;
+    [[nodiscard]] Message& operator*() const {
+      return indexed_ != nullptr ? indexed_->second.front() : *arrival_;
+    }
+    [[nodiscard]] Message* operator->() const { return &**this; }
+    bool operator==(const position&) const = default;
+
+   private:
+    friend class unexpected_queue;
+    position(entry* indexed, Message* arrival) : indexed_(indexed), arrival_(arrival) {}
+    entry* indexed_ = nullptr;
+    Message* arrival_ = nullptr;
+  };
   static constexpr std::size_t kept_keys = 1024;
 
   /// Queues `message` (its `order` is set here).
   void push(Message message) {
-    message.order = next_++;
-    Message& slot = queue_of({message.source, message.ctx, message.tag}).push_slot();
+    Message& slot = arrivals_.push_slot();
     slot = std::move(message);
+    slot.order = next_++;
   }
 
   /// The slot for a new message of (source, ctx, tag), its arrival numbered, its envelope set
   /// and the rest as the slot's last message left it (recycled): the caller fills it in. Saves
   /// the payload's allocation where the slot kept its memory.
   Message& push_slot(int source, context_id ctx, int tag) {
-    Message& slot = queue_of({source, ctx, tag}).push_slot();
+    Message& slot = arrivals_.push_slot();
     slot.order = next_++;
     slot.source = source;
     slot.ctx = ctx;
@@ -156,37 +178,59 @@ class unexpected_queue {
     return slot;
   }
 
-  /// The queue whose front is the first message a receive (from, ctx, tag) matches, or end().
+  /// The first message a receive (from, ctx, tag) matches, or end().
   position find(int from, context_id ctx, int tag) {
+    if (from != any_source && tag != any_tag) {
+      if (count_ != 0) {
+        if (entry* e = lookup({from, ctx, tag}); e != nullptr) return {e, nullptr};
+      }
+      while (!arrivals_.empty()) {
+        Message& first = arrivals_.front();
+        if (first.source == from && first.ctx == ctx && first.tag == tag) return {nullptr, &first};
+        index_first_arrival();
+      }
+      return end();
+    }
+    index_arrivals();
     if (count_ == 0) return end();
-    if (from != any_source && tag != any_tag) return lookup({from, ctx, tag});
-    position best = end();
+    entry* best = nullptr;
     for (entry& e : table_) {
       if (!e.used) continue;
       const Message& front = e.second.front();
       if (!matches(from, ctx, tag, front.source, front.ctx, front.tag)) continue;
-      if (best == end() || front.order < best->second.front().order) best = &e;
+      if (best == nullptr || front.order < best->second.front().order) best = &e;
     }
-    return best;
+    return {best, nullptr};
   }
 
-  [[nodiscard]] static position end() { return nullptr; }
-  /// How many keys have messages queued.
-  [[nodiscard]] std::size_t keys() const { return count_; }
+  [[nodiscard]] static position end() { return {}; }
+  /// How many keys have messages queued (every arrival indexed first).
+  [[nodiscard]] std::size_t keys() {
+    index_arrivals();
+    return count_;
+  }
   /// How many entries the index has room for (a wildcard receive looks at each).
   [[nodiscard]] std::size_t table_length() const { return table_.size(); }
 
-  /// Removes the front message of `at`.
+  /// Removes the message at `at`.
   void pop(position at) {
-    at->second.pop_front();
-    if (!at->second.empty()) return;
-    retire(at);
+    if (at.indexed_ == nullptr) {  // the first arrival: find() returns no other
+      arrivals_.pop_front();
+      ++calm_;  // a message came and went: a table grown by a burst may halve
+      shrink_if_sparse();
+      return;
+    }
+    entry* e = at.indexed_;
+    e->second.pop_front();
+    if (!e->second.empty()) return;
+    retire(e);
     shrink_if_sparse();
   }
 
   /// Removes every message `doomed(message)` is true of, the others keeping their order.
   template <class Doomed>
   void remove_if(Doomed&& doomed) {
+    arrivals_.remove_if(doomed);
     for (std::size_t i = 0; i < table_.size();) {
       entry& e = table_[i];
       if (e.used) {
@@ -212,12 +256,23 @@ class unexpected_queue {
     return static_cast<std::size_t>((h * 0xff51afd7ed558ccdULL) >> shift_);
   }
 
-  position lookup(const key& k) {
+  entry* lookup(const key& k) {
     for (std::size_t i = home(k);; i = (i + 1) & mask_) {
       entry& e = table_[i];
-      if (!e.used) return end();
+      if (!e.used) return nullptr;
       if (e.first == k) return &e;
     }
+  }
+
+  // The first arrival moves to its key's queue in the index (swapped with the slot there, so
+  // that both keep their payload memory).
+  void index_first_arrival() {
+    Message& first = arrivals_.front();
+    std::swap(queue_of({first.source, first.ctx, first.tag}).push_slot(), first);
+    arrivals_.pop_front();
+  }
+  void index_arrivals() {
+    while (!arrivals_.empty()) index_first_arrival();
   }
 
   message_fifo<Message>& queue_of(const key& k) {
@@ -265,7 +320,7 @@ class unexpected_queue {
 
   // `at`'s queue is empty: its key leaves the table, and the keys after it in its probe run
   // move back into the hole (linear probing's deletion by backward shift).
-  void retire(position at) {
+  void retire(entry* at) {
     if (spare_.size() < kept_keys) spare_.push_back(std::move(at->second));
     --count_;
     ++calm_;
@@ -285,8 +340,9 @@ class unexpected_queue {
   std::size_t mask_ = 0;
   unsigned shift_ = 64;  // 64 - log2 of the table's length
   std::size_t count_ = 0;
-  std::size_t calm_ = 0;                      // keys that left since the table last changed size
+  std::size_t calm_ = 0;  // keys that left, or arrivals taken, since the table last changed size
   std::vector<message_fifo<Message>> spare_;  // emptied queues, their slots kept for new keys
+  message_fifo<Message> arrivals_;            // not yet indexed, in arrival order
   std::uint64_t next_ = 0;
 };
 

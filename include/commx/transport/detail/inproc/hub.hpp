@@ -137,7 +137,7 @@ class hub {
     mailbox& box = boxes_[index(owner)];
     auto queued = box.unexpected.find(from, ctx, tag);
     if (queued != box.unexpected.end()) {
-      const queued_message& m = queued->second.front();
+      const queued_message& m = *queued;
       const std::span<const std::byte> data = m.payload();
       op_result result{m.source, m.tag, data.size(), {}};
       std::byte* target = buffer.prepare(data.size(), result.error);
@@ -161,7 +161,7 @@ class hub {
     mailbox& box = boxes_[index(owner)];
     auto queued = box.unexpected.find(from, ctx, tag);
     if (queued != box.unexpected.end()) {
-      const queued_message& m = queued->second.front();
+      const queued_message& m = *queued;
       return op_result{m.source, m.tag, m.payload().size(), {}};
     }
     return lost_source(owner, from);
@@ -305,7 +305,7 @@ class hub {
   }
 
   void take(mailbox& box, unexpected_queue<queued_message>::position queued) {
-    const queued_message& m = queued->second.front();
+    const queued_message& m = *queued;
     if (m.rendezvous) {
       finish(*m.rendezvous, {m.rendezvous->peer, m.tag, m.payload().size(), {}});
     } else {

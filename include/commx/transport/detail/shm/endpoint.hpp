@@ -228,7 +228,7 @@ class endpoint {
     progress();
     for (auto at = unexpected_.find(from, ctx, tag); at != unexpected_.end();
          at = unexpected_.find(from, ctx, tag)) {
-      const queued_message& queued = at->second.front();
+      const queued_message& queued = *at;
       if (!queued.large || still_offered(queued)) {
         return op_result{queued.source, queued.tag, queued.size};
       }
@@ -403,7 +403,7 @@ class endpoint {
     recv_buffer& buffer = op->buffer;
     for (auto at = unexpected_.find(from, ctx, tag); at != unexpected_.end();
          at = unexpected_.find(from, ctx, tag)) {
-      queued_message& queued = at->second.front();
+      queued_message& queued = *at;
       if (queued.large && !still_offered(queued)) {
         unexpected_.pop(at);  // the sender withdrew it
         continue;

@@ -255,7 +255,7 @@ class engine {
     poll();
     auto queued = unexpected_.find(source, ctx, tag);
     if (queued != unexpected_.end()) {
-      const queued_message& m = queued->second.front();
+      const queued_message& m = *queued;
       return op_result{m.source, m.tag, static_cast<std::size_t>(m.size), {}};
     }
     return lost_source(source);

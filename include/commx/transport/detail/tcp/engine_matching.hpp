@@ -16,7 +16,7 @@
 namespace commx::detail::tcp {
 
 inline void engine::take(const std::shared_ptr<operation>& op, queue_position at) {
-  queued_message* queued = &at->second.front();
+  queued_message* queued = &*at;
   const auto size = static_cast<std::size_t>(queued->size);
   op_result result{queued->source, queued->tag, size, {}};
   std::byte* target = op->buffer.prepare(size, result.error);

@@ -80,7 +80,7 @@ inline void engine::on_streamed_envelope(int peer, const frame_header& h) {
 
 inline void engine::take_streamed(const std::shared_ptr<operation>& op, queue_position at,
                                   std::byte* target) {
-  const queued_message* queued = &at->second.front();
+  const queued_message* queued = &*at;
   const int source = queued->source;
   const std::uint64_t size = queued->size;
   const std::uint64_t cookie = queued->cookie;
