@@ -181,3 +181,28 @@ TEST_CASE("receives in arrival order take the arrivals unindexed; others index t
   }
   CHECK(queue.find(commx::any_source, ctx, commx::any_tag) == queue.end());
 }
+
+TEST_CASE(
+    "payload memory beyond what a slot keeps goes to the next large message, up to a budget") {
+  // A flood of 16 KiB messages: each one's memory is the last one's, not a malloc and a free.
+  shm::unexpected_queue queue;
+  constexpr std::size_t large = 16 * 1024;
+  push(queue, 1, 3, 1, large);
+  const std::byte* first = queue.find(1, ctx, 3)->eager.data();
+  REQUIRE(take(queue, 1, 3) == 1);
+  CHECK(queue.pool().held() >= large);
+  push(queue, 1, 3, 2, large);
+  CHECK(queue.find(1, ctx, 3)->eager.data() == first);
+  CHECK(queue.pool().held() == 0);
+  REQUIRE(take(queue, 1, 3) == 2);
+  // A backlog of 4 MiB taken: the pool keeps no more than its budget.
+  for (std::uint32_t i = 0; i < 256; ++i) push(queue, 1, 4, i, large);
+  for (std::uint32_t i = 0; i < 256; ++i) REQUIRE(take(queue, 1, 4) == i);
+  CHECK(queue.pool().held() <= shm::payload_pool::budget);
+  CHECK(queue.pool().held() + large > shm::payload_pool::budget);
+  // Small payloads stay with their slots, as before.
+  push(queue, 1, 5, 7, 100);
+  const std::size_t held = queue.pool().held();
+  REQUIRE(take(queue, 1, 5) == 7);
+  CHECK(queue.pool().held() == held);
+}
