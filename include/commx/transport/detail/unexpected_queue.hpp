@@ -122,7 +122,7 @@ class message_fifo {
 /// and removed again: its receives now take them in order, as they came (a flood of 8-byte
 /// broadcasts at 2 ranks: 51.4 ns a call with every arrival indexed, 34.8 now).
 /// Everything indexed arrived before everything waiting, so a key's messages still leave in
-/// arrival order; a wildcard receive, a probe of the index's size or a removal indexes all.
+/// arrival order; a wildcard receive (or a count of the keys) indexes them all.
 ///
 /// The index is open addressing with linear probing in a power-of-two table: a node-based
 /// map's prime-modulo bucket lookups cost a small broadcast more than its message. A key whose
