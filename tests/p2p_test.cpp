@@ -110,14 +110,13 @@ TEST_CASE("a too-small buffer raises truncated and writes nothing past its end",
 TEST_CASE("invalid ranks and tags raise invalid_argument naming them", "[p2p]") {
   REQUIRE_NOTHROW(job(3, [](comm& world) {
     int x = 0;
-    auto e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(3, 0, x));
-    COMMX_CHECK(std::string_view(e.what()).find("rank 3 is not in [0, 3)") !=
-                std::string_view::npos);
     // Each refusal says what was wrong: the rank before the tag, a root as a root, a tag of a
     // receive with the wildcard it could have been.
     const auto says = [](const commx::error& refused, std::string_view what) {
       return std::string_view(refused.what()).find(what) != std::string_view::npos;
     };
+    auto e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(3, 0, x));
+    COMMX_CHECK(says(e, "rank 3 is not in [0, 3)"));
     e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(-1, 0, x));
     COMMX_CHECK(says(e, "rank -1 is not in [0, 3)"));
     e = COMMX_EXPECT_ERROR(errc::invalid_argument, world.send(-1, -1, x));

@@ -186,7 +186,7 @@ class unexpected_queue {
       }
       while (!arrivals_.empty()) {
         Message& first = arrivals_.front();
-        if (first.source == from && first.ctx == ctx && first.tag == tag) return {nullptr, &first};
+        if (matches(from, ctx, tag, first.source, first.ctx, first.tag)) return {nullptr, &first};
         index_first_arrival();
       }
       return end();
