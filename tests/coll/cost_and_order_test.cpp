@@ -355,3 +355,61 @@ TEST_CASE("a node is at one site", "[coll][sites][fixed]") {
   COMMX_EXPECT_ERROR(commx::errc::invalid_argument, commx::run_inproc(
                                                         2, [](auto&) {}, opts));
 }
+
+TEST_CASE("the cost model's formulas: rounds and bytes of each algorithm", "[coll][tuned]") {
+  using commx::coll::detail::algorithm;
+  using commx::coll::detail::link_cost;
+  using commx::coll::detail::modelled_cost;
+  const link_cost latency_only{1.0, 0.0, 0.0};
+  const link_cost bytes_only{0.0, 1.0, 0.0};
+  // Rounds: flat's root sends p-1 times, a tree L = ceil(log2 p) times.
+  CHECK(modelled_cost(algorithm::flat, op::bcast, 256, 8, latency_only) == 255.0);
+  CHECK(modelled_cost(algorithm::binomial, op::bcast, 256, 8, latency_only) == 8.0);
+  CHECK(modelled_cost(algorithm::binomial, op::barrier, 100, 0, latency_only) == 7.0);
+  CHECK(modelled_cost(algorithm::ring, op::allreduce, 64, 8, latency_only) == 126.0);
+  // Bytes: a ring allreduce moves 2 (p-1)/p n, recursive doubling n per round, by halves 2 n;
+  // a scatter-allgather bcast about 2 n against a tree's L n.
+  CHECK(modelled_cost(algorithm::ring, op::allreduce, 64, 6400, bytes_only) ==
+        Approx(2.0 * 63 / 64 * 6400));
+  CHECK(modelled_cost(algorithm::binomial, op::allreduce, 64, 8, bytes_only) == 6 * 8.0);
+  CHECK(modelled_cost(algorithm::binomial, op::allreduce, 64, 1 << 20, bytes_only) ==
+        2.0 * (1 << 20));
+  CHECK(modelled_cost(algorithm::ring, op::bcast, 64, 1 << 20, bytes_only) ==
+        Approx(2.0 * 63 / 64 * (1 << 20)));
+  CHECK(modelled_cost(algorithm::binomial, op::bcast, 64, 1 << 20, bytes_only) == 6.0 * (1 << 20));
+  // Beyond a power of two, recursive doubling folds the extra ranks in and serves them last.
+  CHECK(modelled_cost(algorithm::binomial, op::allgather, 5, 8, latency_only) == 3.0 + 2.0);
+}
+
+TEST_CASE("beyond its tables tuned picks within 1.5x of the best modelled algorithm",
+          "[coll][tuned]") {
+  using commx::coll::tuned;
+  using commx::coll::detail::algorithm;
+  using commx::coll::detail::link_cost_for;
+  using commx::coll::detail::modelled_cost;
+  const std::array collectives{op::barrier, op::bcast,      op::reduce,        op::allreduce,
+                               op::gather,  op::scatter,    op::allgather,     op::alltoall,
+                               op::scan,    op::allgatherv, op::reduce_scatter};
+  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi", "shm+tcp"}) {
+    for (int ranks : {64, 256}) {
+      for (std::size_t bytes :
+           {std::size_t{0}, std::size_t{8}, std::size_t{1} << 10, std::size_t{64} << 10,
+            std::size_t{1} << 20, std::size_t{16} << 20}) {
+        for (op kind : collectives) {
+          const auto link = link_cost_for(stack);
+          double best = modelled_cost(algorithm::flat, kind, ranks, bytes, link);
+          for (algorithm a : {algorithm::binomial, algorithm::ring}) {
+            best = std::min(best, modelled_cost(a, kind, ranks, bytes, link));
+          }
+          const algorithm chosen = tuned::choose(stack, kind, ranks, bytes);
+          INFO(stack << ": " << commx::stats::name(kind) << " of " << bytes << " B on " << ranks
+                     << " ranks: tuned picks " << commx::coll::detail::name(chosen));
+          CHECK(modelled_cost(chosen, kind, ranks, bytes, link) <= 1.5 * best);
+        }
+      }
+    }
+  }
+  // The case that showed it (issue "Jobs of any size"): an 8-byte bcast at 256 ranks on shm
+  // went flat, 3.2x binomial's measured time.
+  CHECK(tuned::choose("shm", op::bcast, 256, 8) == algorithm::binomial);
+}

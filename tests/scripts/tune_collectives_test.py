@@ -103,8 +103,9 @@ class TuneTest(unittest.TestCase):
         self.assertEqual(rules(load(paths, "wan")), [])
 
     def test_header_names_the_stack(self):
-        text = header("shm+tcp", [("allreduce", 1, 0, "ring")], 3)
+        text = header("shm+tcp", [("allreduce", 1, 0, "ring")], 3, 8)
         self.assertIn("inline constexpr std::array tuned_rules_shm_tcp{", text)
+        self.assertIn("inline constexpr int tuned_measured_ranks_shm_tcp = 8;", text)
         self.assertIn("tuning_rule{stats::op::allreduce, 1, 0, algorithm::ring},", text)
 
 

@@ -3,8 +3,9 @@
 /// @file
 /// `coll::ring`: bandwidth-optimal rings for large data. allreduce is a ring reduce-scatter
 /// followed by a ring allgather (2(p-1) steps of n/p elements each, so every rank sends about
-/// 2n elements whatever p); allgather, allgatherv and reduce_scatter are rings too. Everything
-/// else is `binomial`'s.
+/// 2n elements whatever p); allgather, allgatherv and reduce_scatter are rings too; a large
+/// bcast is a binomial scatter followed by a ring allgather (van de Geijn's, as MPICH's for long
+/// messages). Everything else is `binomial`'s.
 ///
 /// Reduction order: a ring folds each segment in ring order starting after its owner, which is
 /// only right for commutative ops (`commx::commutative<Op, E>`); for other ops allreduce and
@@ -20,12 +21,14 @@
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/combine.hpp"
+#include "commx/coll/detail/cost_model.hpp"
+#include "commx/coll/detail/pattern/binomial_tree.hpp"
 #include "commx/coll/detail/pattern/ring.hpp"
 #include "commx/ops.hpp"
 
 namespace commx::coll {
 
-/// binomial, with rings for allreduce, allgather, allgatherv and reduce_scatter.
+/// binomial, with rings for allreduce, allgather, allgatherv, reduce_scatter and large bcast.
 struct ring : binomial {
   /// The policy's name, as benches and examples print it.
   static constexpr std::string_view name = "ring";
@@ -45,6 +48,42 @@ struct ring : binomial {
       reduce_scatter_segments(p, data, parts, op);
       allgather_segments(p, data, parts);
     }
+  }
+
+  /// From detail::scatter_allgather_bcast_bytes on 4 ranks or more: the root's data cut into
+  /// p segments, scattered down a binomial tree (each rank receives its subtree's segments,
+  /// contiguous, in one message: L a + (p-1)/p n b), then a ring allgather ((p-1)(a + n/p b)):
+  /// about 2 n b in all, where binomial's tree sends n to each of L levels (L (a + n b)).
+  /// Below, or with fewer elements than ranks, binomial's tree.
+  template <class Port, class E>
+  static void bcast(Port& p, std::span<E> data, int root) {
+    const int size = p.size();
+    if (data.size_bytes() < detail::scatter_allgather_bcast_bytes || size < 4 ||
+        data.size() < index(size)) {
+      return binomial::bcast(p, data, root);
+    }
+    using namespace detail::pattern;
+    // Relative rank v owns even segment v: a subtree's segments are contiguous in `data`.
+    const segments even = even_segments(data.size(), size);
+    const auto range = [&](int first, int count) {
+      const segment& a = even[index(first)];
+      const segment& b = even[index(first + count - 1)];
+      return data.subspan(a.offset, b.offset + b.count - a.offset);
+    };
+    const int v = relative_rank(p.rank(), root, size);
+    if (v != 0) {
+      p.recv(absolute_rank(binomial_parent(v), root, size), range(v, subtree_size(v, size)));
+    }
+    detail::pending_list<Port> pending;
+    const children kids = binomial_children(v, size);
+    for (int i = kids.count - 1; i >= 0; --i) {
+      pending.push_back(p.isend(absolute_rank(kids[i], root, size),
+                                std::span<const E>(range(kids[i], subtree_size(kids[i], size)))));
+    }
+    p.wait_all(pending.view());  // the allgather writes into what these sends read
+    segments mine(index(size));
+    for (int r = 0; r < size; ++r) mine[index(r)] = even[index(relative_rank(r, root, size))];
+    allgather_segments(p, data, mine);
   }
 
   /// A ring: in p-1 steps each rank passes on the block it received last.

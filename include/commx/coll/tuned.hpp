@@ -3,9 +3,11 @@
 /// @file
 /// `coll::tuned`: picks an algorithm (flat, binomial, ring, hierarchical) for each call by
 /// collective, rank count and message size from the table measured on the stack it runs over
-/// (tuned_table.hpp: one table per stack, chosen at compile time by the port's stack). The choice
-/// can be forced per collective from the environment, e.g. COMMX_COLL_ALLREDUCE=ring or
-/// COMMX_COLL_BCAST=flat; every rank must see the same setting.
+/// (tuned_table.hpp: one table per stack, chosen at compile time by the port's stack), and
+/// beyond the rank counts the table was measured at, by the cost model (detail/cost_model.hpp:
+/// the stack's fitted latency and time per byte, each algorithm's rounds and bytes). The
+/// choice can be forced per collective from the environment, e.g. COMMX_COLL_ALLREDUCE=ring
+/// or COMMX_COLL_BCAST=flat; every rank must see the same setting.
 ///
 /// Message size is bytes per rank, the same on every rank for the regular collectives; the
 /// "v" collectives, whose sizes differ between ranks, choose by rank count alone so that all
@@ -92,7 +94,8 @@ struct tuned {
   /// `collective` on `ranks` ranks with `bytes` bytes per rank.
   static detail::algorithm choose(std::string_view stack, stats::op collective, int ranks,
                                   std::size_t bytes) {
-    return choose_from(detail::tuned_rules_for(stack), collective, ranks, bytes);
+    return choose_from(detail::tuned_rules_for(stack), detail::tuned_measured_ranks_for(stack),
+                       detail::link_cost_for(stack), collective, ranks, bytes);
   }
 
   /// The algorithm chosen for this rank count and message size, or the forced one.
@@ -198,10 +201,12 @@ struct tuned {
 
  private:
   static detail::algorithm choose_from(std::span<const detail::tuning_rule> rules,
+                                       int measured_ranks, const detail::link_cost& link,
                                        stats::op collective, int ranks, std::size_t bytes) {
     if (auto forced = detail::forced_algorithms()[static_cast<std::size_t>(collective)]) {
       return *forced;
     }
+    if (ranks > measured_ranks) return detail::cheapest(collective, ranks, bytes, link);
     detail::algorithm choice = detail::algorithm::binomial;
     for (const detail::tuning_rule& rule : rules) {
       if (rule.collective == collective && ranks >= rule.min_ranks && bytes >= rule.min_bytes) {
@@ -221,7 +226,10 @@ struct tuned {
     static_assert(detail::grouped_by_collective(table),
                   "a tuned table must list each collective's rules together");
     static constexpr detail::rules_by_collective rules = detail::index_by_collective(table);
-    switch (choose_from(rules[static_cast<std::size_t>(collective)], collective, ranks, bytes)) {
+    static constexpr int measured = detail::tuned_measured_ranks_for(stack_of<Port>());
+    static constexpr detail::link_cost link = detail::link_cost_for(stack_of<Port>());
+    switch (choose_from(rules[static_cast<std::size_t>(collective)], measured, link, collective,
+                        ranks, bytes)) {
       case detail::algorithm::flat:
         return run(flat{});
       case detail::algorithm::binomial:

@@ -11,10 +11,15 @@
 /// A stack is chosen at compile time by the name of the transport the port runs over. A
 /// layered stack ("shm+tcp", "mpi+wan") takes the table of its outermost level, the one its
 /// slowest messages cross; a stack with no table of its own takes inproc's.
+///
+/// A table holds for the rank counts it was measured at (tuned_measured_ranks_STACK, the
+/// largest); beyond them tuned chooses by the cost model (detail/cost_model.hpp) with the
+/// stack's point-to-point cost below.
 
 #include <span>
 #include <string_view>
 
+#include "commx/coll/detail/cost_model.hpp"
 #include "commx/coll/detail/tuning_rule.hpp"
 #include "commx/coll/tuned_tables/inproc.hpp"
 #include "commx/coll/tuned_tables/mpi.hpp"
@@ -24,16 +29,44 @@
 
 namespace commx::coll::detail {
 
+/// The stack named `stack` with its layered prefix dropped ("shm+tcp" is "tcp").
+[[nodiscard]] constexpr std::string_view outermost_level(std::string_view stack) {
+  if (const auto plus = stack.rfind('+'); plus != std::string_view::npos) {
+    return stack.substr(plus + 1);
+  }
+  return stack;
+}
+
 /// The measured table for the stack named `stack` (a transport's `name`).
 [[nodiscard]] constexpr std::span<const tuning_rule> tuned_rules_for(std::string_view stack) {
-  if (const auto plus = stack.rfind('+'); plus != std::string_view::npos) {
-    stack = stack.substr(plus + 1);
-  }
+  stack = outermost_level(stack);
   if (stack == "shm") return tuned_rules_shm;
   if (stack == "tcp") return tuned_rules_tcp;
   if (stack == "wan") return tuned_rules_wan;
   if (stack == "mpi") return tuned_rules_mpi;
   return tuned_rules_inproc;
+}
+
+/// The largest rank count the table for `stack` was measured at.
+[[nodiscard]] constexpr int tuned_measured_ranks_for(std::string_view stack) {
+  stack = outermost_level(stack);
+  if (stack == "shm") return tuned_measured_ranks_shm;
+  if (stack == "tcp") return tuned_measured_ranks_tcp;
+  if (stack == "wan") return tuned_measured_ranks_wan;
+  if (stack == "mpi") return tuned_measured_ranks_mpi;
+  return tuned_measured_ranks_inproc;
+}
+
+/// Each stack's point-to-point cost, C(n) = alpha + n beta, fitted by scripts/alpha_beta.py on
+/// 2 ranks of this project's 2-core VM (bench/README.md, 2026-11-25): what the cost model
+/// weighs rounds against bytes with. Only their ratio matters to a choice.
+[[nodiscard]] constexpr link_cost link_cost_for(std::string_view stack) {
+  stack = outermost_level(stack);
+  if (stack == "shm") return {0.101, 0.0584e-3};
+  if (stack == "tcp") return {4.700, 0.1189e-3};
+  if (stack == "wan") return {4.734, 0.1365e-3};
+  if (stack == "mpi") return {0.360, 0.0759e-3};
+  return {0.450, 0.0303e-3};
 }
 
 }  // namespace commx::coll::detail

@@ -28,12 +28,14 @@
 /// drain looks without a fence and leaves the fenced look to the end of its next progress:
 /// nudge() in endpoint_departures.hpp). Blocking calls make no request: an eager send is
 /// written at once, and a receive waits on a recycled operation. Sleeps are capped at
-/// the liveness period, after which the peers' pidfds are polled: a process that is gone
-/// without saying goodbye is marked failed in the segment and everyone is woken.
+/// the liveness period, after which the processes of the peers the rank waits on (and a few
+/// others, in turn) are looked at: a process that is gone without saying goodbye is marked
+/// failed in the segment and everyone is woken, so one rank's look serves them all.
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -111,14 +113,16 @@ class endpoint {
     credit_in_.resize(n);
     generations_.assign(n, 0);
     owed_wakes_.reserve(n);
+    polled_.assign(n, false);
+    announced_.assign(n, false);
+    queued_.assign(n, false);
     peers_.resize(n);
     state_.assign(n, presence::present);
     for (int peer = 0; peer < size; ++peer) {
       const auto p = static_cast<std::size_t>(peer);
-      producers_[p] = ring_producer(segment_.ring(rank, peer));
-      consumers_[p] = ring_consumer(segment_.ring(peer, rank));
       if (peer != rank) {
-        peers_[p] = process_watch(segment_.slot(peer).pid.load(std::memory_order_acquire));
+        const rank_slot& slot = segment_.slot(peer);
+        peers_[p] = process_watch(slot.pid.load(std::memory_order_acquire), slot.start_time);
       }
     }
     departures_seen_ = segment_.header().departures.load(std::memory_order_acquire);
@@ -156,6 +160,7 @@ class endpoint {
 
   std::shared_ptr<operation> send(int to, context_id ctx, int tag,
                                   std::span<const std::byte> data) {
+    queue_for(to);  // before the queues may grow: flush() sees to the rest
     const auto t = static_cast<std::size_t>(to);
     if (state_[t] != presence::present) {
       return completed(operation::kind::send, to, ctx, tag, lost(to, data.size()));
@@ -376,12 +381,57 @@ class endpoint {
   // otherwise.
   bool write_eager_now(int to, context_id ctx, int tag, std::span<const std::byte> data) {
     const auto t = static_cast<std::size_t>(to);
+    if (!announced_[t]) announce(to);
     if (!outbox_[t].empty() || !producers_[t].fits(record_kind::eager, data.size()) ||
         !credit_out_[t].take(credit_cost(data.size()), producers_[t], window_)) {
       return false;
     }
     producers_[t].write(eager_record(ctx, tag, data.size()), data);
     return true;
+  }
+
+  // Sets this rank's bit in `to`'s senders words before its first record to `to`, so that
+  // `to` polls the ring from now on (it may see the bit before the record: it finds nothing
+  // yet, and the record's wake-up follows). The ring's ends are set up only then, on both
+  // sides: a pair that never talks touches none of its ring's memory.
+  void announce(int to) {
+    const auto t = static_cast<std::size_t>(to);
+    announced_[t] = true;
+    producers_[t] = ring_producer(segment_.ring(rank_, to));
+    const auto words = segment_.senders_of(to);
+    const auto me = static_cast<std::size_t>(rank_);
+    words[me / 64].fetch_or(std::uint64_t{1} << (me % 64), std::memory_order_release);
+    segment_.slot(to).senders_changed.fetch_add(1, std::memory_order_release);
+  }
+
+  // Takes in the senders that announced themselves since the last look.
+  void find_senders() {
+    rank_slot& me = segment_.slot(rank_);
+    const std::uint32_t now = me.senders_changed.load(std::memory_order_acquire);
+    if (now == senders_seen_) return;
+    senders_seen_ = now;
+    const auto words = segment_.senders_of(rank_);
+    for (std::size_t w = 0; w < words.size(); ++w) {
+      std::uint64_t bits = words[w].load(std::memory_order_acquire);
+      while (bits != 0) {
+        const auto s = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+        bits &= bits - 1;
+        if (!polled_[s]) {
+          polled_[s] = true;
+          consumers_[s] = ring_consumer(segment_.ring(static_cast<int>(s), rank_));
+          senders_.push_back(static_cast<int>(s));
+        }
+      }
+    }
+  }
+
+  // `to` may have something queued now: progress() flushes it until both queues are empty.
+  void queue_for(int to) {
+    const auto t = static_cast<std::size_t>(to);
+    if (!announced_[t]) announce(to);
+    if (queued_[t]) return;
+    queued_[t] = true;
+    queued_peers_.push_back(to);
   }
 
   // The user took a small message from `from`, as it arrived or (took_held) out of the queue:
@@ -447,6 +497,7 @@ class endpoint {
   bool incoming() const;
   void leave(presence how);
   void check_liveness();
+  void look_at(int peer);
   void check_departures(bool force = false);
   void depart(int peer, presence how, std::string_view found);
   std::optional<op_result> lost_source(int from) const;
@@ -522,6 +573,16 @@ class endpoint {
   std::vector<credit_to_return> credit_in_;
   std::vector<std::uint64_t> generations_;
   std::vector<int> owed_wakes_;  // peers nudge() could not be sure were awake
+  // Whom this rank polls: the senders whose bits it has seen in its senders words (one look
+  // at its slot's senders_changed tells if there is anyone new), and whether it has set its
+  // own bit at each peer. A rank's polling costs what its senders cost, not the job's size.
+  std::vector<int> senders_;
+  std::vector<bool> polled_;
+  std::vector<bool> announced_;
+  std::uint32_t senders_seen_ = 0;
+  // The peers whose outbox or urgent queue may hold something, each once (queued_).
+  std::vector<int> queued_peers_;
+  std::vector<bool> queued_;
   std::vector<process_watch> peers_;
   std::vector<presence> state_;
   std::deque<std::shared_ptr<operation>> posted_;
@@ -530,6 +591,7 @@ class endpoint {
   std::uint64_t events_ = 0;
   std::uint32_t departures_seen_ = 0;
   clock::time_point last_liveness_;
+  int next_watched_ = 0;  ///< the peer check_liveness looks at in turn
   unsigned idle_polls_ = 0;
   log::context log_;
 };

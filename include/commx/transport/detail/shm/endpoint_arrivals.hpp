@@ -11,10 +11,19 @@ namespace commx::detail::shm {
 
 inline void endpoint::progress() {
   check_departures();
-  for (int peer = 0; peer < size_; ++peer) drain(peer, drain_limit);
-  for (int peer = 0; peer < size_; ++peer) {
+  find_senders();
+  for (const int peer : senders_) drain(peer, drain_limit);
+  for (std::size_t i = 0; i < queued_peers_.size();) {
+    const int peer = queued_peers_[i];
     const auto p = static_cast<std::size_t>(peer);
     if (!outbox_[p].empty() || !urgent_[p].empty()) flush(peer);
+    if (outbox_[p].empty() && urgent_[p].empty()) {
+      queued_[p] = false;
+      queued_peers_[i] = queued_peers_.back();
+      queued_peers_.pop_back();
+    } else {
+      ++i;
+    }
   }
   settle_wakes();
   if (exchange_cost_ && !sending_large()) {
@@ -30,6 +39,7 @@ inline void endpoint::progress() {
 }
 
 inline void endpoint::drain(int peer, std::size_t limit) {
+  if (!polled_[static_cast<std::size_t>(peer)]) return;  // it never wrote to us
   ring_consumer& ring = consumers_[static_cast<std::size_t>(peer)];
   record header{};
   std::size_t taken = 0;
@@ -255,6 +265,7 @@ inline endpoint::large_way endpoint::choose_large_way(const queued_message& offe
 inline void endpoint::arrive_clear_to_send(int from, const record& header) {
   auto* op = in_flight_[static_cast<std::size_t>(from)].find(header.ticket, header.generation);
   if (op == nullptr) return;  // withdrawn meanwhile
+  queue_for(from);
   urgent_[static_cast<std::size_t>(from)].push_back({outgoing::kind::pieces, {}, *op});
 }
 

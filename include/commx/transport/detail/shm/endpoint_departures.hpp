@@ -54,11 +54,15 @@ inline void endpoint::wake_everyone() {
 // Anything new in our rings, room in a ring we wait to write to, or a rank gone? (Loads
 // only: the spin loop's test.)
 inline bool endpoint::incoming() const {
-  for (const ring_consumer& c : consumers_) {
-    if (c.has_data()) return true;
+  for (const int peer : senders_) {
+    if (consumers_[static_cast<std::size_t>(peer)].has_data()) return true;
   }
-  for (std::size_t p = 0; p < producers_.size(); ++p) {
+  for (const int peer : queued_peers_) {
+    const auto p = static_cast<std::size_t>(peer);
     if ((!outbox_[p].empty() || !urgent_[p].empty()) && producers_[p].room_freed()) return true;
+  }
+  if (segment_.slot(rank_).senders_changed.load(std::memory_order_relaxed) != senders_seen_) {
+    return true;
   }
   return segment_.header().departures.load(std::memory_order_relaxed) != departures_seen_;
 }
@@ -73,12 +77,47 @@ inline void endpoint::leave(presence how) {
   wake_everyone();
 }
 
-// Polls every live peer's process; one that is gone without leaving is marked failed.
+// Looks at the processes of the peers this rank waits on (a receive naming them, messages
+// for them not yet written or not yet taken, pieces coming from them), of the next
+// `watched_successors` present ranks after it, and of one more in turn: a bounded number of
+// looks however many ranks the job has. Every rank is watched by its predecessors, and one
+// found gone is marked failed in the segment, where every rank reads of it: so a rank
+// waiting on any source learns of any loss within a period or two.
 inline void endpoint::check_liveness() {
   last_liveness_ = clock::now();
+  constexpr int watched_successors = 2;
+  const auto present = [&](int peer) {
+    return peer != rank_ && state_[static_cast<std::size_t>(peer)] == presence::present;
+  };
+  for (int step = 1, seen = 0; step < size_ && seen < watched_successors; ++step) {
+    const int peer = (rank_ + step) % size_;
+    if (!present(peer)) continue;
+    ++seen;
+    look_at(peer);
+  }
+  if (size_ > 1) {
+    next_watched_ = (next_watched_ + 1) % size_;
+    if (present(next_watched_)) look_at(next_watched_);
+  }
+  for (const auto& op : posted_) {
+    if (op->peer >= 0 && present(op->peer)) look_at(op->peer);
+  }
   for (int peer = 0; peer < size_; ++peer) {
     const auto p = static_cast<std::size_t>(peer);
-    if (peer == rank_ || state_[p] != presence::present || !peers_[p].gone()) continue;
+    if (!present(peer)) continue;
+    if (!outbox_[p].empty() || !urgent_[p].empty() || !in_flight_[p].empty() ||
+        !transfers_[p].empty()) {
+      look_at(peer);
+    }
+  }
+  check_departures(/*force=*/true);
+}
+
+// One look at `peer`'s process; gone without leaving, it is marked failed.
+inline void endpoint::look_at(int peer) {
+  const auto p = static_cast<std::size_t>(peer);
+  if (state_[p] != presence::present || !peers_[p].gone()) return;
+  {
     presence present = presence::present;
     if (segment_.slot(peer).state.compare_exchange_strong(present, presence::failed,
                                                           std::memory_order_acq_rel)) {
@@ -86,11 +125,9 @@ inline void endpoint::check_liveness() {
       wake_everyone();
       // Settled here rather than by check_departures below, which cannot tell who found it.
       depart(peer, presence::failed,
-             peers_[p].fd() >= 0 ? "its process ended without leaving the job (pidfd)"
-                                 : "its process ended without leaving the job (kill(pid, 0))");
+             "its process ended without leaving the job (kill(pid, 0), /proc)");
     }
   }
-  check_departures(/*force=*/true);
 }
 
 // A rank left or was found dead: settle everything that involves it.
@@ -118,6 +155,7 @@ inline void endpoint::depart(int peer, presence how, std::string_view found) {
   } else {
     COMMX_LOG(debug, log_, "rank {} left the job", peer);
   }
+  find_senders();  // it may have written to us for the first time just before it went
   drain(peer, /*limit=*/static_cast<std::size_t>(-1));  // what it sent before going counts
   state_[p] = how;
   ++events_;

@@ -49,6 +49,7 @@ inline void endpoint::forget(const operation& op) {
 inline void endpoint::send_control(int to, const record& header) {
   const auto t = static_cast<std::size_t>(to);
   if (state_[t] != presence::present) return;
+  queue_for(to);
   urgent_[t].push_back({outgoing::kind::control, header, nullptr});
   flush(to);
 }
@@ -67,6 +68,7 @@ inline void endpoint::flush(int to) {
 inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wrote) {
   const auto t = static_cast<std::size_t>(to);
   ring_producer& ring = producers_[t];
+  if (!queue.empty() && !announced_[t]) announce(to);
   while (!queue.empty()) {
     outgoing& next = queue.front();
     if (next.what == outgoing::kind::eager) {

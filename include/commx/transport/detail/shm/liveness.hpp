@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// Whether a peer's process still exists. A pidfd (Linux 5.3+) becomes readable when the
-/// process ends, zombie or not, and it names that very process, never a later one that reused
-/// the pid; all peers are checked with one poll() of timeout zero. Where pidfd_open is missing,
-/// kill(pid, 0) is the fallback (it cannot tell a zombie from a live process, but a launcher
-/// reaps its ranks at once).
+/// Whether a peer's process still exists, without holding anything per peer: kill(pid, 0)
+/// says whether the pid names a process, and every few looks the process's own record
+/// (/proc/<pid>/stat) says whether it is a zombie, or a later process that reused the pid: its
+/// start time is not the one the peer published in its slot. So a look costs one system call
+/// and no descriptor (a pidfd per peer was exact at once, but a rank of a 256-rank job held 255
+/// of them); a reused pid is seen at the next exact look, a few liveness periods later.
 ///
 /// Why not a heartbeat: it costs every rank a write per period forever and still needs a
 /// timeout to decide; why not a robust mutex: it tells only the next locker, and the fast path
-/// takes no lock. The pidfd answer is exact and costs nothing until someone asks.
+/// takes no lock. A look costs nothing until someone asks, and a rank asks only about the
+/// peers it waits on and a few others in turn (endpoint_departures.hpp).
 
 #include <cerrno>
 #include <csignal>
@@ -17,86 +19,78 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <utility>
+#include <optional>
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 namespace commx::detail::shm {
 
-/// A process that a SIGKILL-proof check can ask about. Holds a pidfd when the kernel has them.
+/// When process `pid` started, in clock ticks since boot, and whether it has ended (a zombie
+/// or being reaped): its /proc/<pid>/stat. Nothing when there is no such process.
+struct process_record {
+  std::uint64_t start_time = 0;
+  bool ended = false;
+};
+inline std::optional<process_record> read_process_record(pid_t pid);
+
+/// A process that a SIGKILL-proof check can ask about: its pid, and the start time that tells
+/// it from a later process with the same pid (0: unknown, only zombies are told apart).
 class process_watch {
  public:
   process_watch() = default;
-  explicit process_watch(pid_t pid) : pid_(pid) {
-#ifdef SYS_pidfd_open
-    fd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (fd_ < 0 && errno == ESRCH) gone_ = true;
-#endif
-  }
-  process_watch(process_watch&& other) noexcept
-      : pid_(other.pid_), fd_(std::exchange(other.fd_, -1)), gone_(other.gone_) {}
-  process_watch& operator=(process_watch&& other) noexcept {
-    if (this != &other) {
-      reset();
-      pid_ = other.pid_;
-      fd_ = std::exchange(other.fd_, -1);
-      gone_ = other.gone_;
-    }
-    return *this;
-  }
-  process_watch(const process_watch&) = delete;
-  process_watch& operator=(const process_watch&) = delete;
-  ~process_watch() { reset(); }
+  process_watch(pid_t pid, std::uint64_t start_time) : pid_(pid), start_time_(start_time) {}
 
   [[nodiscard]] pid_t pid() const { return pid_; }
-  [[nodiscard]] int fd() const { return fd_; }
 
-  /// True once the process has ended (remembered: a gone process never comes back).
-  bool gone() {
+  /// True once the process has ended (remembered: a gone process never comes back). `exact`:
+  /// read its record now rather than at every `exact_every`-th look.
+  bool gone(bool exact = false) {
     if (gone_ || pid_ <= 0) return gone_;
-    if (fd_ >= 0) {
-      pollfd p{fd_, POLLIN, 0};
-      gone_ = ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-    } else {
-      gone_ = ::kill(pid_, 0) != 0 && errno == ESRCH;
+    if (::kill(pid_, 0) != 0 && errno == ESRCH) return gone_ = true;
+    if (exact || ++looks_ % exact_every == 0) {
+      const std::optional<process_record> r = read_process_record(pid_);
+      gone_ = r && (r->ended || (start_time_ != 0 && r->start_time != start_time_));
     }
     return gone_;
   }
 
  private:
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
+  static constexpr unsigned exact_every = 8;
   pid_t pid_ = 0;
-  int fd_ = -1;
+  std::uint64_t start_time_ = 0;
+  unsigned looks_ = 0;
   bool gone_ = false;
 };
+
+inline std::optional<process_record> read_process_record(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char text[1024];
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  text[n] = '\0';
+  // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+  const char* field = std::strrchr(text, ')');
+  if (field == nullptr || field[1] == '\0') return std::nullopt;
+  process_record r;
+  r.ended = field[2] == 'Z' || field[2] == 'X' || field[2] == 'x';  // field 3, the state
+  for (int skipped = 0; skipped < 20 && field != nullptr; ++skipped)
+    field = std::strchr(field + 1, ' ');
+  if (field != nullptr) r.start_time = std::strtoull(field + 1, nullptr, 10);
+  return r;
+}
 
 /// When process `pid` started, in clock ticks since boot (/proc/<pid>/stat, field 22); 0 if
 /// unknown. With the pid it names one process for the machine's uptime: pids are reused,
 /// (pid, start time) pairs are not.
 inline std::uint64_t process_start_time(pid_t pid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char text[1024];
-  const ssize_t n = ::read(fd, text, sizeof text - 1);
-  ::close(fd);
-  if (n <= 0) return 0;
-  text[n] = '\0';
-  // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-  const char* field = std::strrchr(text, ')');
-  if (field == nullptr) return 0;
-  for (int skipped = 0; skipped < 20 && field != nullptr; ++skipped)
-    field = std::strchr(field + 1, ' ');
-  return field == nullptr ? 0 : std::strtoull(field + 1, nullptr, 10);
+  const std::optional<process_record> r = read_process_record(pid);
+  return r ? r->start_time : 0;
 }
 
 /// True when the process that was `pid`, started at `start_time` (0: any), still exists (it may

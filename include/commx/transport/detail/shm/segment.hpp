@@ -21,7 +21,12 @@
 /// | rank_slot[n] | 128 each |
 /// | ring_control[n * n], index source * n + destination | 64 each |
 /// | ticket words[n * n * K] (large messages on offer) | 4 each |
+/// | senders[n][ceil(n / 64)]: bit s of rank d's words is set once s has written to d | 8 each |
 /// | ring data[n * n], page-aligned | ring_bytes each |
+///
+/// A ring is touched only once its sender writes to it: a receiver polls the rings of the
+/// senders its `senders` bits name (endpoint.hpp), so the pages of the rings of pairs that
+/// never talk are never mapped in, and a rank's polling costs what its senders cost.
 
 #include <array>
 #include <atomic>
@@ -31,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -53,7 +59,7 @@
 namespace commx::detail::shm {
 
 inline constexpr std::uint64_t segment_magic = 0x636f6d6d782d7368ULL;  // "commx-sh"
-inline constexpr std::uint32_t segment_version = 4;  // 4: the exchange way rank 0 publishes
+inline constexpr std::uint32_t segment_version = 5;                    // 5: the senders' bits
 inline constexpr std::uint32_t tickets_per_pair = 16;
 
 /// What a rank's slot says about it.
@@ -81,6 +87,10 @@ struct rank_slot {
   std::atomic<presence> state{presence::absent};
   std::uint64_t probe_address = 0;  ///< a word in this rank's memory, for the CMA check
   std::uint64_t probe_value = 0;    ///< what that word holds
+  std::uint64_t start_time = 0;     ///< when this rank's process started (liveness.hpp)
+  /// Bumped by a sender after it set its bit in this rank's senders words: a look at one word
+  /// tells a polling receiver whether anyone new writes to it.
+  std::atomic<std::uint32_t> senders_changed{0};
   // Written by others (wake) and by the rank itself when it sleeps: a line of their own.
   alignas(cache_line) std::atomic<std::uint32_t> wake{0};  ///< futex this rank sleeps on
   std::atomic<std::uint32_t> sleeping{0};                  ///< 1 while it may be asleep
@@ -100,6 +110,7 @@ inline const std::uint64_t& cross_memory_probe() {
 inline void publish_probe(rank_slot& slot) {
   slot.probe_address = reinterpret_cast<std::uint64_t>(&cross_memory_probe());
   slot.probe_value = cross_memory_probe();
+  slot.start_time = process_start_time(::getpid());
 }
 
 /// Where everything is, for `ranks` ranks and rings of `ring_bytes`.
@@ -109,6 +120,8 @@ struct segment_layout {
   std::size_t slots = 256;
   std::size_t controls = 0;
   std::size_t tickets = 0;
+  std::size_t senders = 0;
+  std::size_t sender_words = 0;  ///< per rank: ceil(n / 64)
   std::size_t rings = 0;
   std::size_t total = 0;
 
@@ -117,7 +130,9 @@ struct segment_layout {
     constexpr std::size_t page = 4096;
     controls = slots + ranks * sizeof(rank_slot);
     tickets = controls + ranks * ranks * sizeof(ring_control);
-    rings = (tickets + ranks * ranks * tickets_per_pair * 4 + page - 1) / page * page;
+    senders = tickets + ranks * ranks * tickets_per_pair * 4;
+    sender_words = (ranks + 63) / 64;
+    rings = (senders + ranks * sender_words * 8 + page - 1) / page * page;
     total = rings + ranks * ranks * ring_bytes;
   }
 };
@@ -194,6 +209,12 @@ class segment {
     return reinterpret_cast<std::atomic<std::uint32_t>*>(at(layout_.tickets)) +
            pair(source, destination) * tickets_per_pair;
   }
+  /// The words whose bit s says that rank s writes to `destination`.
+  [[nodiscard]] std::span<std::atomic<std::uint64_t>> senders_of(int destination) const {
+    return {reinterpret_cast<std::atomic<std::uint64_t>*>(at(layout_.senders)) +
+                static_cast<std::size_t>(destination) * layout_.sender_words,
+            layout_.sender_words};
+  }
   [[nodiscard]] const std::string& name() const { return name_; }
 
  private:
@@ -227,6 +248,7 @@ class segment {
     new (seg.at(layout.controls)) ring_control[layout.ranks * layout.ranks];
     new (seg.at(layout.tickets))
         std::atomic<std::uint32_t>[ layout.ranks * layout.ranks * tickets_per_pair ]();
+    new (seg.at(layout.senders)) std::atomic<std::uint64_t>[ layout.ranks * layout.sender_words ]();
     header->magic = segment_magic;
     header->version = segment_version;
     header->ranks = ranks;

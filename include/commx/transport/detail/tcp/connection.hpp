@@ -63,7 +63,19 @@ class connection {
     if (tls) tls->rebind(socket);
     socket.non_blocking(true);
     socket.set_option(asio::ip::tcp::no_delay(true));
-    staging.resize(staging_size);
+    staging.resize(first_staging_size);
+  }
+  /// A connection still being made (the engine dials on first use): frames queue in `out`
+  /// until attach() gives it its socket.
+  explicit connection(asio::io_context& io) : socket(io), open(false) {}
+  /// Gives a connection made before its socket the authenticated socket: the frames queued
+  /// meanwhile go out on it.
+  void attach(asio::ip::tcp::socket s, std::unique_ptr<tls_channel> secure) {
+    reattach(std::move(s), std::move(secure));
+    socket.non_blocking(true);
+    socket.set_option(asio::ip::tcp::no_delay(true));
+    staging.resize(first_staging_size);
+    open = true;
   }
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
@@ -185,7 +197,15 @@ class connection {
   [[nodiscard]] bool short_read_empties() const { return !tls; }
 
   // --- reading ---------------------------------------------------------------------------
+  /// The staging buffer starts small and doubles each time a read fills it, up to
+  /// staging_size: a connection that carries a message now and then (rank 0 holds one per
+  /// rank) costs 16 KiB, a busy one reads up to 256 KiB per system call.
+  static constexpr std::size_t first_staging_size = std::size_t{16} << 10;
   static constexpr std::size_t staging_size = std::size_t{256} << 10;
+  /// After a read that filled the buffer: twice the room, up to staging_size.
+  void grow_staging() {
+    if (staging.size() < staging_size) staging.resize(std::min(2 * staging.size(), staging_size));
+  }
   /// A payload at least this large and not yet in the staging buffer is read in place.
   static constexpr std::size_t direct_read = std::size_t{32} << 10;
 

@@ -2,7 +2,14 @@
 #pragma once
 /// @file
 /// The TCP transport's progress engine: one rank's matching state (posted receives, messages
-/// nobody asked for yet), its connections to every other rank, and the protocol on them.
+/// nobody asked for yet), its connections to the ranks it talks to, and the protocol on them.
+///
+/// Connections are made on first use: a rank joins through rank 0 (which keeps every joiner's
+/// connection: it holds N-1, the others one each), and dials a peer the first time it sends to
+/// it or names it in a receive or probe. Frames for a peer wait in its connection until the
+/// handshake is through. Where two ranks dial each other at once, the lower rank's dial is the
+/// one kept (the acceptor answers the other `crossed`), so a pair has one connection and its
+/// messages one order. A rank that talks to k peers holds k connections (plus rank 0's).
 ///
 /// Single-threaded: everything runs on the calling thread, inside the transport's calls. The
 /// engine makes progress when the rank calls into it (isend, irecv, test, iprobe,
@@ -174,6 +181,22 @@ class engine {
   /// The highest rendezvous id `peer` has announced (an rts): chunks of a higher one came
   /// before their envelope.
   [[nodiscard]] std::uint64_t announced(int peer) const { return peers_[index(peer)].announced; }
+  /// Starts connecting to `peer` if nothing connects this rank to it yet (an extension that
+  /// needs the connection before the first message: wan's streams).
+  void connect_to(int peer) {
+    if (peer != rank()) reach(peer);
+  }
+  /// Whether `peer` finished or failed: nothing more will come from it.
+  [[nodiscard]] bool departed(int peer) const {
+    const presence p = peers_[index(peer)].state;
+    return p == presence::finished || p == presence::failed;
+  }
+  /// The peers this rank holds a connection to, or is connecting to.
+  [[nodiscard]] int linked_peers() const {
+    return static_cast<int>(std::count_if(peers_.begin(), peers_.end(), [](const peer_link& l) {
+      return l.state == presence::present || l.state == presence::connecting;
+    }));
+  }
   /// Ends the job's connection with `peer` as failed: what waits on it completes with `why`.
   void fail_peer(int peer, errc why, std::string_view text) {
     if (!connected(peer)) return;
@@ -189,7 +212,7 @@ class engine {
     peers_[index(dest)].bytes_sent += data.size();
     if (dest == rank()) return send_to_self(ctx, tag, data);
     peer_link& link = peers_[index(dest)];
-    if (link.state != presence::present) {
+    if (!reach(dest)) {
       return completed(operation::kind::send, dest, ctx, tag, lost(dest, data.size()));
     }
     if (const std::optional<op_result> sent = send_eager(dest, ctx, tag, data)) {
@@ -221,6 +244,8 @@ class engine {
       take(op, queued);
       return op;
     }
+    // Connected, so that the receive learns if the source fails.
+    if (source != any_source && source != rank()) reach(source);
     if (auto gone = lost_source(source)) {
       finish(*op, *gone);
       return op;
@@ -252,6 +277,7 @@ class engine {
   void damage_frame(int peer, bool cut);
 
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
+    if (source != any_source && source != rank()) reach(source);
     poll();
     auto queued = unexpected_.find(source, ctx, tag);
     if (queued != unexpected_.end()) {
@@ -278,14 +304,17 @@ class engine {
   // --- the rendezvous -------------------------------------------------------------------
 
   /// Joins the job: rank 0 collects every rank's listen endpoint at COMMX_ROOT and hands out
-  /// the table; every rank then connects to the ranks below it and accepts those above.
+  /// the table; ranks connect to each other later, on first use.
   /// @throws commx::error errc::bootstrap_failed naming the missing ranks when the rendezvous
   ///   does not complete within the timeout; errc::authentication_failed when a peer does not
   ///   hold the job token.
   void join();
 
  private:
-  enum class presence : std::uint8_t { absent, present, finished, failed };
+  /// absent: never connected; connecting: a handshake either way is under way (or this rank's
+  /// dial crossed the peer's and waits for it), frames queue; present: connected; finished
+  /// (said bye) and failed are for good.
+  enum class presence : std::uint8_t { absent, connecting, present, finished, failed };
 
   void choose_polling();  // once the table is in (engine_rendezvous.hpp)
 
@@ -311,11 +340,22 @@ class engine {
     std::uint64_t announced = 0;      ///< the highest rendezvous id it announced
     std::unordered_map<std::uint64_t, std::shared_ptr<operation>> awaiting_cts;
     std::unordered_map<std::uint64_t, awaited_data> awaiting_data;
+    bool dialing = false;          ///< this rank's dial (and handshake) to it is under way
+    bool incoming = false;         ///< its handshake to this rank passed welcome and is finishing
     bool shut = false;             ///< leaving: our side of the connection is shut down
     std::uint64_t bytes_sent = 0;  ///< payload bytes handed to sends to it (bytes_sent_to)
   };
 
-  static constexpr int max_pending_handshakes = 32;
+  /// Handshakes in progress at once at this rank's port. Beyond it the next connection waits
+  /// in the kernel's backlog (never refused) while one that has said nothing for
+  /// silence_allowed is evicted: a flood of silent strangers cannot hold the port, and ranks
+  /// arriving together only wait.
+  static constexpr int max_pending_handshakes = 128;
+  /// How long a connection at a full port may stay silent before it is evicted.
+  static constexpr std::chrono::seconds silence_allowed{2};
+
+  /// The longest pause between dials that a busy port turned away.
+  static constexpr std::chrono::milliseconds max_backoff{500};
 
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
 
@@ -403,7 +443,7 @@ class engine {
       return std::nullopt;
     }
     if (source == rank()) return std::nullopt;
-    if (peers_[index(source)].state != presence::present) return lost(source, 0);
+    if (departed(source)) return lost(source, 0);
     return std::nullopt;
   }
 
@@ -461,9 +501,19 @@ class engine {
 
   // --- connections ------------------------------------------------------------------------
 
+  /// Whether frames for `peer` can go (connected, or being connected: they queue); starts
+  /// dialing it when nothing connects the two yet. False once it finished or failed.
+  bool reach(int peer);
+  /// Dials `peer` (engine_connections.hpp); a dial turned away at a busy port tries again
+  /// after `backoff`, until `until`.
+  void dial_peer(int peer, clock::time_point until, std::chrono::milliseconds backoff);
+  /// `peer`'s handshake to this rank failed after welcome() let it in.
+  void lost_incoming(int peer);
   void adopt(int peer, asio::ip::tcp::socket socket, std::unique_ptr<tls_channel> secure);
   void log_refusal(const asio::ip::tcp::endpoint& from, const std::string& why);
-  handshake::verdict_code welcome(const handshake::hello& h) const;
+  handshake::verdict_code welcome(const handshake::hello& h);
+  /// At max_pending_handshakes, evicts the oldest connection that has not said its hello.
+  void make_room();
   void accept_next();
   void on_accepted(asio::ip::tcp::socket socket);
   void open_acceptor(const asio::ip::tcp::endpoint& where, bool reuse);
@@ -485,6 +535,7 @@ class engine {
     bool done = false;
     std::string failure;
     bool token_refused = false;
+    bool turned_away = false;  ///< closed before the challenge: a busy port; try again
     std::optional<asio::ip::tcp::socket> socket;
   };
 
@@ -503,9 +554,9 @@ class engine {
   void join_as_root(clock::time_point until);
   void join_as_member(clock::time_point until);
 
-  /// Authenticates a connected socket to `peer` and adopts it; a refusal ends the rendezvous.
-  void connect(int peer, asio::ip::tcp::socket socket, handshake::purpose why,
-               clock::time_point until);
+  /// Authenticates a socket connected to rank 0 as a joiner's and adopts it; runs the
+  /// rendezvous until then. The outcome's failure is empty when it was adopted.
+  std::shared_ptr<dialled> join_handshake(asio::ip::tcp::socket socket, clock::time_point until);
 
   // --- leaving ----------------------------------------------------------------------------
 
@@ -531,6 +582,9 @@ class engine {
   std::optional<asio::ip::tcp::acceptor> acceptor_;
   std::unique_ptr<tls_context> tls_;  ///< set when COMMX_TLS is not off
   int pending_handshakes_ = 0;
+  std::deque<std::weak_ptr<server_session>> sessions_;  ///< in progress, oldest first
+  bool accept_paused_ = false;  ///< at max_pending_handshakes: newcomers wait in the backlog
+  asio::steady_timer room_timer_{io_};  ///< when a silent connection may be evicted
   bool joined_ = false;
   std::vector<endpoint_record> table_;
   std::optional<asio::ip::tcp::endpoint> relay_;  ///< this site's commx-relay (COMMX_RELAY)

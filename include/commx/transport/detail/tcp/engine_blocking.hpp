@@ -26,7 +26,8 @@ inline std::optional<op_result> engine::send_eager(int dest, context_id ctx, int
   const header_bytes header =
       encode(frame_header{frame_kind::eager, 0, rank(), tag, ctx, data.size(), 0});
   std::error_code ec;
-  const std::size_t n = c.write_now(header, data, ec);
+  // Still being connected: the frame waits in the queue.
+  const std::size_t n = c.open ? c.write_now(header, data, ec) : 0;
   if (ec) {
     broken(dest, ec);
     return lost(dest, data.size());

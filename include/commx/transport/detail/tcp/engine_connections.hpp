@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// The TCP engine's connections (engine.hpp): adopting one, accepting and refusing others,
-/// a peer that goes (finished, failed, or breaking the protocol), and leaving the job. Out of
-/// line as Asio's detail/impl files are, included by engine.hpp.
+/// The TCP engine's connections (engine.hpp): dialing a peer on first use, adopting a
+/// connection, accepting and refusing others, a peer that goes (finished, failed, or breaking
+/// the protocol), and leaving the job. Out of line as Asio's detail/impl files are, included
+/// by engine.hpp.
 
 #include "commx/transport/detail/tcp/engine.hpp"
 
@@ -25,8 +26,10 @@ inline void engine::broken(int peer, std::error_code ec) {
 
 inline void engine::gone(int peer, presence how, std::error_code why) {
   peer_link& link = peers_[index(peer)];
-  if (link.state != presence::present) return;
+  if (link.state != presence::present && link.state != presence::connecting) return;
   link.state = how;
+  link.dialing = false;
+  link.incoming = false;
   link.loss = why;
   if (how == presence::failed) failed_.push_back(peer);
   if (how == presence::finished) COMMX_LOG(debug, log_, "rank {} said bye", peer);
@@ -64,10 +67,97 @@ inline void engine::gone(int peer, presence how, std::error_code why) {
   ++events_;
 }
 
+inline bool engine::reach(int peer) {
+  peer_link& link = peers_[index(peer)];
+  if (link.state == presence::present || link.state == presence::connecting) return true;
+  if (link.state != presence::absent || !joined_) return false;
+  link.state = presence::connecting;
+  link.conn = std::make_unique<connection>(io_);
+  dial_peer(peer, clock::now() + cfg_.timeout, std::chrono::milliseconds(10));
+  return true;
+}
+
+inline void engine::dial_peer(int peer, clock::time_point until,
+                              std::chrono::milliseconds backoff) {
+  peers_[index(peer)].dialing = true;
+  COMMX_LOG(debug, log_, "dialing rank {}", peer);
+  // Whatever this dial meets, a connection made the other way, or the peer's loss, has the
+  // last word: an outcome that finds the link no longer waiting on this dial changes nothing.
+  const auto still_mine = [this, peer] {
+    const peer_link& l = peers_[index(peer)];
+    return l.state == presence::connecting && l.dialing;
+  };
+  const auto lose = [this, peer](errc code, const std::string& why) {
+    peer_link& l = peers_[index(peer)];
+    l.dialing = false;
+    if (l.incoming) return;  // its own handshake to us is finishing: that one will do
+    COMMX_LOG(warn, log_, "cannot connect to rank {}: {}", peer, why);
+    gone(peer, presence::failed, make_error_code(code));
+  };
+  dial_rank(
+      peer, until, [=, this](const std::string& failure, asio::ip::tcp::socket socket, bool token) {
+        // Connected the other way meanwhile: the handshake still runs, so that the peer hears
+        // `crossed` from it rather than a stranger's silence.
+        if (departed(peer)) return;
+        if (!failure.empty() && !still_mine()) return;
+        if (!failure.empty()) {
+          return lose(token ? errc::authentication_failed : errc::peer_lost,
+                      fmt::format("{} at {}", failure, text_of(table_[index(peer)])));
+        }
+        handshake::hello me{handshake::purpose::peer, rank(), size(), handshake::fresh_nonce()};
+        me.tls = cfg_.tls.wanted(cfg_.site, table_.at(index(peer)).site);
+        auto session = std::make_shared<client_session>(
+            std::move(socket), cfg_.token, me, peer, until,
+            [=, this](client_session& c, bool ok, const std::string& reason, bool refused) {
+              if (!still_mine()) return;  // the socket closes with the session
+              peer_link& l = peers_[index(peer)];
+              if (ok) {
+                l.dialing = false;
+                return adopt(peer, std::move(c.socket), std::move(c.tls));
+              }
+              if (c.crossed) {  // the peer's own dial to us is the one kept: wait for it
+                l.dialing = false;
+                COMMX_LOG(debug, log_, "dial to rank {} crossed its own", peer);
+                return;
+              }
+              if (c.turned_away && clock::now() + backoff < until) {
+                auto pause = std::make_shared<asio::steady_timer>(io_, backoff);
+                pause->async_wait([=, this](std::error_code ec) {
+                  (void)pause;  // the timer lives until its wait ends
+                  if (!ec && still_mine()) {
+                    dial_peer(peer, until, std::min(backoff * 2, max_backoff));
+                  }
+                });
+                return;
+              }
+              lose(refused ? errc::authentication_failed : errc::peer_lost,
+                   fmt::format("handshake: {}", reason));
+            },
+            tls_.get());
+        session->start();
+      });
+}
+
+inline void engine::lost_incoming(int peer) {
+  peer_link& link = peers_[index(peer)];
+  if (!link.incoming) return;
+  link.incoming = false;
+  // Its handshake failed after all: this rank connects itself, for what waits on the pair.
+  if (link.state == presence::connecting && !link.dialing) {
+    dial_peer(peer, clock::now() + cfg_.timeout, std::chrono::milliseconds(10));
+  }
+}
+
 inline void engine::adopt(int peer, asio::ip::tcp::socket socket,
                           std::unique_ptr<tls_channel> secure) {
   peer_link& link = peers_[index(peer)];
-  link.conn = std::make_unique<connection>(std::move(socket), std::move(secure));
+  link.dialing = false;
+  link.incoming = false;
+  if (link.conn && !link.conn->open) {
+    link.conn->attach(std::move(socket), std::move(secure));  // frames may be waiting
+  } else {
+    link.conn = std::make_unique<connection>(std::move(socket), std::move(secure));
+  }
   link.conn->detect_dead_host(std::chrono::duration_cast<std::chrono::seconds>(
       std::min<clock::duration>(cfg_.timeout, std::chrono::hours(9))));
   link.state = presence::present;
@@ -85,13 +175,16 @@ inline void engine::adopt(int peer, asio::ip::tcp::socket socket,
                   .count());
   }
   on_readable(peer);  // bytes may have come with the handshake's last read
+  // Leaving already: this peer, which dialed us late, hears our bye as the others did.
+  if (leaving_ && link.state == presence::present) push_control(peer, frame_kind::bye, 0);
+  flush(peer);
 }
 
 inline void engine::log_refusal(const asio::ip::tcp::endpoint& from, const std::string& why) {
   COMMX_LOG(warn, log_, "refused a connection from {}: {}", text_of(from), why);
 }
 
-inline handshake::verdict_code engine::welcome(const handshake::hello& h) const {
+inline handshake::verdict_code engine::welcome(const handshake::hello& h) {
   // A relay's caller has come to the wrong port: ranks do not relay.
   if (h.size != size() || h.rank == rank() || h.why == handshake::purpose::relay)
     return handshake::verdict_code::unexpected;
@@ -100,12 +193,31 @@ inline handshake::verdict_code engine::welcome(const handshake::hello& h) const 
                ? handshake::verdict_code::accepted
                : handshake::verdict_code::unexpected;
   }
-  const bool expected = h.why == handshake::purpose::join
-                            ? rank() == 0 && !joined_
-                            : rank() != 0 && h.rank > rank() && h.rank != 0;
-  if (!expected || peers_[index(h.rank)].state != presence::absent) {
-    return handshake::verdict_code::unexpected;
+  peer_link& link = peers_[index(h.rank)];
+  if (h.why == handshake::purpose::join) {
+    if (rank() != 0 || joined_ || link.state != presence::absent) {
+      return handshake::verdict_code::unexpected;
+    }
+    return handshake::verdict_code::accepted;
   }
+  // A peer's dial on first use. Where this rank dials it too, the lower rank's dial wins; a
+  // dial to a rank already connected (it crossed ours and lost) is not needed either.
+  switch (link.state) {
+    case presence::absent:
+      break;
+    case presence::connecting:
+      if (link.incoming) return handshake::verdict_code::unexpected;  // a second one
+      if (link.dialing && h.rank > rank()) return handshake::verdict_code::crossed;
+      break;
+    case presence::present:
+      return handshake::verdict_code::crossed;
+    case presence::finished:
+    case presence::failed:
+      return handshake::verdict_code::unexpected;  // gone for good: never readmitted
+  }
+  if (!link.conn) link.conn = std::make_unique<connection>(io_);
+  link.state = presence::connecting;
+  link.incoming = true;
   return handshake::verdict_code::accepted;
 }
 
@@ -113,17 +225,41 @@ inline void engine::accept_next() {
   acceptor_->async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_->is_open()) return;
     if (!ec) on_accepted(std::move(socket));
-    accept_next();
+    make_room();
+    if (pending_handshakes_ < max_pending_handshakes) return accept_next();
+    accept_paused_ = true;  // the backlog holds the next ones until a handshake ends
+    COMMX_LOG(debug, log_, "{} handshakes in progress: accepting paused", pending_handshakes_);
   });
 }
 
-inline void engine::on_accepted(asio::ip::tcp::socket socket) {
-  std::error_code ignored;
-  const auto from = socket.remote_endpoint(ignored);
-  if (pending_handshakes_ >= max_pending_handshakes) {
-    log_refusal(from, "too many handshakes in progress");
+inline void engine::make_room() {
+  std::erase_if(sessions_, [](const std::weak_ptr<server_session>& w) {
+    const auto s = w.lock();
+    return !s || s->finished();
+  });
+  if (pending_handshakes_ < max_pending_handshakes) return;
+  // The oldest connection that has said nothing for `silence_allowed` goes: a rank's hello
+  // follows its connect at once (and a rank turned away dials again), so this is a stranger.
+  const clock::time_point now = clock::now();
+  for (const auto& w : sessions_) {
+    const auto s = w.lock();
+    if (!s || s->heard()) continue;
+    if (now - s->accepted_at >= silence_allowed) return s->evict();
+    // None is silent long enough yet: look again when this one will be.
+    room_timer_.expires_at(s->accepted_at + silence_allowed);
+    room_timer_.async_wait([this](std::error_code ec) {
+      if (ec || !accept_paused_ || !acceptor_ || !acceptor_->is_open()) return;
+      make_room();
+      if (pending_handshakes_ < max_pending_handshakes) {
+        accept_paused_ = false;
+        accept_next();
+      }
+    });
     return;
   }
+}
+
+inline void engine::on_accepted(asio::ip::tcp::socket socket) {
   ++pending_handshakes_;
   const clock::time_point until =
       clock::now() + std::min<clock::duration>(cfg_.timeout, std::chrono::seconds(10));
@@ -132,20 +268,34 @@ inline void engine::on_accepted(asio::ip::tcp::socket socket) {
       [this](const handshake::hello& h) { return welcome(h); },
       [this](server_session& s, bool ok, const std::string& why) {
         --pending_handshakes_;
-        if (!ok) return log_refusal(s.remote, why);
+        if (accept_paused_ && acceptor_ && acceptor_->is_open()) {
+          accept_paused_ = false;
+          accept_next();
+        }
+        if (!ok) {
+          if (s.welcomed && s.peer.why == handshake::purpose::peer) lost_incoming(s.peer.rank);
+          if (s.refused_as == handshake::verdict_code::crossed) {
+            COMMX_LOG(debug, log_, "kept the other connection with rank {}: {}", s.peer.rank, why);
+            return;
+          }
+          return log_refusal(s.remote, why);
+        }
         if (s.peer.why == handshake::purpose::stream) {
           if (ext_.adopt_stream) {
             ext_.adopt_stream(s.peer.rank, std::move(s.socket), std::move(s.tls));
           }
           return;
         }
-        // Two handshakes for one rank may both have passed `welcome`: the first one wins.
-        if (peers_[index(s.peer.rank)].state != presence::absent) {
-          return log_refusal(s.remote, fmt::format("rank {} is already connected", s.peer.rank));
+        // The peer may have been found gone meanwhile: then its connection is not wanted.
+        const presence now = peers_[index(s.peer.rank)].state;
+        if (now != presence::absent && now != presence::connecting) {
+          return log_refusal(s.remote,
+                             fmt::format("rank {} is already connected or gone", s.peer.rank));
         }
         adopt(s.peer.rank, std::move(s.socket), std::move(s.tls));
       },
       tls_policy{tls_.get(), cfg_.tls.mode == tls_mode::on});
+  sessions_.push_back(session);
   session->start();
 }
 
@@ -177,23 +327,35 @@ inline void engine::open_acceptor(const asio::ip::tcp::endpoint& where, bool reu
 }
 
 inline void engine::leave(bool failing) noexcept {
-  leaving_ = true;
   try {
-    if (acceptor_) {
+    const auto close_port = [this] {
+      if (!acceptor_) return;
       std::error_code ignored;
       acceptor_->close(ignored);
-    }
+    };
     if (failing) {
+      leaving_ = true;
+      close_port();
       for (peer_link& l : peers_) {
-        if (l.conn) l.conn->close();
+        if (l.conn && l.conn->open) l.conn->close();
       }
       return;
     }
+    const clock::time_point until =
+        clock::now() + std::min<clock::duration>(cfg_.timeout, std::chrono::seconds(10));
+    // Messages still waiting for their connection go first, with the port open: the peer may
+    // be dialing this rank at the same time, and its dial is the one kept.
+    const auto delivered = [&] {
+      return std::none_of(peers_.begin(), peers_.end(), [](const peer_link& l) {
+        return l.state == presence::connecting && (l.incoming || (l.conn && !l.conn->idle()));
+      });
+    };
+    while (!delivered() && clock::now() < until) io_.run_one_until(until);
+    leaving_ = true;
+    close_port();
     for (int r = 0; r < size(); ++r) {
       if (peers_[index(r)].state == presence::present) push_control(r, frame_kind::bye, 0);
     }
-    const clock::time_point until =
-        clock::now() + std::min<clock::duration>(cfg_.timeout, std::chrono::seconds(10));
     const auto closed = [&] {
       bool all = true;
       for (peer_link& l : peers_) {

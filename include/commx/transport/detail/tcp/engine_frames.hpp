@@ -11,7 +11,7 @@ namespace commx::detail::tcp {
 
 inline void engine::push_control(int peer, frame_kind kind, std::uint64_t cookie) {
   peer_link& link = peers_[index(peer)];
-  if (link.state != presence::present) return;
+  if (link.state != presence::present && link.state != presence::connecting) return;
   out_frame& f = link.conn->out.emplace_back();
   f.header = encode(frame_header{kind, 0, rank(), 0, 0, 0, cookie});
   flush(peer);
@@ -27,8 +27,8 @@ inline void engine::push_payload(int peer, frame_kind kind, std::span<const std:
 }
 
 inline void engine::damage_frame(int peer, bool cut) {
+  if (!reach(peer)) return;
   peer_link& link = peers_[index(peer)];
-  if (link.state != presence::present || !link.conn) return;
   out_frame& f = link.conn->out.emplace_back();
   f.header = encode(frame_header{frame_kind::eager, 0, rank(), 0, 0, cut ? 4096U : 0U, 0});
   if (!cut) {
@@ -110,8 +110,10 @@ inline void engine::on_readable(int peer) {
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;
     if (ec) return broken(peer, ec);
     bytes_read_ += n;
+    const bool filled = c.end + n == c.staging.size();
     c.end += n;
     process(peer);
+    if (filled && c.open) c.grow_staging();
     // A short read emptied the socket: skip the read that would only say so (arming the
     // wait again reports bytes that came meanwhile).
     if (n < room && c.short_read_empties()) break;

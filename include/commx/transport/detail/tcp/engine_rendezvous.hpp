@@ -2,17 +2,31 @@
 #pragma once
 /// @file
 /// The TCP engine's rendezvous (engine.hpp): rank 0 collects the listen endpoints and hands
-/// out the table, every other rank dials in (through a relay across sites) and then connects to
-/// the ranks below it. Out of line as Asio's detail/impl files are, included by engine.hpp.
+/// out the table, every other rank dials in (through a relay across sites); ranks connect to
+/// each other later, on first use. Out of line as Asio's detail/impl files are, included by
+/// engine.hpp.
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <tuple>
 
 #include "commx/transport/detail/tcp/engine.hpp"
 
 namespace commx::detail::tcp {
 
+// Rank 0 keeps a connection per joiner, and any rank may come to talk to many peers: the
+// soft limit on descriptors (often 1024) goes up to the hard one where the job may need more.
+inline void raise_descriptor_limit(rlim_t wanted) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? wanted : std::min(wanted, limit.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 inline void engine::join() {
   if (size() == 1) return;
+  raise_descriptor_limit(static_cast<rlim_t>(size()) + max_pending_handshakes + 256);
   const clock::time_point until = clock::now() + cfg_.timeout;
   if (!cfg_.relay_host.empty()) relay_ = resolve(cfg_.relay_host, cfg_.relay_port, "COMMX_RELAY");
   if (rank() == 0) {
@@ -171,42 +185,44 @@ inline void engine::join_as_root(clock::time_point until) {
 inline void engine::join_as_member(clock::time_point until) {
   endpoint_record root = record_of(root_endpoint());
   root.site = cfg_.root_site;
-  // Rank 0 may not be listening yet: retry, backing off, until the deadline.
-  std::optional<asio::ip::tcp::socket> reached;
+  // Rank 0 may not be listening yet, or its port may be busy with the others' handshakes (it
+  // turns away the silent ones first): retry, backing off, until the deadline.
   auto backoff = std::chrono::milliseconds(10);
-  for (;;) {
-    const auto d = dial_and_wait(root, until);
-    if (d->socket) {
-      reached = std::move(d->socket);
-      break;
-    }
-    if (d->token_refused) {
-      throw error(errc::authentication_failed, fmt::format("tcp: rank {}: the rendezvous at {}: {}",
-                                                           rank(), root_text(), d->failure));
-    }
+  const auto pause_or_fail = [&](const std::string& failure) {
     if (clock::now() + backoff >= until) {
       throw error(errc::bootstrap_failed,
                   fmt::format("tcp: rank {}: the rendezvous at {} did not complete within {}: "
                               "rank 0 does not answer ({})",
-                              rank(), root_text(), seconds_text(), d->failure));
+                              rank(), root_text(), seconds_text(), failure));
     }
     asio::steady_timer pause(io_, backoff);
     bool paused = false;
     pause.async_wait([&](std::error_code) { paused = true; });
     run_until([&] { return paused; }, until);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
-  }
-  asio::ip::tcp::socket to_root = std::move(*reached);
-  const asio::ip::address listen_address =
-      cfg_.listen_address ? *cfg_.listen_address : to_root.local_endpoint().address();
-  open_acceptor({listen_address, 0}, false);
-
-  connect(0, std::move(to_root), handshake::purpose::join, until);
-  run_until([&] { return peers_[0].state != presence::absent; }, until);
-  if (peers_[0].state == presence::absent) {
-    throw error(errc::bootstrap_failed,
-                fmt::format("tcp: rank {}: no handshake with rank 0 at {} within {}", rank(),
-                            root_text(), seconds_text()));
+    backoff = std::min(backoff * 2, max_backoff);
+  };
+  while (peers_[0].state != presence::present) {
+    const auto d = dial_and_wait(root, until);
+    if (d->token_refused) {
+      throw error(errc::authentication_failed, fmt::format("tcp: rank {}: the rendezvous at {}: {}",
+                                                           rank(), root_text(), d->failure));
+    }
+    if (!d->socket) {
+      pause_or_fail(d->failure);
+      continue;
+    }
+    if (!acceptor_) {
+      const asio::ip::address listen_address =
+          cfg_.listen_address ? *cfg_.listen_address : d->socket->local_endpoint().address();
+      open_acceptor({listen_address, 0}, false);
+    }
+    const auto joined = join_handshake(std::move(*d->socket), until);
+    if (joined->failure.empty()) break;
+    const std::string text =
+        fmt::format("tcp: rank {}: handshake with rank 0 failed: {}", rank(), joined->failure);
+    if (joined->token_refused) throw error(errc::authentication_failed, text);
+    if (!joined->turned_away) throw error(errc::bootstrap_failed, text);
+    pause_or_fail(joined->failure);
   }
   const auto me = encode(record_of(acceptor_->local_endpoint()));
   push_payload(0, frame_kind::address, me);
@@ -223,49 +239,28 @@ inline void engine::join_as_member(clock::time_point until) {
     throw error(errc::bootstrap_failed,
                 fmt::format("tcp: rank {}: rank 0 gave up: {}", rank(), abort_text_));
   }
-  for (int r = 1; r < rank(); ++r) {
-    const auto d = dial_and_wait(table_[index(r)], until);
-    if (!d->socket) {
-      throw error(d->token_refused ? errc::authentication_failed : errc::bootstrap_failed,
-                  fmt::format("tcp: rank {}: cannot connect to rank {} at {}: {}", rank(), r,
-                              text_of(table_[index(r)]), d->failure));
-    }
-    asio::ip::tcp::socket socket = std::move(*d->socket);
-    connect(r, std::move(socket), handshake::purpose::peer, until);
-  }
-  const auto all = [&] {
-    return std::all_of(peers_.begin(), peers_.end(), [&](const peer_link& l) {
-      return &l == &peers_[index(rank())] || l.state != presence::absent;
-    });
-  };
-  if (!run_until(all, until)) {
-    std::vector<int> missing;
-    for (int r = 0; r < size(); ++r) {
-      if (r != rank() && peers_[index(r)].state == presence::absent) missing.push_back(r);
-    }
-    throw error(errc::bootstrap_failed, fmt::format("tcp: rank {}: no connection with {} within {}",
-                                                    rank(), rank_list(missing), seconds_text()));
-  }
 }
 
-inline void engine::connect(int peer, asio::ip::tcp::socket socket, handshake::purpose why,
-                            clock::time_point until) {
-  const std::string_view their_site = why == handshake::purpose::join
-                                          ? std::string_view(cfg_.root_site)
-                                          : std::string_view(table_.at(index(peer)).site);
-  handshake::hello me{why, rank(), size(), handshake::fresh_nonce()};
-  me.tls = cfg_.tls.wanted(cfg_.site, their_site);
+inline std::shared_ptr<engine::dialled> engine::join_handshake(asio::ip::tcp::socket socket,
+                                                               clock::time_point until) {
+  handshake::hello me{handshake::purpose::join, rank(), size(), handshake::fresh_nonce()};
+  me.tls = cfg_.tls.wanted(cfg_.site, cfg_.root_site);
+  auto outcome = std::make_shared<dialled>();
   auto session = std::make_shared<client_session>(
-      std::move(socket), cfg_.token, me, peer, until,
-      [this, peer](client_session& s, bool ok, const std::string& reason, bool token) {
-        if (ok) return adopt(peer, std::move(s.socket), std::move(s.tls));
-        const std::string text =
-            fmt::format("tcp: rank {}: handshake with rank {} failed: {}", rank(), peer, reason);
-        if (token) throw error(errc::authentication_failed, text);
-        throw error(errc::bootstrap_failed, text);
+      std::move(socket), cfg_.token, me, 0, until,
+      [this, outcome](client_session& s, bool ok, const std::string& reason, bool token) {
+        outcome->done = true;
+        outcome->token_refused = token;
+        outcome->turned_away = s.turned_away;
+        if (ok) return adopt(0, std::move(s.socket), std::move(s.tls));
+        outcome->failure = reason;
       },
       tls_.get());
   session->start();
+  if (!run_until([&] { return outcome->done; }, until) && !outcome->done) {
+    outcome->failure = "no handshake before the deadline";
+  }
+  return outcome;
 }
 
 // Ranks on this rank's machine share its cores (whatever COMMX_NODE or the network namespace

@@ -48,7 +48,7 @@ inline constexpr std::size_t verdict_size = 8;
 /// Why the connection is being made.
 enum class purpose : std::uint8_t {
   join = 1,    ///< a rank joins the job at rank 0 (the rendezvous); the connection stays as theirs
-  peer = 2,    ///< a rank connects to a lower rank, once the table is known
+  peer = 2,    ///< a rank connects to another on first use, once the table is known
   stream = 3,  ///< an extra connection to a connected peer (transport::wan's data streams)
   relay = 4,   ///< a rank (or a relay on its behalf) asks commx-relay to carry it (route.hpp);
                ///< the relay has no rank and answers as the caller's own
@@ -62,6 +62,9 @@ enum class verdict_code : std::uint32_t {
   tls_required = 3,
   /// This one asked for TLS, which the acceptor has off (COMMX_TLS=off).
   tls_off = 4,
+  /// Both ranks of a pair dialed each other at once, or the acceptor already has a connection
+  /// to this rank: the other connection carries the pair's messages, this one is not needed.
+  crossed = 5,
 };
 
 using nonce = std::array<std::byte, nonce_size>;
@@ -233,7 +236,7 @@ inline verdict_bytes make_verdict(verdict_code code) {
 inline std::optional<verdict_code> decode_verdict(std::span<const std::byte, verdict_size> in) {
   if (wire::get(&in[0], 4) != magic) return std::nullopt;
   const auto code = wire::get(&in[4], 4);
-  if (code > static_cast<std::uint32_t>(verdict_code::tls_off)) return std::nullopt;
+  if (code > static_cast<std::uint32_t>(verdict_code::crossed)) return std::nullopt;
   return static_cast<verdict_code>(code);
 }
 

@@ -52,6 +52,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
         done_(std::move(done)) {}
 
   void start() {
+    accepted_at = clock::now();
     std::error_code ignored;
     remote = socket.remote_endpoint(ignored);
     timer_.expires_at(until_);
@@ -67,11 +68,24 @@ class server_session : public std::enable_shared_from_this<server_session> {
   std::unique_ptr<tls_channel> tls;  ///< the TLS session over `socket`, if the peer asked
   asio::ip::tcp::endpoint remote;
   handshake::hello peer;
+  /// `welcome` accepted the peer (it may still fail after: TLS, a broken connection).
+  bool welcomed = false;
+  /// What the session told a peer it refused (accepted: it was not refused, or said nothing).
+  handshake::verdict_code refused_as = handshake::verdict_code::accepted;
+
+  /// Whether the peer's hello has come: a connection that says nothing is the first to go
+  /// when the acceptor has too many handshakes in progress (evict()).
+  [[nodiscard]] bool heard() const { return heard_ || finished_; }
+  clock::time_point accepted_at{};
+  [[nodiscard]] bool finished() const { return finished_; }
+  /// Closes a connection that has said nothing, making room for others.
+  void evict() { fail("closed before a whole hello: evicted, too many handshakes in progress"); }
 
  private:
   void on_hello(std::error_code ec) {
     if (finished_) return;
     if (ec) return fail("closed before a whole hello");
+    heard_ = true;
     const auto h = handshake::decode_hello(hello_in_);
     if (!h) return fail("malformed hello: not a commx peer");
     peer = *h;
@@ -97,6 +111,12 @@ class server_session : public std::enable_shared_from_this<server_session> {
                     "wrong token: its proof does not match the job token");
     }
     const handshake::verdict_code code = welcome_(peer);
+    welcomed = code == handshake::verdict_code::accepted;
+    if (code == handshake::verdict_code::crossed) {
+      return refuse(code, fmt::format("rank {} dialed while a connection to it exists or is "
+                                      "being made: the other one is kept",
+                                      peer.rank));
+    }
     if (code != handshake::verdict_code::accepted) {
       return refuse(code, fmt::format("rank {} of {} is not expected here (already connected, "
                                       "or a different job size)",
@@ -136,6 +156,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
 
   // Tells an authenticated-looking peer why it is refused, then closes.
   void refuse(handshake::verdict_code code, std::string why) {
+    refused_as = code;
     verdict_ = handshake::make_verdict(code);
     asio::async_write(socket, asio::buffer(verdict_),
                       [self = shared_from_this(), why = std::move(why)](
@@ -160,6 +181,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
   welcome_fn welcome_;
   done_fn done_;
   bool finished_ = false;
+  bool heard_ = false;
   handshake::hello_bytes hello_in_{};
   handshake::challenge_bytes challenge_{};
   handshake::response_bytes response_in_{};
@@ -202,11 +224,19 @@ class client_session : public std::enable_shared_from_this<client_session> {
 
   asio::ip::tcp::socket socket;
   std::unique_ptr<tls_channel> tls;  ///< the TLS session over `socket`, if the hello asked
+  /// The acceptor keeps another connection with this rank (verdict_code::crossed).
+  bool crossed = false;
+  /// The acceptor closed before it challenged: too busy (its handshakes are bounded), or gone.
+  /// A rank dialing a peer listed in the job's table tries again.
+  bool turned_away = false;
 
  private:
   void on_challenge(std::error_code ec) {
     if (finished_) return;
-    if (ec) return fail("closed by the acceptor before its challenge", false);
+    if (ec) {
+      turned_away = true;
+      return fail("closed by the acceptor before its challenge", false);
+    }
     const auto c = handshake::check_challenge(token_, hello_, challenge_in_);
     if (!c) return fail("the acceptor could not prove it holds the job token", true);
     if (c->rank != expect_rank_ || c->size != size_) {
@@ -237,6 +267,10 @@ class client_session : public std::enable_shared_from_this<client_session> {
     }
     if (*code == handshake::verdict_code::tls_off) {
       return fail("the acceptor has TLS off (COMMX_TLS=off there, not here)", false);
+    }
+    if (*code == handshake::verdict_code::crossed) {
+      crossed = true;
+      return fail("the acceptor keeps its own connection with this rank", false);
     }
     if (*code != handshake::verdict_code::accepted)
       return fail("the acceptor does not expect this rank (a different job?)", false);

@@ -89,12 +89,25 @@ class paths {
     }
   }
 
-  /// Opens every path's streams (this rank opens those to lower ranks and accepts the others)
-  /// and waits until all are up.
+  /// Connects to every peer with a path of streams, opens the streams (this rank opens those
+  /// to lower ranks and accepts the others) and waits until all are up.
   /// @throws commx::error errc::bootstrap_failed when they are not up within the timeout.
   void open_all() {
     if (engine_.size() == 1) return;
     const clock::time_point until = clock::now() + cfg_.base.timeout;
+    // tcp connects on first use; a path's streams join a connection that is there.
+    const auto linked = [&] {
+      for (int peer = 0; peer < engine_.size(); ++peer) {
+        if (peer == engine_.rank() || !streamed(peer)) continue;
+        if (!engine_.connected(peer) && !engine_.departed(peer)) return false;
+      }
+      return true;
+    };
+    // As the streams go: the higher rank dials, the lower waits for it.
+    for (int peer = 0; peer < engine_.rank(); ++peer) {
+      if (streamed(peer)) engine_.connect_to(peer);
+    }
+    run_until(linked, until);
     for (int peer = 0; peer < engine_.rank(); ++peer) {
       if (!streamed(peer)) continue;
       path& p = peers_[index(peer)];

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Jobs of 8 to 256 ranks on this machine, commx beside Open MPI and MPICH.
+
+Runs bench_scale_<stack>_<policy> (scale_bench.cpp) under commxrun and bench_mpi_scale
+(mpi_scale_bench.cpp) under Open MPI's mpirun (vader, and its tcp BTL; --oversubscribe,
+mpi_yield_when_idle 1) and MPICH's mpiexec, at each rank count, `--runs` times interleaved
+(each round runs every program once at every count), and prints per program and count the
+medians of start-up, allreduce 8 B and 64 KiB, bcast 8 B, the most descriptors and resident
+memory of a rank; then the ratios of commx's best policy on each stack to Open MPI's. Writes
+results/bench/scale/scale.csv and, with matplotlib, scale.png (time against rank count).
+
+    python3 bench/scale.py [--build-dir build/release] [--ranks 8 16 32 64 128 256] [--runs 3]
+
+Rounds of collectives shrink as the job grows (200 calls up to 16 ranks, 20 at 256), so that
+the whole run stays within the hour on 2 cores. MPICH's driver is compiled by hand with
+mpicxx.mpich into build/mpich/ when none is there, as bench/shm_vs_mpi.sh does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIELDS = ["start_s", "allreduce8_us", "allreduce64k_us", "bcast8_us", "max_fds", "max_rss_mb"]
+LINE = re.compile(r"(\S+) ranks=(\d+) " + " ".join(rf"{f}=([\d.]+)" for f in FIELDS))
+
+
+def calls_for(ranks: int) -> int:
+    return max(20, min(200, 3200 // ranks))
+
+
+def mpich_driver(build: Path) -> Path | None:
+    out = ROOT / "build/mpich/bench_mpi_scale"
+    src = ROOT / "bench/mpi_scale_bench.cpp"
+    if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
+        return out
+    if subprocess.run(["which", "mpicxx.mpich"], capture_output=True).returncode != 0:
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mpicxx.mpich", "-O2", "-DNDEBUG", "-std=c++20", "-DMPICH_SKIP_MPICXX=1",
+                    f"-I{ROOT / 'bench'}", str(src), "-o", str(out)], check=True)
+    return out
+
+
+def programs(build: Path, stacks: list[str], policies: list[str]) -> dict[str, list[str]]:
+    """name -> command prefix (the rank count and the calls are added per run)."""
+    commxrun = str(build / "tools/commxrun/commxrun")
+    out = {}
+    for stack in stacks:
+        for policy in policies:
+            exe = build / f"bench/bench_scale_{stack}_{policy}"
+            if not exe.exists():
+                continue
+            extra = ["--nodes", "4"] if stack == "shm_tcp" else []
+            out[f"commx {stack} {policy}"] = [commxrun, "--timeout", "900", *extra, "-n", "{n}",
+                                              str(exe)]
+    ompi = build / "bench/bench_mpi_scale"
+    if ompi.exists():
+        base = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--mca",
+                "mpi_yield_when_idle", "1", "--bind-to", "none", "-np", "{n}"]
+        out["Open MPI vader"] = base[:1] + ["--mca", "btl", "self,vader"] + base[1:] + [str(ompi)]
+        out["Open MPI tcp"] = base[:1] + ["--mca", "btl", "self,tcp"] + base[1:] + [str(ompi)]
+    mpich = mpich_driver(build)
+    if mpich:
+        out["MPICH"] = ["mpiexec.mpich", "-n", "{n}", str(mpich)]
+    return out
+
+
+def run(command: list[str], ranks: int, timeout: float) -> dict[str, float] | None:
+    args = [a.replace("{n}", str(ranks)) for a in command] + [str(calls_for(ranks))]
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    try:
+        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return None
+    for line in done.stdout.splitlines():
+        m = LINE.search(line)
+        if m and int(m.group(2)) == ranks:
+            return {f: float(v) for f, v in zip(FIELDS, m.groups()[2:])}
+    sys.stderr.write(f"scale: {' '.join(args)} printed no result "
+                     f"(exit {done.returncode}): {done.stderr[-400:]}\n")
+    return None
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", default=str(ROOT / "build/release"))
+    p.add_argument("--ranks", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--stacks", nargs="+", default=["shm", "tcp", "shm_tcp"])
+    p.add_argument("--policies", nargs="+", default=["binomial", "tuned"])
+    p.add_argument("--timeout", type=float, default=900)
+    args = p.parse_args()
+    build = Path(args.build_dir)
+    progs = programs(build, args.stacks, args.policies)
+    if not progs:
+        print("scale: no bench_scale_* program; build the target bench_scale_all", file=sys.stderr)
+        return 1
+    load = os.getloadavg()[0]
+    results: dict[tuple[str, int], list[dict[str, float]]] = {}
+    failed: dict[tuple[str, int], int] = {}
+    for round_ in range(args.runs):
+        for ranks in args.ranks:
+            for name, command in progs.items():
+                began = time.monotonic()
+                got = run(command, ranks, args.timeout)
+                if got is None:
+                    failed[(name, ranks)] = failed.get((name, ranks), 0) + 1
+                else:
+                    results.setdefault((name, ranks), []).append(got)
+                print(f"round {round_ + 1}: {name} at {ranks}: "
+                      f"{'failed' if got is None else 'ok'} ({time.monotonic() - began:.0f} s)",
+                      file=sys.stderr, flush=True)
+    out = ROOT / "results/bench/scale"
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for (name, ranks), runs in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        row = {"program": name, "ranks": ranks, "runs": len(runs),
+               "failed": failed.get((name, ranks), 0)}
+        for f in FIELDS:
+            row[f] = statistics.median(r[f] for r in runs)
+        rows.append(row)
+    for (name, ranks), count in failed.items():
+        if (name, ranks) not in results:
+            rows.append({"program": name, "ranks": ranks, "runs": 0, "failed": count})
+    with open(out / "scale.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["program", "ranks", "runs", "failed", *FIELDS])
+        w.writeheader()
+        w.writerows(rows)
+    print(f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after; "
+          f"medians of {args.runs} runs")
+    print("| program | ranks | start (s) | allreduce 8 B (us) | allreduce 64 KiB (us) | "
+          "bcast 8 B (us) | descriptors | RSS (MB) | failed |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r["runs"] == 0:
+            print(f"| {r['program']} | {r['ranks']} | did not run | | | | | | {r['failed']} |")
+            continue
+        print(f"| {r['program']} | {r['ranks']} | {r['start_s']:.2f} | {r['allreduce8_us']:.0f} | "
+              f"{r['allreduce64k_us']:.0f} | {r['bcast8_us']:.0f} | {r['max_fds']:.0f} | "
+              f"{r['max_rss_mb']:.1f} | {r['failed']} |")
+    by = {(r["program"], r["ranks"]): r for r in rows if r["runs"]}
+    print("\nratio of commx's best policy to Open MPI (vader for shm, tcp for tcp and shm+tcp):")
+    for stack in args.stacks:
+        ref = "Open MPI vader" if stack == "shm" else "Open MPI tcp"
+        for ranks in args.ranks:
+            mine = [by[(f"commx {stack} {p}", ranks)] for p in args.policies
+                    if (f"commx {stack} {p}", ranks) in by]
+            if not mine or (ref, ranks) not in by:
+                continue
+            theirs = by[(ref, ranks)]
+            text = ", ".join(f"{f.split('_')[0]} {min(m[f] for m in mine) / theirs[f]:.2f}x"
+                             for f in FIELDS[:4] if theirs[f] > 0)
+            print(f"  {stack} at {ranks}: {text}")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+        for ax, field, title in zip(axes, ["start_s", "allreduce8_us", "bcast8_us"],
+                                    ["start-up (s)", "allreduce 8 B (us)", "bcast 8 B (us)"]):
+            for name in sorted({r["program"] for r in rows if r["runs"]}):
+                pts = sorted((r["ranks"], r[field]) for r in rows
+                             if r["program"] == name and r["runs"])
+                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=name)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("ranks (2 cores)")
+            ax.set_title(title)
+        axes[0].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "scale.png", dpi=110)
+    except ImportError:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

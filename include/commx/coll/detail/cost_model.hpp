@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// What each collectives algorithm costs by the postal model (seed 000; Thakur, Rabenseifner
+/// and Gropp, "Optimization of collective communication operations in MPICH", 2005): a message
+/// of n bytes costs alpha + n beta, a reduction folds at gamma per byte, and an algorithm costs
+/// its rounds' latencies plus the bytes on its critical path. `coll::tuned` chooses by it
+/// beyond the rank counts its tables were measured at (tuned.hpp); tests/coll hold it to the
+/// formulas below at 64 and 256 ranks.
+///
+/// Notation: p ranks, n the bytes per rank the call passes (tuned's `bytes`: for allgather and
+/// gather a rank's block, for alltoall one block between two ranks, for reduce_scatter the
+/// whole input), L = ceil(log2 p), m = p - 2^floor(log2 p) the ranks beyond a power of two.
+/// The "v" collectives are called with n = 0: rounds alone decide.
+///
+/// | collective | flat | binomial | ring |
+/// |---|---|---|---|
+/// | barrier | 2(p-1) a | L a (dissemination) | = binomial |
+/// | bcast | (p-1)(a + n b) | L (a + n b) | L a + 2 (p-1)/p n b + (p-1) a (scatter, ring allgather) from 64 KiB and 4 ranks; else binomial |
+/// | reduce | (p-1)(a + n b + n g) | L (a + n b + n g) | = binomial |
+/// | allreduce | reduce + bcast, flat | L (a + n b + n g) below 32 KiB; by halves 2 L a + 2 n b + n g above; m > 0 adds 2 (a + n b) | 2 (p-1) a + 2 (p-1)/p n b + (p-1)/p n g |
+/// | gather, scatter | (p-1)(a + n b) | L a + (p-1) n b | = binomial |
+/// | allgather | gather + bcast of p n, flat | L a + (p-1) n b (recursive doubling; m > 0 adds 2 (a + p n b)) | (p-1)(a + n b) |
+/// | alltoall | (p-1)(a + n b), all at once | (p-1)(a + n b), pairwise | = binomial |
+/// | scan, exscan | (p-1)(a + n b + n g), a chain | L (a + n b + n g) | = binomial |
+/// | reduce_scatter | reduce + scatter, flat | = flat | (p-1)(a + n/p b + n/p g) |
+///
+/// flat's "all at once" exchanges (alltoall, allgatherv) post every message together, so their
+/// latencies overlap where the transport can carry them in parallel; the model charges them in
+/// full, which is what a rank pays when its peers outnumber the cores.
+
+#include <bit>
+#include <cstddef>
+
+#include "commx/coll/binomial.hpp"
+#include "commx/coll/detail/tuning_rule.hpp"
+#include "commx/stats.hpp"
+
+namespace commx::coll::detail {
+
+/// One stack's point-to-point cost: latency and time per byte (scripts/alpha_beta.py), and
+/// the time per byte of a reduction's fold.
+struct link_cost {
+  double alpha_us;
+  double beta_us_per_byte;
+  double gamma_us_per_byte = 0.0002;  // a sum of doubles: about 5 GB/s on this machine's cores
+};
+
+/// The smallest bcast that ring sends as a scatter and a ring allgather (ring.hpp).
+inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 10;
+
+/// The modelled time of `a` for `collective` on `ranks` ranks with `bytes` bytes per rank (see
+/// the file comment for what `bytes` means per collective), in microseconds. hierarchical is
+/// modelled as binomial plus a round (its node-local steps are binomial's where the ranks of a
+/// node are one level; the model knows nothing of levels).
+[[nodiscard]] inline double modelled_cost(algorithm a, stats::op collective, int ranks,
+                                          std::size_t bytes, const link_cost& c) {
+  if (ranks <= 1) return 0.0;
+  // Integer arithmetic for the logarithms: every rank computes the same costs, so chooses the
+  // same algorithm, whatever its libm.
+  const auto up = static_cast<unsigned>(ranks);
+  const double p = ranks;
+  const double n = static_cast<double>(bytes);
+  const double L = std::bit_width(up - 1);               // ceil(log2 p)
+  const double beyond = p - double(std::bit_floor(up));  // m
+  const double al = c.alpha_us;
+  const double be = c.beta_us_per_byte;
+  const double ga = c.gamma_us_per_byte;
+  const auto msg = [&](double b) { return al + b * be; };
+  const auto fold = [&](double b) { return al + b * be + b * ga; };
+  if (a == algorithm::hierarchical)
+    return modelled_cost(algorithm::binomial, collective, ranks, bytes, c) + al;
+  using op = stats::op;
+  switch (collective) {
+    case op::barrier:
+      return a == algorithm::flat ? 2 * (p - 1) * al : L * al;
+    case op::bcast:
+      if (a == algorithm::flat) return (p - 1) * msg(n);
+      if (a == algorithm::ring && bytes >= scatter_allgather_bcast_bytes && ranks >= 4) {
+        return L * al + (p - 1) / p * n * be + (p - 1) * msg(n / p);
+      }
+      return L * msg(n);
+    case op::reduce:
+      return a == algorithm::flat ? (p - 1) * fold(n) : L * fold(n);
+    case op::allreduce: {
+      if (a == algorithm::flat) return (p - 1) * fold(n) + (p - 1) * msg(n);
+      if (a == algorithm::ring)
+        return 2 * (p - 1) * al + 2 * (p - 1) / p * n * be + (p - 1) / p * n * ga;
+      const double edges = beyond > 0 ? 2 * msg(n) : 0.0;
+      if (bytes >= binomial::by_halves_bytes) {
+        return 2 * L * al + 2 * n * be + n * ga + edges;
+      }
+      return L * fold(n) + edges;
+    }
+    case op::gather:
+    case op::scatter:
+      return a == algorithm::flat ? (p - 1) * msg(n) : L * al + (p - 1) * n * be;
+    case op::allgather: {
+      if (a == algorithm::flat) return (p - 1) * msg(n) + (p - 1) * msg(p * n);
+      if (a == algorithm::ring) return (p - 1) * msg(n);
+      const double edges = beyond > 0 ? 2 * msg(p * n) : 0.0;
+      return L * al + (p - 1) * n * be + edges;
+    }
+    case op::alltoall:
+      return (p - 1) * msg(n);
+    case op::scan:
+    case op::exscan:
+      return a == algorithm::flat ? (p - 1) * fold(n) : L * fold(n);
+    case op::reduce_scatter:
+      if (a == algorithm::ring) return (p - 1) * fold(n / p);
+      return (p - 1) * fold(n) + (p - 1) * msg(n / p);
+    case op::gatherv:
+    case op::scatterv:
+    case op::allgatherv:
+    case op::alltoallv:
+      // Counts differ between ranks: the rounds decide. binomial's gatherv and scatterv are
+      // flat's; allgatherv is a direct exchange (flat's) or a ring.
+      return (p - 1) * al;
+    default:
+      return L * al;
+  }
+}
+
+/// The algorithm with the lowest modelled cost (ties: the first of flat, binomial, ring).
+[[nodiscard]] inline algorithm cheapest(stats::op collective, int ranks, std::size_t bytes,
+                                        const link_cost& c) {
+  algorithm best = algorithm::flat;
+  double best_cost = modelled_cost(best, collective, ranks, bytes, c);
+  for (const algorithm a : {algorithm::binomial, algorithm::ring}) {
+    const double cost = modelled_cost(a, collective, ranks, bytes, c);
+    if (cost < best_cost) {
+      best = a;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace commx::coll::detail

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+// A job of many ranks (64, 128) that starts, passes one message around a ring, and reports to
+// rank 0: every rank talks to two peers (its neighbours) and to rank 0. Built for each stack
+// by commx_add_variants; run by commxrun (tests/CMakeLists.txt) and by stranger_flood.py.
+//   scale_job [descriptors=K] [megabytes=M]
+// With `descriptors=K`, each rank but 0 checks that joining and talking to its peers opened at
+// most K descriptors (rank 0 may hold one more per rank: the rendezvous's connections); with
+// `megabytes=M`, that its resident memory grew by at most M MiB (rank 0: 100 KiB more per
+// rank). Both hold only where a rank's
+// state for peers it never talks to is small and holds no descriptor.
+// Exits 0 when every rank's check passed, as rank 0 saw.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <commx/variant.hpp>
+
+#include "../../bench/scale_probe.hpp"
+
+namespace {
+
+using comm = commx::variant::communicator;
+
+struct limits {
+  int descriptors = -1;  // none
+  double megabytes = -1.0;
+};
+
+limits parse(int argc, char** argv) {
+  limits l;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.starts_with("descriptors=")) l.descriptors = std::atoi(argv[i] + 12);
+    if (arg.starts_with("megabytes=")) l.megabytes = std::atof(argv[i] + 10);
+  }
+  return l;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const limits bound = parse(argc, argv);
+  const int fds_before = scale_probe::open_descriptors();
+  const double rss_before = scale_probe::resident_megabytes();
+  auto world = comm::from_env();
+  const int n = world.size();
+  const int me = world.rank();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+
+  int from_left = -1;
+  auto sent = world.isend(right, 1, me);
+  world.recv(left, 1, from_left);
+  sent.wait();
+
+  const int opened = scale_probe::open_descriptors() - fds_before;
+  const double grown = scale_probe::resident_megabytes() - rss_before;
+  std::string verdict;
+  if (from_left != left) verdict += fmt::format(" received {} from rank {};", from_left, left);
+  const int allowed = bound.descriptors + (me == 0 ? n - 1 : 0);
+  if (bound.descriptors >= 0 && opened > allowed) {
+    verdict += fmt::format(" {} descriptors opened, bound {};", opened, allowed);
+  }
+  // Rank 0's connections to every rank: 100 KiB each (16 KiB of staging, the rest slack).
+  const double allowed_mb = bound.megabytes + (me == 0 ? 0.1 * (n - 1) : 0.0);
+  if (bound.megabytes >= 0 && grown > allowed_mb) {
+    verdict +=
+        fmt::format(" resident memory grew {:.1f} MiB, bound {:.1f} MiB;", grown, allowed_mb);
+  }
+
+  // Rank 0 hears every rank's verdict; the others hear back that everyone is done, so no
+  // rank leaves while another still needs it.
+  if (me == 0) {
+    int failed = verdict.empty() ? 0 : 1;
+    if (!verdict.empty()) fmt::print("rank 0:{}\n", verdict);
+    int most_opened = 0;
+    for (int r = 1; r < n; ++r) {
+      int report[2] = {0, 0};
+      const auto st = world.recv(commx::any_source, 2, std::span(report));
+      if (report[0] != 0) {
+        ++failed;
+        fmt::print("rank {} failed its checks (see its output)\n", st.source);
+      }
+      most_opened = std::max(most_opened, report[1]);
+    }
+    fmt::print(
+        "{}: {} ranks started and passed a message around the ring; {} of them failed "
+        "a check; most descriptors opened by a rank but 0: {}, by rank 0: {} (memory "
+        "{:.1f} MiB)\n",
+        commx::variant::target_name, n, failed, most_opened, opened, grown);
+    std::fflush(stdout);  // a failing rank ends the job: say it first
+    for (int r = 1; r < n; ++r) world.send(r, 3, failed);
+    return failed == 0 ? 0 : 1;
+  }
+  if (!verdict.empty()) fmt::print("rank {}:{}\n", me, verdict);
+  std::fflush(stdout);
+  const int report[2] = {verdict.empty() ? 0 : 1, opened};
+  world.send(0, 2, std::span(report));
+  int failed = 0;
+  world.recv(0, 3, failed);
+  return failed == 0 ? 0 : 1;
+}
