@@ -46,7 +46,7 @@ struct options {
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
   /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/README.md.
   std::size_t large_threshold = std::size_t{32} << 10;
-  /// Bytes per ring; 0 picks by rank count (all rings together stay near 32 MiB).
+  /// Bytes per ring; 0 picks by rank count (segment.hpp: default_ring_bytes).
   std::size_t ring_bytes = 0;
   /// What a rank holds of one sender's small messages that nobody has asked for yet, at most
   /// (credit.hpp); raised to one message of the eager limit when smaller.

@@ -137,13 +137,17 @@ struct segment_layout {
   }
 };
 
-/// The ring size for `ranks` ranks when none is asked for: 256 KiB for up to 11 ranks, smaller
-/// beyond, so that all n^2 rings stay near 32 MiB (pages are only touched as rings fill), and
-/// never below 8 KiB.
+/// The ring size for `ranks` ranks when none is asked for: 256 KiB up to 64 ranks, smaller
+/// beyond, so that the rings of all n^2 pairs would stay within 1 GiB, and never below 16 KiB.
+/// A ring's pages are touched only once its sender writes to it (the receiver polls only its
+/// senders' rings), so what a node holds is the rings of the pairs that talked: a tree or a
+/// ring of n ranks touches O(n log n) of them, an alltoall all n^2. (Before, all n^2 rings were
+/// polled, so they shrank to fit 32 MiB: 8 KiB from 64 ranks on, where a 64 KiB message went
+/// through the ring in 2 KiB pieces.)
 inline std::size_t default_ring_bytes(int ranks) {
   const auto pairs = static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks);
   std::size_t bytes = std::size_t{256} << 10;
-  while (bytes > (std::size_t{8} << 10) && bytes * pairs > (std::size_t{32} << 20)) bytes /= 2;
+  while (bytes > (std::size_t{16} << 10) && bytes * pairs > (std::size_t{1} << 30)) bytes /= 2;
   return bytes;
 }
 
