@@ -16,7 +16,7 @@
 /// | collective | flat | binomial | ring |
 /// |---|---|---|---|
 /// | barrier | 2(p-1) a | L a (dissemination) | = binomial |
-/// | bcast | (p-1)(a + n b) | L (a + n b) | L a + 2 (p-1)/p n b + (p-1) a (scatter, ring allgather) from 64 KiB and 4 ranks; else binomial |
+/// | bcast | (p-1)(a + n b) | L (a + n b) | L a + 2 (p-1)/p n b + (p-1) a (scatter, ring allgather) from 64 KiB and 4 ranks (and as many elements as ranks, which the model takes for granted); else binomial |
 /// | reduce | (p-1)(a + n b + n g) | L (a + n b + n g) | = binomial |
 /// | allreduce | reduce + bcast, flat | L (a + n b + n g) below 32 KiB; by halves 2 L a + 2 n b + n g above; m > 0 adds 2 (a + n b) | 2 (p-1) a + 2 (p-1)/p n b + (p-1)/p n g |
 /// | gather, scatter | (p-1)(a + n b) | L a + (p-1) n b | = binomial |
@@ -29,6 +29,8 @@
 /// latencies overlap where the transport can carry them in parallel; the model charges them in
 /// full, which is what a rank pays when its peers outnumber the cores.
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 
@@ -121,19 +123,22 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
   }
 }
 
-/// The algorithm with the lowest modelled cost (ties: the first of flat, binomial, ring).
+/// The algorithm with the lowest modelled cost: the first of flat, binomial, ring within a
+/// millionth of the lowest, so that ranks whose floating point rounds differently (machines of
+/// two sites, compilers that contract a multiply and an add) still choose alike at a tie.
 [[nodiscard]] inline algorithm cheapest(stats::op collective, int ranks, std::size_t bytes,
                                         const link_cost& c) {
-  algorithm best = algorithm::flat;
-  double best_cost = modelled_cost(best, collective, ranks, bytes, c);
-  for (const algorithm a : {algorithm::binomial, algorithm::ring}) {
-    const double cost = modelled_cost(a, collective, ranks, bytes, c);
-    if (cost < best_cost) {
-      best = a;
-      best_cost = cost;
-    }
+  constexpr std::array order{algorithm::flat, algorithm::binomial, algorithm::ring};
+  std::array<double, order.size()> cost{};
+  double lowest = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    cost[i] = modelled_cost(order[i], collective, ranks, bytes, c);
+    lowest = i == 0 ? cost[i] : std::min(lowest, cost[i]);
   }
-  return best;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (cost[i] <= lowest * (1 + 1e-6)) return order[i];
+  }
+  return order.back();
 }
 
 }  // namespace commx::coll::detail

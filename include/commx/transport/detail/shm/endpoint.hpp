@@ -497,7 +497,7 @@ class endpoint {
   bool incoming() const;
   void leave(presence how);
   void check_liveness();
-  void look_at(int peer);
+  void look_at(int peer, bool exact = false);
   void check_departures(bool force = false);
   void depart(int peer, presence how, std::string_view found);
   std::optional<op_result> lost_source(int from) const;

@@ -78,11 +78,13 @@ inline void endpoint::leave(presence how) {
 }
 
 // Looks at the processes of the peers this rank waits on (a receive naming them, messages
-// for them not yet written or not yet taken, pieces coming from them), of the next
-// `watched_successors` present ranks after it, and of one more in turn: a bounded number of
-// looks however many ranks the job has. Every rank is watched by its predecessors, and one
-// found gone is marked failed in the segment, where every rank reads of it: so a rank
-// waiting on any source learns of any loss within a period or two.
+// for them not yet written or not yet taken, pieces coming from them; every rank that has
+// written to it while an any_source receive is posted), of the next `watched_successors`
+// present ranks after it, and of one more in turn, exactly (its /proc record: a zombie
+// too). Every rank is watched by its predecessors while they wait in commx, and one found
+// gone is marked failed in the segment, where every rank reads of it at once; a rank whose
+// watchers all compute is found by the turns of the ranks that wait, within ranks x the
+// liveness period at worst (256 ranks: 5 s).
 inline void endpoint::check_liveness() {
   last_liveness_ = clock::now();
   constexpr int watched_successors = 2;
@@ -97,10 +99,17 @@ inline void endpoint::check_liveness() {
   }
   if (size_ > 1) {
     next_watched_ = (next_watched_ + 1) % size_;
-    if (present(next_watched_)) look_at(next_watched_);
+    if (present(next_watched_)) look_at(next_watched_, /*exact=*/true);
   }
+  bool any_source_posted = false;
   for (const auto& op : posted_) {
     if (op->peer >= 0 && present(op->peer)) look_at(op->peer);
+    any_source_posted = any_source_posted || op->peer == any_source;
+  }
+  if (any_source_posted) {
+    for (const int peer : senders_) {
+      if (present(peer)) look_at(peer);
+    }
   }
   for (int peer = 0; peer < size_; ++peer) {
     const auto p = static_cast<std::size_t>(peer);
@@ -114,9 +123,9 @@ inline void endpoint::check_liveness() {
 }
 
 // One look at `peer`'s process; gone without leaving, it is marked failed.
-inline void endpoint::look_at(int peer) {
+inline void endpoint::look_at(int peer, bool exact) {
   const auto p = static_cast<std::size_t>(peer);
-  if (state_[p] != presence::present || !peers_[p].gone()) return;
+  if (state_[p] != presence::present || !peers_[p].gone(exact)) return;
   {
     presence present = presence::present;
     if (segment_.slot(peer).state.compare_exchange_strong(present, presence::failed,

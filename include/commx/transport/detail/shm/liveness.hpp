@@ -6,7 +6,8 @@
 /// (/proc/<pid>/stat) says whether it is a zombie, or a later process that reused the pid: its
 /// start time is not the one the peer published in its slot. So a look costs one system call
 /// and no descriptor (a pidfd per peer was exact at once, but a rank of a 256-rank job held 255
-/// of them); a reused pid is seen at the next exact look, a few liveness periods later.
+/// of them); a zombie or a reused pid is seen at the next exact look: the eighth look at a
+/// peer, or an exact one asked for.
 ///
 /// Why not a heartbeat: it costs every rank a write per period forever and still needs a
 /// timeout to decide; why not a robust mutex: it tells only the next locker, and the fast path

@@ -347,15 +347,17 @@ class engine {
   };
 
   /// Handshakes in progress at once at this rank's port. Beyond it the next connection waits
-  /// in the kernel's backlog (never refused) while one that has said nothing for
-  /// silence_allowed is evicted: a flood of silent strangers cannot hold the port, and ranks
-  /// arriving together only wait.
+  /// in the kernel's backlog (never refused) while one that has not proved the token within
+  /// proof_allowed is evicted: a flood of strangers cannot hold the port, and ranks arriving
+  /// together only wait (or dial again, if evicted).
   static constexpr int max_pending_handshakes = 128;
-  /// How long a connection at a full port may stay silent before it is evicted.
-  static constexpr std::chrono::seconds silence_allowed{2};
+  /// How long a connection at a full port may take to prove the token before it is evicted.
+  static constexpr std::chrono::seconds proof_allowed{2};
 
   /// The longest pause between dials that a busy port turned away.
   static constexpr std::chrono::milliseconds max_backoff{500};
+  /// How long a rank whose dial crossed the peer's waits for the peer's before dialing again.
+  static constexpr std::chrono::seconds crossed_patience{1};
 
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
 

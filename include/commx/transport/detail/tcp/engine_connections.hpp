@@ -118,6 +118,19 @@ inline void engine::dial_peer(int peer, clock::time_point until,
               if (c.crossed) {  // the peer's own dial to us is the one kept: wait for it
                 l.dialing = false;
                 COMMX_LOG(debug, log_, "dial to rank {} crossed its own", peer);
+                // If it never comes (the peer's dial failed, or the peer left before it got
+                // through), dial again: the answer is `crossed` again while the peer still
+                // dials, and a refusal or a closed port otherwise, which settles the link.
+                auto patience = std::make_shared<asio::steady_timer>(io_, crossed_patience);
+                patience->async_wait([=, this](std::error_code ec) {
+                  (void)patience;
+                  const peer_link& w = peers_[index(peer)];
+                  if (ec || w.state != presence::connecting || w.dialing || w.incoming) return;
+                  if (clock::now() >= until) {
+                    return lose(errc::peer_lost, "its own connection to this rank never came");
+                  }
+                  dial_peer(peer, until, backoff);
+                });
                 return;
               }
               if (c.turned_away && clock::now() + backoff < until) {
@@ -238,19 +251,20 @@ inline void engine::make_room() {
     return !s || s->finished();
   });
   if (pending_handshakes_ < max_pending_handshakes) return;
-  // The oldest connection that has said nothing for `silence_allowed` goes: a rank's hello
-  // follows its connect at once (and a rank turned away dials again), so this is a stranger.
+  // The oldest connection that has not proved the token within `proof_allowed` goes: a rank
+  // answers the challenge at once (and a rank turned away dials again), so this is most
+  // likely a stranger.
   const clock::time_point now = clock::now();
   for (const auto& w : sessions_) {
     const auto s = w.lock();
-    if (!s || s->heard()) continue;
-    if (now - s->accepted_at >= silence_allowed) return s->evict();
-    // None is silent long enough yet: look again when this one will be.
-    room_timer_.expires_at(s->accepted_at + silence_allowed);
+    if (!s || s->proven()) continue;
+    if (now - s->accepted_at >= proof_allowed) return s->evict();
+    // None has taken long enough yet: look again when this one will have.
+    room_timer_.expires_at(s->accepted_at + proof_allowed);
     room_timer_.async_wait([this](std::error_code ec) {
       if (ec || !accept_paused_ || !acceptor_ || !acceptor_->is_open()) return;
-      make_room();
-      if (pending_handshakes_ < max_pending_handshakes) {
+      make_room();  // an eviction's callback may have resumed accepting already
+      if (accept_paused_ && pending_handshakes_ < max_pending_handshakes) {
         accept_paused_ = false;
         accept_next();
       }
@@ -343,12 +357,12 @@ inline void engine::leave(bool failing) noexcept {
     }
     const clock::time_point until =
         clock::now() + std::min<clock::duration>(cfg_.timeout, std::chrono::seconds(10));
-    // Messages still waiting for their connection go first, with the port open: the peer may
-    // be dialing this rank at the same time, and its dial is the one kept.
+    // Connections still being made settle first, with the port open: messages may wait for
+    // them, and a peer whose connection this rank has let in (or whose dial crossed ours)
+    // must hear our bye on it rather than find the port closed.
     const auto delivered = [&] {
-      return std::none_of(peers_.begin(), peers_.end(), [](const peer_link& l) {
-        return l.state == presence::connecting && (l.incoming || (l.conn && !l.conn->idle()));
-      });
+      return std::none_of(peers_.begin(), peers_.end(),
+                          [](const peer_link& l) { return l.state == presence::connecting; });
     };
     while (!delivered() && clock::now() < until) io_.run_one_until(until);
     leaving_ = true;

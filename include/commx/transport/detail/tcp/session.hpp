@@ -73,19 +73,19 @@ class server_session : public std::enable_shared_from_this<server_session> {
   /// What the session told a peer it refused (accepted: it was not refused, or said nothing).
   handshake::verdict_code refused_as = handshake::verdict_code::accepted;
 
-  /// Whether the peer's hello has come: a connection that says nothing is the first to go
-  /// when the acceptor has too many handshakes in progress (evict()).
-  [[nodiscard]] bool heard() const { return heard_ || finished_; }
+  /// Whether the peer has proved it holds the token: a connection that has not, for a while,
+  /// goes when the acceptor has too many handshakes in progress (evict()). A stranger can
+  /// send a well-formed hello without the token, not a proof.
+  [[nodiscard]] bool proven() const { return proven_ || finished_; }
   clock::time_point accepted_at{};
   [[nodiscard]] bool finished() const { return finished_; }
-  /// Closes a connection that has said nothing, making room for others.
-  void evict() { fail("closed before a whole hello: evicted, too many handshakes in progress"); }
+  /// Closes a connection that has not proved itself, making room for others.
+  void evict() { fail("evicted before it proved the token: too many handshakes in progress"); }
 
  private:
   void on_hello(std::error_code ec) {
     if (finished_) return;
     if (ec) return fail("closed before a whole hello");
-    heard_ = true;
     const auto h = handshake::decode_hello(hello_in_);
     if (!h) return fail("malformed hello: not a commx peer");
     peer = *h;
@@ -110,6 +110,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
       return refuse(handshake::verdict_code::bad_proof,
                     "wrong token: its proof does not match the job token");
     }
+    proven_ = true;
     const handshake::verdict_code code = welcome_(peer);
     welcomed = code == handshake::verdict_code::accepted;
     if (code == handshake::verdict_code::crossed) {
@@ -118,8 +119,8 @@ class server_session : public std::enable_shared_from_this<server_session> {
                                       peer.rank));
     }
     if (code != handshake::verdict_code::accepted) {
-      return refuse(code, fmt::format("rank {} of {} is not expected here (already connected, "
-                                      "or a different job size)",
+      return refuse(code, fmt::format("rank {} of {} is not expected here (connected already, "
+                                      "gone for good, or a different job size)",
                                       peer.rank, peer.size));
     }
     if (peer.tls && tls_policy_.context == nullptr) {
@@ -181,7 +182,7 @@ class server_session : public std::enable_shared_from_this<server_session> {
   welcome_fn welcome_;
   done_fn done_;
   bool finished_ = false;
-  bool heard_ = false;
+  bool proven_ = false;
   handshake::hello_bytes hello_in_{};
   handshake::challenge_bytes challenge_{};
   handshake::response_bytes response_in_{};
@@ -226,8 +227,9 @@ class client_session : public std::enable_shared_from_this<client_session> {
   std::unique_ptr<tls_channel> tls;  ///< the TLS session over `socket`, if the hello asked
   /// The acceptor keeps another connection with this rank (verdict_code::crossed).
   bool crossed = false;
-  /// The acceptor closed before it challenged: too busy (its handshakes are bounded), or gone.
-  /// A rank dialing a peer listed in the job's table tries again.
+  /// The acceptor closed before its challenge or its verdict: too busy (its handshakes are
+  /// bounded, and it evicts those that take long), or gone. A rank dialing a peer listed in
+  /// the job's table tries again.
   bool turned_away = false;
 
  private:
@@ -248,7 +250,10 @@ class client_session : public std::enable_shared_from_this<client_session> {
     asio::async_write(socket, asio::buffer(response_),
                       [self = shared_from_this()](std::error_code wec, std::size_t) {
                         if (self->finished_) return;
-                        if (wec) return self->fail("closed during the handshake", false);
+                        if (wec) {
+                          self->turned_away = true;
+                          return self->fail("closed during the handshake", false);
+                        }
                         asio::async_read(
                             self->socket, asio::buffer(self->verdict_in_),
                             [self](std::error_code rec, std::size_t) { self->on_verdict(rec); });
@@ -257,7 +262,10 @@ class client_session : public std::enable_shared_from_this<client_session> {
 
   void on_verdict(std::error_code ec) {
     if (finished_) return;
-    if (ec) return fail("closed by the acceptor before its verdict", false);
+    if (ec) {
+      turned_away = true;
+      return fail("closed by the acceptor before its verdict", false);
+    }
     const auto code = handshake::decode_verdict(verdict_in_);
     if (!code) return fail("malformed verdict", false);
     if (*code == handshake::verdict_code::bad_proof)

@@ -107,7 +107,13 @@ class paths {
     for (int peer = 0; peer < engine_.rank(); ++peer) {
       if (streamed(peer)) engine_.connect_to(peer);
     }
-    run_until(linked, until);
+    if (!run_until(linked, until)) {
+      throw error(
+          errc::bootstrap_failed,
+          fmt::format("wan: rank {}: no connection to every peer with a path of streams "
+                      "within {} s",
+                      engine_.rank(), std::chrono::duration<double>(cfg_.base.timeout).count()));
+    }
     for (int peer = 0; peer < engine_.rank(); ++peer) {
       if (!streamed(peer)) continue;
       path& p = peers_[index(peer)];
@@ -116,7 +122,7 @@ class paths {
     }
     // A peer that already left (a short job) is no path to wait for.
     const auto up = [&](int peer) {
-      return !streamed(peer) || ready(peer) || !engine_.connected(peer);
+      return !streamed(peer) || ready(peer) || engine_.departed(peer);
     };
     const auto all_up = [&] {
       for (int peer = 0; peer < engine_.size(); ++peer) {
@@ -331,8 +337,9 @@ class paths {
 
   void connect_streams(int peer, clock::time_point until);
 
-  /// Starts connecting the path's next streams, a few at a time: the peer's engine refuses
-  /// handshakes beyond a bound (tcp's max_pending_handshakes), and 64 at once would hit it.
+  /// Starts connecting the path's next streams, a few at a time: the peer's engine serves a
+  /// bounded number of handshakes at once (tcp's max_pending_handshakes; the rest wait in its
+  /// backlog), and 64 at once would keep other ranks' waiting.
   void connect_more(int peer);
   void authenticate(const std::shared_ptr<stream>& s, clock::time_point until);
 
