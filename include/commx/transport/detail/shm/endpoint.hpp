@@ -160,7 +160,6 @@ class endpoint {
 
   std::shared_ptr<operation> send(int to, context_id ctx, int tag,
                                   std::span<const std::byte> data) {
-    queue_for(to);  // before the queues may grow: flush() sees to the rest
     const auto t = static_cast<std::size_t>(to);
     if (state_[t] != presence::present) {
       return completed(operation::kind::send, to, ctx, tag, lost(to, data.size()));
@@ -172,12 +171,14 @@ class endpoint {
       }
       auto op = new_operation(operation::kind::send, to, ctx, tag);
       op->payload = data;
+      queue_for(to);  // progress() flushes what flush() cannot write now
       outbox_[t].push_back({outgoing::kind::eager, eager_record(ctx, tag, data.size()), op});
       flush(to);
       return op;
     }
     auto op = new_operation(operation::kind::send, to, ctx, tag);
     op->payload = data;
+    queue_for(to);
     outbox_[t].push_back({outgoing::kind::offer, offer_record(*op), op});
     flush(to);
     return op;
