@@ -17,6 +17,8 @@ import subprocess
 import sys
 import time
 
+import rank_processes
+
 DEADLINE_S = 200
 
 
@@ -48,34 +50,22 @@ def main():
                    COMMX_TOKEN=secrets.token_hex(32), COMMX_TIMEOUT="120")
         for rank in range(ranks):
             host = 0 if rank < ranks // 2 else 1
-            out = open(f"scale_two_hosts.rank{rank}.log", "w+")
-            p = subprocess.Popen(["ip", "netns", "exec", hosts[host], program, *extra],
-                                 env=dict(env, COMMX_RANK=str(rank)), stdout=out,
-                                 stderr=subprocess.STDOUT)
-            procs.append((rank, p, out))
+            rank_processes.start(procs, ["ip", "netns", "exec", hosts[host], program, *extra],
+                                 env, rank, "scale_two_hosts")
         until = time.monotonic() + DEADLINE_S
         for rank, p, out in procs:
             try:
                 p.wait(timeout=max(1.0, until - time.monotonic()))
             except subprocess.TimeoutExpired:
                 sys.exit(f"rank {rank} did not end within {DEADLINE_S} s")
-        failed = [rank for rank, p, _ in procs if p.returncode != 0]
-        procs[0][2].seek(0)
-        print(procs[0][2].read()[-1500:])
+        print(rank_processes.log_of(procs[0])[-1500:])
+        failed = rank_processes.failed(procs)
         if failed:
-            for rank, _, out in procs:
-                if rank in failed[:4]:
-                    out.seek(0)
-                    print(f"--- rank {rank}:\n{out.read()[-1500:]}")
             sys.exit(f"ranks failed: {failed}")
         print(f"{ranks} ranks started across two hosts and passed the ring's checks")
         return 0
     finally:
-        for _, p, out in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            out.close()
+        rank_processes.stop(procs)
         for ns in hosts:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 

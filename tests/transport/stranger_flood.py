@@ -14,9 +14,10 @@ the flood was there while they joined. Every process and socket is bounded in ti
 import os
 import secrets
 import socket
-import subprocess
 import sys
 import time
+
+import rank_processes
 
 SILENT = 400
 DEADLINE_S = 240
@@ -49,10 +50,7 @@ def main():
     silent = []
 
     def start(rank):
-        out = open(f"stranger_flood.rank{rank}.log", "w+")
-        p = subprocess.Popen([program, *extra], env=dict(env, COMMX_RANK=str(rank)),
-                             stdout=out, stderr=subprocess.STDOUT)
-        procs.append((rank, p, out))
+        rank_processes.start(procs, [program, *extra], env, rank, "stranger_flood")
 
     try:
         start(0)
@@ -90,26 +88,17 @@ def main():
             while len(silent) > 2 * SILENT:  # evicted ones are closed at rank 0's end
                 silent.pop(0).close()
             time.sleep(0.005)  # a stranger's pace; the job's progress is checked above
-        failed = [(rank, p.returncode) for rank, p, _ in procs if p.returncode != 0]
-        procs[0][2].seek(0)
-        log0 = procs[0][2].read()
+        log0 = rank_processes.log_of(procs[0])
         print(log0[-2000:])
         print(f"{garbage} more strangers during the start-up")
+        failed = rank_processes.failed(procs)
         if failed:
-            for rank, _, out in procs:
-                if any(r == rank for r, _ in failed):
-                    out.seek(0)
-                    print(f"--- rank {rank}:\n{out.read()[-2000:]}")
             sys.exit(f"ranks failed: {failed}")
         if "evicted before it proved the token" not in log0:
             sys.exit("rank 0 evicted no stranger: the flood did not reach its port in time")
         print("the job started and finished through the flood")
     finally:
-        for _, p, out in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            out.close()
+        rank_processes.stop(procs)
         for s in silent:
             s.close()
 

@@ -391,49 +391,11 @@ class endpoint {
     return true;
   }
 
-  // Sets this rank's bit in `to`'s senders words before its first record to `to`, so that
-  // `to` polls the ring from now on (it may see the bit before the record: it finds nothing
-  // yet, and the record's wake-up follows). The ring's ends are set up only then, on both
-  // sides: a pair that never talks touches none of its ring's memory.
-  void announce(int to) {
-    const auto t = static_cast<std::size_t>(to);
-    announced_[t] = true;
-    producers_[t] = ring_producer(segment_.ring(rank_, to));
-    const auto words = segment_.senders_of(to);
-    const auto me = static_cast<std::size_t>(rank_);
-    words[me / 64].fetch_or(std::uint64_t{1} << (me % 64), std::memory_order_release);
-    segment_.slot(to).senders_changed.fetch_add(1, std::memory_order_release);
-  }
-
-  // Takes in the senders that announced themselves since the last look.
-  void find_senders() {
-    rank_slot& me = segment_.slot(rank_);
-    const std::uint32_t now = me.senders_changed.load(std::memory_order_acquire);
-    if (now == senders_seen_) return;
-    senders_seen_ = now;
-    const auto words = segment_.senders_of(rank_);
-    for (std::size_t w = 0; w < words.size(); ++w) {
-      std::uint64_t bits = words[w].load(std::memory_order_acquire);
-      while (bits != 0) {
-        const auto s = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
-        bits &= bits - 1;
-        if (!polled_[s]) {
-          polled_[s] = true;
-          consumers_[s] = ring_consumer(segment_.ring(static_cast<int>(s), rank_));
-          senders_.push_back(static_cast<int>(s));
-        }
-      }
-    }
-  }
-
-  // `to` may have something queued now: progress() flushes it until both queues are empty.
-  void queue_for(int to) {
-    const auto t = static_cast<std::size_t>(to);
-    if (!announced_[t]) announce(to);
-    if (queued_[t]) return;
-    queued_[t] = true;
-    queued_peers_.push_back(to);
-  }
+  // The rings a rank uses are set up on first use, and a receiver polls only its senders'
+  // (endpoint_outgoing.hpp, endpoint_arrivals.hpp).
+  void announce(int to);
+  void find_senders();
+  void queue_for(int to);
 
   // The user took a small message from `from`, as it arrived or (took_held) out of the queue:
   // its credit goes back to the sender.

@@ -38,6 +38,27 @@ inline void endpoint::progress() {
   }
 }
 
+// Takes in the senders that announced themselves since the last look.
+inline void endpoint::find_senders() {
+  rank_slot& me = segment_.slot(rank_);
+  const std::uint32_t now = me.senders_changed.load(std::memory_order_acquire);
+  if (now == senders_seen_) return;
+  senders_seen_ = now;
+  const auto words = segment_.senders_of(rank_);
+  for (std::size_t w = 0; w < words.size(); ++w) {
+    std::uint64_t bits = words[w].load(std::memory_order_acquire);
+    while (bits != 0) {
+      const auto s = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
+      bits &= bits - 1;
+      if (!polled_[s]) {
+        polled_[s] = true;
+        consumers_[s] = ring_consumer(segment_.ring(static_cast<int>(s), rank_));
+        senders_.push_back(static_cast<int>(s));
+      }
+    }
+  }
+}
+
 inline void endpoint::drain(int peer, std::size_t limit) {
   if (!polled_[static_cast<std::size_t>(peer)]) return;  // it never wrote to us
   ring_consumer& ring = consumers_[static_cast<std::size_t>(peer)];

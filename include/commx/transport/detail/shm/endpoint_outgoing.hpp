@@ -46,6 +46,29 @@ inline void endpoint::forget(const operation& op) {
   }
 }
 
+// Sets this rank's bit in `to`'s senders words before its first record to `to`, so that
+// `to` polls the ring from now on (it may see the bit before the record: it finds nothing
+// yet, and the record's wake-up follows). The ring's ends are set up only then, on both
+// sides: a pair that never talks touches none of its ring's memory.
+inline void endpoint::announce(int to) {
+  const auto t = static_cast<std::size_t>(to);
+  announced_[t] = true;
+  producers_[t] = ring_producer(segment_.ring(rank_, to));
+  const auto words = segment_.senders_of(to);
+  const auto me = static_cast<std::size_t>(rank_);
+  words[me / 64].fetch_or(std::uint64_t{1} << (me % 64), std::memory_order_release);
+  segment_.slot(to).senders_changed.fetch_add(1, std::memory_order_release);
+}
+
+// `to` may have something queued now: progress() flushes it until both queues are empty.
+inline void endpoint::queue_for(int to) {
+  const auto t = static_cast<std::size_t>(to);
+  if (!announced_[t]) announce(to);
+  if (queued_[t]) return;
+  queued_[t] = true;
+  queued_peers_.push_back(to);
+}
+
 inline void endpoint::send_control(int to, const record& header) {
   const auto t = static_cast<std::size_t>(to);
   if (state_[t] != presence::present) return;

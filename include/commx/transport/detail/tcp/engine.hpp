@@ -166,18 +166,9 @@ class engine {
     if (it == waiting.end()) return std::nullopt;
     return awaited_receive{it->second.op.get(), it->second.size};
   }
-  /// All of rendezvous `cookie`'s data from `peer` has arrived: its receive completes.
-  void finish_awaited(int peer, std::uint64_t cookie) {
-    auto& waiting = peers_[index(peer)].awaiting_data;
-    const auto it = waiting.find(cookie);
-    if (it == waiting.end()) return;
-    std::shared_ptr<operation> op = std::move(it->second.op);
-    const bool granted_back = it->second.granted_back;
-    const std::uint64_t size = it->second.size;
-    waiting.erase(it);
-    if (granted_back) grant(peer, size);
-    if (op) finish(*op, op->result);
-  }
+  /// All of rendezvous `cookie`'s data from `peer` has arrived: its receive completes
+  /// (engine_streamed.hpp).
+  void finish_awaited(int peer, std::uint64_t cookie);
   /// The highest rendezvous id `peer` has announced (an rts): chunks of a higher one came
   /// before their envelope.
   [[nodiscard]] std::uint64_t announced(int peer) const { return peers_[index(peer)].announced; }
@@ -190,12 +181,6 @@ class engine {
   [[nodiscard]] bool departed(int peer) const {
     const presence p = peers_[index(peer)].state;
     return p == presence::finished || p == presence::failed;
-  }
-  /// The peers this rank holds a connection to, or is connecting to.
-  [[nodiscard]] int linked_peers() const {
-    return static_cast<int>(std::count_if(peers_.begin(), peers_.end(), [](const peer_link& l) {
-      return l.state == presence::present || l.state == presence::connecting;
-    }));
   }
   /// Ends the job's connection with `peer` as failed: what waits on it completes with `why`.
   void fail_peer(int peer, errc why, std::string_view text) {

@@ -107,4 +107,16 @@ inline void engine::grant(int peer, std::uint64_t bytes) {
   push_control(peer, frame_kind::grant, bytes);
 }
 
+inline void engine::finish_awaited(int peer, std::uint64_t cookie) {
+  auto& waiting = peers_[index(peer)].awaiting_data;
+  const auto it = waiting.find(cookie);
+  if (it == waiting.end()) return;
+  std::shared_ptr<operation> op = std::move(it->second.op);
+  const bool granted_back = it->second.granted_back;
+  const std::uint64_t size = it->second.size;
+  waiting.erase(it);
+  if (granted_back) grant(peer, size);
+  if (op) finish(*op, op->result);
+}
+
 }  // namespace commx::detail::tcp
