@@ -11,6 +11,12 @@ memory of a rank; then the ratios of commx's best policy on each stack to Open M
 results/bench/scale/scale.csv and, with matplotlib, scale.png (time against rank count).
 
     python3 bench/scale.py [--build-dir build/release] [--ranks 8 16 32 64 128 256] [--runs 3]
+    python3 bench/scale.py --bootstrap [--ranks ...]
+
+With --bootstrap it compares the ways a network stack finds its endpoints instead: tcp and
+shm+tcp (4 nodes, COMMX_NODE) started by Open MPI's mpirun, once through mpirun's PMIx server
+(bootstrap/pmix.hpp) and once through the COMMX_ROOT rendezvous (a free port, a fresh token),
+and prints the ratio of the start-ups (PMIx / rendezvous); results/bench/scale/bootstrap.csv.
 
 Rounds of collectives shrink as the job grows (200 calls up to 16 ranks, 20 at 256), so that
 the whole run stays within the hour on 2 cores. MPICH's driver is compiled by hand with
@@ -23,6 +29,7 @@ import argparse
 import csv
 import os
 import re
+import socket
 import statistics
 import subprocess
 import sys
@@ -75,8 +82,37 @@ def programs(build: Path, stacks: list[str], policies: list[str]) -> dict[str, l
     return out
 
 
+def bootstrap_programs(build: Path, stacks: list[str]) -> dict[str, list[str]]:
+    """The same mpirun launch of bench_scale_<stack>_binomial, through PMIx and through the
+    rendezvous at COMMX_ROOT ({port} is a free port, chosen per run)."""
+    out = {}
+    mpirun = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
+              "-np", "{n}"]
+    for stack in stacks:
+        exe = build / f"bench/bench_scale_{stack}_binomial"
+        if stack not in ("tcp", "shm_tcp") or not exe.exists():
+            continue
+        # shm+tcp on 4 nodes of this machine, as commxrun --nodes 4 makes them.
+        nodes = (["sh", "-c", 'COMMX_NODE=n$((OMPI_COMM_WORLD_RANK * 4 / OMPI_COMM_WORLD_SIZE)) '
+                  'exec "$@"', "sh"] if stack == "shm_tcp" else [])
+        out[f"commx {stack} PMIx"] = ["env", "-u", "COMMX_ROOT", "COMMX_BOOTSTRAP=pmix",
+                                      *mpirun, *nodes, str(exe)]
+        out[f"commx {stack} COMMX_ROOT"] = ["env", "COMMX_ROOT=127.0.0.1:{port}",
+                                            f"COMMX_TOKEN={os.urandom(16).hex()}",
+                                            "COMMX_BOOTSTRAP=root", *mpirun, *nodes, str(exe)]
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def run(command: list[str], ranks: int, timeout: float) -> dict[str, float] | None:
-    args = [a.replace("{n}", str(ranks)) for a in command] + [str(calls_for(ranks))]
+    port = str(free_port())
+    args = [a.replace("{n}", str(ranks)).replace("{port}", port) for a in command]
+    args.append(str(calls_for(ranks)))
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
@@ -100,12 +136,15 @@ def main() -> int:
     p.add_argument("--stacks", nargs="+", default=["shm", "tcp", "shm_tcp"])
     p.add_argument("--policies", nargs="+", default=["binomial", "tuned"])
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--bootstrap", action="store_true",
+                   help="compare PMIx with the COMMX_ROOT rendezvous under mpirun (tcp, shm+tcp)")
     p.add_argument("--mpich-max-ranks", type=int, default=32,
                    help="run MPICH up to this many ranks only: it polls without yielding, and "
                         "oversubscribed 16 times an 8-byte allreduce took it 0.2 s")
     args = p.parse_args()
     build = Path(args.build_dir)
-    progs = programs(build, args.stacks, args.policies)
+    progs = (bootstrap_programs(build, args.stacks) if args.bootstrap
+             else programs(build, args.stacks, args.policies))
     if not progs:
         print("scale: no bench_scale_* program; build the target bench_scale_all", file=sys.stderr)
         return 1
@@ -138,7 +177,7 @@ def main() -> int:
     for (name, ranks), count in failed.items():
         if (name, ranks) not in results:
             rows.append({"program": name, "ranks": ranks, "runs": 0, "failed": count})
-    with open(out / "scale.csv", "w", newline="") as f:
+    with open(out / ("bootstrap.csv" if args.bootstrap else "scale.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["program", "ranks", "runs", "failed", *FIELDS])
         w.writeheader()
         w.writerows(rows)
@@ -155,6 +194,16 @@ def main() -> int:
               f"{r['allreduce64k_us']:.0f} | {r['bcast8_us']:.0f} | {r['max_fds']:.0f} | "
               f"{r['max_rss_mb']:.1f} | {r['failed']} |")
     by = {(r["program"], r["ranks"]): r for r in rows if r["runs"]}
+    if args.bootstrap:
+        print("\nstart-up through PMIx / through the COMMX_ROOT rendezvous, same mpirun:")
+        for stack in args.stacks:
+            for ranks in args.ranks:
+                pmix = by.get((f"commx {stack} PMIx", ranks))
+                root = by.get((f"commx {stack} COMMX_ROOT", ranks))
+                if pmix and root and root["start_s"] > 0:
+                    print(f"  {stack} at {ranks}: {pmix['start_s'] / root['start_s']:.2f}x "
+                          f"({pmix['start_s']:.3f} s against {root['start_s']:.3f} s)")
+        return 0
     print("\nratio of commx's best policy to Open MPI (vader for shm, tcp for tcp and shm+tcp):")
     for stack in args.stacks:
         ref = "Open MPI vader" if stack == "shm" else "Open MPI tcp"

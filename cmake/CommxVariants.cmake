@@ -11,7 +11,8 @@
 # application source never needs an #ifdef to pick its stack. Every stack <t> has a faulty_<t>
 # too: <t> with the faults COMMX_FAULTS names (commx/transport/faulty.hpp). A policy that
 # exists over some transports only (coll::native: MPI's own collectives, over transport::mpi)
-# is built for those.
+# is built for those. Where commx::pmix is there, every stack with a network (tcp, wan) links it:
+# started by mpirun or srun --mpi=pmix, its ranks need no COMMX_ROOT.
 include_guard(GLOBAL)
 
 function(commx_add_variants name)
@@ -48,6 +49,9 @@ function(commx_add_variants name)
       endif()
       add_executable(${target} ${arg_SOURCES})
       target_link_libraries(${target} PRIVATE commx::${stack} ${arg_LIBRARIES})
+      if(TARGET commx::pmix AND stack MATCHES "tcp|wan")
+        target_link_libraries(${target} PRIVATE commx::pmix)
+      endif()
       target_compile_definitions(${target} PRIVATE ${faulty}
         COMMX_VARIANT_TRANSPORT=${stack}
         COMMX_VARIANT_TRANSPORT_HEADER="commx/transport/${stack}.hpp"

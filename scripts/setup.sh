@@ -11,6 +11,9 @@ packages=(
   # commx::mpi is built and tested against it, and against MPICH (the "mpich" preset).
   # Open MPI stays the system's default MPI (its alternatives rank higher on Debian).
   libopenmpi-dev openmpi-bin libmpich-dev mpich python3
+  # commx::pmix: network stacks started by mpirun or srun --mpi=pmix take their endpoints from
+  # the launcher's PMIx server (include/commx/bootstrap/pmix.hpp).
+  libpmix-dev
   # The main job's chart (scripts/md_compare.py).
   python3-matplotlib
   # The N-body example's particle-mesh solve (examples/nbody_wide).

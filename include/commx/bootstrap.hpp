@@ -18,7 +18,8 @@
 ///
 /// COMMX_ROOT (host:port of the rendezvous) and COMMX_TOKEN (the job's shared secret) come
 /// from the environment whatever the launcher; commxrun sets both, under srun or mpirun the
-/// user does.
+/// user does, unless the network stacks take their endpoints from the launcher's PMIx server
+/// instead (bootstrap/pmix.hpp, linked as commx::pmix).
 
 #include <array>
 #include <cerrno>

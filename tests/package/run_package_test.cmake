@@ -8,6 +8,7 @@
 #   MODE=pkg_config        a Makefile builds hello with `pkg-config commx-<stack>` from PREFIX
 # cmake -DMODE= -DCOMPONENTS= -DCOMMX_SOURCE_DIR= -DCOMMX_BINARY_DIR= -DWORK_DIR= -DPREFIX=
 #       -DCMAKE_CXX_COMPILER= -DGENERATOR= [-DCOMMXRUN=] [-DMPI_LAUNCH=<|-list with @N@>]
+#       [-DPMIX_LAUNCH=<pmix_launch.sh|mpirun>]
 #       -P run_package_test.cmake
 cmake_minimum_required(VERSION 3.21)
 
@@ -26,6 +27,7 @@ set(strict_flags "-DCMAKE_CXX_FLAGS=-Wall -Wextra -Wpedantic -Werror")
 string(REPLACE "|" ";" components "${COMPONENTS}")
 string(REPLACE "|" " " stacks "${COMPONENTS}")  # the Makefile's list
 string(REPLACE "|" ";" mpi_launch "${MPI_LAUNCH}")
+string(REPLACE "|" ";" pmix_launch "${PMIX_LAUNCH}")
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 set(build ${WORK_DIR}/build)
@@ -98,6 +100,12 @@ foreach(stack IN LISTS components)
     list(TRANSFORM mpi_launch REPLACE "@N@" "2" OUTPUT_VARIABLE launch)
     run(${launch} ${program})
     set(expected "sum of ranks 0..1 = 1")
+  elseif(stack STREQUAL "pmix")
+    # tcp's program, linked with commx::pmix, under mpirun with no COMMX_ROOT.
+    set(program ${build}/hello_tcp)
+    run(${pmix_launch} 2 0 ${program})
+    set(expected "sum of ranks 0..1 = 1")
+    set(stack tcp)
   elseif(stack STREQUAL "mpi_wan")
     # Two sites, each its own mpirun (the launch line's first word).
     list(GET mpi_launch 0 mpiexec)

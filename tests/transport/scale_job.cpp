@@ -2,12 +2,13 @@
 // A job of many ranks (64, 128) that starts, passes one message around a ring, and reports to
 // rank 0: every rank talks to two peers (its neighbours) and to rank 0. Built for each stack
 // by commx_add_variants; run by commxrun (tests/CMakeLists.txt) and by stranger_flood.py.
-//   scale_job [descriptors=K] [megabytes=M]
+//   scale_job [descriptors=K] [megabytes=M] [all_pairs]
 // With `descriptors=K`, each rank but 0 checks that joining and talking to its peers opened at
 // most K descriptors (rank 0 may hold one more per rank: the rendezvous's connections); with
 // `megabytes=M`, that its resident memory grew by at most M MiB (rank 0: 100 KiB more per
 // rank). Both hold only where a rank's
-// state for peers it never talks to is small and holds no descriptor.
+// state for peers it never talks to is small and holds no descriptor. With `all_pairs`, after
+// those checks every rank sends to and hears from every other (each peer's endpoint is right).
 // Exits 0 when every rank's check passed, as rank 0 saw.
 
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <commx/variant.hpp>
 
@@ -30,6 +32,7 @@ using comm = commx::variant::communicator;
 struct limits {
   int descriptors = -1;  // none
   double megabytes = -1.0;
+  bool all_pairs = false;
 };
 
 limits parse(int argc, char** argv) {
@@ -38,6 +41,7 @@ limits parse(int argc, char** argv) {
     const std::string_view arg = argv[i];
     if (arg.starts_with("descriptors=")) l.descriptors = std::atoi(argv[i] + 12);
     if (arg.starts_with("megabytes=")) l.megabytes = std::atof(argv[i] + 10);
+    if (arg == "all_pairs") l.all_pairs = true;
   }
   return l;
 }
@@ -74,6 +78,24 @@ int main(int argc, char** argv) {
         fmt::format(" resident memory grew {:.1f} MiB, bound {:.1f} MiB;", grown, allowed_mb);
   }
 
+  if (bound.all_pairs) {
+    world.barrier();  // no rank dials another before everyone has counted its descriptors
+    std::vector<int> heard(static_cast<std::size_t>(n), -1);
+    std::vector<commx::variant::communicator::request> sends;
+    for (int r = 0; r < n; ++r) {
+      if (r != me) sends.push_back(world.isend(r, 4, me));
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r != me) world.recv(r, 4, heard[static_cast<std::size_t>(r)]);
+    }
+    for (auto& s : sends) s.wait();
+    for (int r = 0; r < n; ++r) {
+      if (r != me && heard[static_cast<std::size_t>(r)] != r) {
+        verdict += fmt::format(" heard {} from rank {};", heard[static_cast<std::size_t>(r)], r);
+      }
+    }
+  }
+
   // Rank 0 hears every rank's verdict; the others hear back that everyone is done, so no
   // rank leaves while another still needs it.
   if (me == 0) {
@@ -90,10 +112,11 @@ int main(int argc, char** argv) {
       most_opened = std::max(most_opened, report[1]);
     }
     fmt::print(
-        "{}: {} ranks started and passed a message around the ring; {} of them failed "
+        "{}: {} ranks started and passed a message around the ring{}; {} of them failed "
         "a check; most descriptors opened by a rank but 0: {}, by rank 0: {} (memory "
         "{:.1f} MiB)\n",
-        commx::variant::target_name, n, failed, most_opened, opened, grown);
+        commx::variant::target_name, n, bound.all_pairs ? " and between every pair" : "", failed,
+        most_opened, opened, grown);
     std::fflush(stdout);  // a failing rank ends the job: say it first
     for (int r = 1; r < n; ++r) world.send(r, 3, failed);
     return failed == 0 ? 0 : 1;

@@ -871,6 +871,47 @@ TEST_CASE("sites and relays in the environment are checked at start-up", "[tcp][
                      (void)config_with({{"COMMX_SITE", "B"}, {"COMMX_RELAY", "nowhere"}}));
 }
 
+TEST_CASE("the endpoints go through PMIx only where it is built and a PMIx server started the rank",
+          "[tcp][pmix]") {
+  const auto config_with = [](std::map<std::string, std::string> vars) {
+    vars.emplace("COMMX_RANK", "1");
+    vars.emplace("COMMX_SIZE", "2");
+    return tcp::config_from_env([vars](const char* name) -> std::optional<std::string> {
+      const auto at = vars.find(name);
+      if (at == vars.end()) return std::nullopt;
+      return at->second;
+    });
+  };
+  const std::map<std::string, std::string> root{{"COMMX_ROOT", "127.0.0.1:5000"},
+                                                {"COMMX_TOKEN", "secret"}};
+  const std::map<std::string, std::string> server{{"PMIX_NAMESPACE", "job.1"}, {"PMIX_RANK", "1"}};
+  const auto with = [](std::map<std::string, std::string> a,
+                       const std::map<std::string, std::string>& b) {
+    a.insert(b.begin(), b.end());
+    return a;
+  };
+  // COMMX_ROOT names the rendezvous whatever the launcher, unless PMIx is asked for.
+  CHECK_FALSE(config_with(root).through_pmix);
+  CHECK_FALSE(config_with(with(root, server)).through_pmix);
+  CHECK_FALSE(config_with(with(with(root, server), {{"COMMX_BOOTSTRAP", "root"}})).through_pmix);
+  COMMX_EXPECT_ERROR(commx::errc::bootstrap_failed,
+                     (void)config_with(with(root, {{"COMMX_BOOTSTRAP", "pmi"}})));
+  // Without a PMIx server nothing but the rendezvous works, and its absence is a clear error.
+  COMMX_EXPECT_ERROR(commx::errc::bootstrap_failed, (void)config_with({}));
+  COMMX_EXPECT_ERROR(commx::errc::bootstrap_failed,
+                     (void)config_with(with(root, {{"COMMX_BOOTSTRAP", "pmix"}})));
+#if defined(COMMX_WITH_PMIX)
+  // Started by a PMIx server with no COMMX_ROOT: PMIx, with or without a token of one's own.
+  const auto chosen = config_with(server);
+  CHECK(chosen.through_pmix);
+  CHECK(chosen.token.empty());  // rank 0 draws one
+  CHECK(config_with(with(server, {{"COMMX_TOKEN", "secret"}})).token == "secret");
+  CHECK(config_with(with(with(root, server), {{"COMMX_BOOTSTRAP", "pmix"}})).through_pmix);
+#else
+  COMMX_EXPECT_ERROR(commx::errc::bootstrap_failed, (void)config_with(server));
+#endif
+}
+
 TEST_CASE("waits poll back to back only where each rank has a core", "[tcp][polling]") {
   using tcp::polling;
   // Automatic: a machine with no more ranks than cores polls back to back (for a bounded

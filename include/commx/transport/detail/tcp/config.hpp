@@ -7,8 +7,9 @@
 /// |---|---|
 /// | COMMX_RANK/SIZE (or srun's, mpirun's, PMI's) | this rank and the job's size (bootstrap.hpp) |
 /// | COMMX_ROOT | host:port (`[v6]:port` for IPv6) where rank 0 listens for the rendezvous |
-/// | COMMX_TOKEN | the job's shared secret; connections prove they hold it |
-/// | COMMX_ADDR | the address this rank listens on (default: the one it reaches the root from) |
+/// | COMMX_BOOTSTRAP | `root` (the rendezvous at COMMX_ROOT), `pmix` (endpoints through the launcher's PMIx server, bootstrap/pmix.hpp; built with commx::pmix) or `auto`: pmix where it is built and a PMIx server started the process and COMMX_ROOT is not set, else root (auto) |
+/// | COMMX_TOKEN | the job's shared secret; connections prove they hold it (through PMIx: rank 0 draws one when unset) |
+/// | COMMX_ADDR | the address this rank listens on (default: the one it reaches the root from; through PMIx: loopback when the whole job is on this node, else the source address of the default route) |
 /// | COMMX_IFACE | or: the interface whose address it listens on (`eth1`) |
 /// | COMMX_PORT_RANGE | `lo-hi`: listen on the first free port in the range (firewalls) |
 /// | COMMX_SITE | the site this rank is at (a name: letters, digits, `.`, `_`, `-`; up to 16) |
@@ -39,6 +40,9 @@
 #include <asio.hpp>
 
 #include "commx/bootstrap.hpp"
+#if defined(COMMX_WITH_PMIX)
+#include "commx/bootstrap/pmix.hpp"
+#endif
 #include "commx/error.hpp"
 #include "commx/options.hpp"
 #include "commx/transport/detail/tcp/tls.hpp"
@@ -49,6 +53,7 @@ namespace commx::detail::tcp {
 struct config {
   int rank = 0;
   int size = 1;
+  bool through_pmix = false;  ///< endpoints through PMIx (COMMX_BOOTSTRAP), not COMMX_ROOT
   std::string root_host;
   std::uint16_t root_port = 0;
   std::string token;
@@ -131,6 +136,35 @@ inline std::size_t size_from_env(const bootstrap::lookup& get, const char* varia
   return static_cast<std::size_t>(value);
 }
 
+/// Whether the endpoints go through PMIx (COMMX_BOOTSTRAP, the table above).
+inline bool through_pmix(const bootstrap::lookup& get, const bootstrap::environment& env) {
+#if defined(COMMX_WITH_PMIX)
+  const bool built = true;
+  const bool launched = bootstrap::pmix::launched_by_pmix(get);
+#else
+  const bool built = false;
+  const bool launched = false;
+#endif
+  const std::string chosen = get("COMMX_BOOTSTRAP").value_or("auto");
+  if (chosen == "root") return false;
+  if (chosen == "auto") return built && launched && !env.root;
+  if (chosen != "pmix") {
+    throw error(errc::bootstrap_failed,
+                fmt::format("COMMX_BOOTSTRAP='{}' is not root, pmix or auto", chosen));
+  }
+  if (!built) {
+    throw error(errc::bootstrap_failed,
+                "COMMX_BOOTSTRAP=pmix, but this program was built without PMIx: link "
+                "commx::pmix (Debian: libpmix-dev)");
+  }
+  if (!launched) {
+    throw error(errc::bootstrap_failed,
+                "COMMX_BOOTSTRAP=pmix, but no PMIx server started this process (PMIX_NAMESPACE "
+                "and PMIX_RANK are not set): start it with mpirun or srun --mpi=pmix");
+  }
+  return true;
+}
+
 /// Reads and checks the environment.
 /// @throws commx::error errc::bootstrap_failed naming the variable that is missing or wrong.
 inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_env) {
@@ -166,19 +200,22 @@ inline config config_from_env(const bootstrap::lookup& get = bootstrap::process_
                 "key and the authority that checks the peers'");
   }
   if (c.size == 1) return c;  // a job of one needs no network
-  if (!env.root) {
+  c.through_pmix = through_pmix(get, env);
+  if (!c.through_pmix && !env.root) {
     throw error(errc::bootstrap_failed,
                 fmt::format("tcp: rank {} of {}: COMMX_ROOT (host:port of the rendezvous) is not "
-                            "set; commxrun sets it, under srun or mpirun set it yourself",
+                            "set; commxrun sets it; under srun or mpirun set it yourself, or "
+                            "link commx::pmix to take the endpoints from the launcher's PMIx",
                             c.rank, c.size));
   }
-  if (!env.token || env.token->empty()) {
+  if (!c.through_pmix && (!env.token || env.token->empty())) {
     throw error(errc::bootstrap_failed,
                 fmt::format("tcp: rank {} of {}: COMMX_TOKEN (the job's shared secret) is not set",
                             c.rank, c.size));
   }
-  std::tie(c.root_host, c.root_port) = split_host_port(*env.root, "COMMX_ROOT");
-  c.token = *env.token;
+  if (!c.through_pmix)
+    std::tie(c.root_host, c.root_port) = split_host_port(*env.root, "COMMX_ROOT");
+  c.token = env.token.value_or("");
   if (const auto addr = get("COMMX_ADDR")) {
     std::error_code ec;
     c.listen_address = asio::ip::make_address(*addr, ec);

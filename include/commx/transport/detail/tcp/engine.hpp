@@ -289,7 +289,7 @@ class engine {
   // --- the rendezvous -------------------------------------------------------------------
 
   /// Joins the job: rank 0 collects every rank's listen endpoint at COMMX_ROOT and hands out
-  /// the table; ranks connect to each other later, on first use.
+  /// the table (or PMIx does, engine_pmix.hpp); ranks connect to each other on first use.
   /// @throws commx::error errc::bootstrap_failed naming the missing ranks when the rendezvous
   ///   does not complete within the timeout; errc::authentication_failed when a peer does not
   ///   hold the job token.
@@ -540,6 +540,7 @@ class engine {
   std::string seconds_text() const;
   void join_as_root(clock::time_point until);
   void join_as_member(clock::time_point until);
+  void join_through_pmix(clock::time_point until);  // engine_pmix.hpp
 
   /// Authenticates a socket connected to rank 0 as a joiner's and adopts it; runs the
   /// rendezvous until then. The outcome's failure is empty when it was adopted.
@@ -592,5 +593,6 @@ class engine {
 #include "commx/transport/detail/tcp/engine_connections.hpp"  // IWYU pragma: export
 #include "commx/transport/detail/tcp/engine_frames.hpp"       // IWYU pragma: export
 #include "commx/transport/detail/tcp/engine_matching.hpp"     // IWYU pragma: export
+#include "commx/transport/detail/tcp/engine_pmix.hpp"         // IWYU pragma: export
 #include "commx/transport/detail/tcp/engine_rendezvous.hpp"   // IWYU pragma: export
 #include "commx/transport/detail/tcp/engine_streamed.hpp"     // IWYU pragma: export

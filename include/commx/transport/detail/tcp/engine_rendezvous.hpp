@@ -29,7 +29,9 @@ inline void engine::join() {
   raise_descriptor_limit(static_cast<rlim_t>(size()) + max_pending_handshakes + 256);
   const clock::time_point until = clock::now() + cfg_.timeout;
   if (!cfg_.relay_host.empty()) relay_ = resolve(cfg_.relay_host, cfg_.relay_port, "COMMX_RELAY");
-  if (rank() == 0) {
+  if (cfg_.through_pmix) {
+    join_through_pmix(until);
+  } else if (rank() == 0) {
     join_as_root(until);
   } else {
     join_as_member(until);
@@ -51,7 +53,8 @@ inline void engine::join() {
     if (known == nodes.end()) nodes.push_back(p);
   }
   joined_ = true;
-  COMMX_LOG(debug, log_, "rendezvous at {} done: {} ranks", root_text(), size());
+  COMMX_LOG(debug, log_, "rendezvous {} done: {} ranks",
+            cfg_.through_pmix ? std::string("through PMIx") : "at " + root_text(), size());
   choose_polling();
 }
 
