@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -177,11 +178,52 @@ TEST_CASE("tuned picks from the table of the stack it runs over", "[coll][tuned]
         if (&later > &rule && later.collective == rule.collective) last = false;
       }
       if (last) {
-        CHECK(tuned::choose(stack, rule.collective, rule.min_ranks, rule.min_bytes) == rule.use);
+        CHECK(tuned::choose(stack, rule.collective, rule.min_ranks, rule.min_bytes,
+                            /*oversubscribed=*/true) == rule.use);
       }
     }
   }
   CHECK(commx::coll::detail::name(algorithm::hierarchical) == "hierarchical");
+}
+
+TEST_CASE("rules measured with more ranks than cores hold only where ranks take turns",
+          "[coll][tuned]") {
+  using commx::coll::tuned;
+  using commx::coll::detail::algorithm;
+  using commx::coll::detail::cheapest;
+  using commx::coll::detail::link_cost_for;
+  using commx::coll::detail::node_load;
+  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi"}) {
+    INFO(stack);
+    const int cores = commx::coll::detail::tuned_measured_cores_for(stack);
+    const int measured = commx::coll::detail::tuned_measured_ranks_for(stack);
+    REQUIRE(cores >= 1);
+    for (const auto& rule : commx::coll::detail::tuned_rules_for(stack)) {
+      for (int ranks = rule.min_ranks; ranks <= measured; ++ranks) {
+        // A node with a core per rank: the table up to the measuring machine's cores, the
+        // cost model beyond.
+        const algorithm own_cores = tuned::choose(stack, rule.collective, ranks, rule.min_bytes,
+                                                  /*oversubscribed=*/false);
+        if (ranks > cores) {
+          CHECK(own_cores ==
+                cheapest(rule.collective, ranks, rule.min_bytes, link_cost_for(stack)));
+        }
+      }
+    }
+    // Beyond the table's counts the model chooses either way.
+    CHECK(tuned::choose(stack, op::bcast, measured + 1, 8, true) ==
+          cheapest(op::bcast, measured + 1, 8, link_cost_for(stack)));
+  }
+  // Which jobs take turns: a whole job on one machine with more ranks than cores, the same
+  // answer at every rank; a job over several machines never (they might differ).
+  const node_load one_machine{16, 16, 2};
+  CHECK(one_machine.oversubscribed(16));
+  CHECK(one_machine.oversubscribed(2));  // a sub-communicator of that job: its ranks take turns
+  CHECK_FALSE((node_load{4, 4, 8}).oversubscribed(4));
+  CHECK_FALSE((node_load{8, 16, 2}).oversubscribed(16));  // half the job here: spread out
+  // No launcher said: the communicator's ranks are all here (inproc's threads).
+  CHECK((node_load{std::nullopt, 0, 2}).oversubscribed(4));
+  CHECK_FALSE((node_load{std::nullopt, 0, 2}).oversubscribed(2));
 }
 
 TEST_CASE("tuned's index gives each collective exactly its own rules", "[coll][tuned]") {

@@ -84,6 +84,7 @@ if(MODE STREQUAL "find_package")
       list(APPEND components mpi_wan)
     endif()
   endif()
+  list(REMOVE_DUPLICATES components)
 endif()
 
 # Each job: inproc on 4 threads, the layered stacks as 4 processes on 2 simulated nodes, the

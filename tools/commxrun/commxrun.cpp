@@ -6,7 +6,8 @@
 //            program [args...]
 //
 // Starts N local processes ("ranks") of a program, each in its own process group, with
-//   COMMX_RANK=i, COMMX_SIZE=N, COMMX_ROOT=127.0.0.1:PORT, COMMX_TOKEN=<64 hex chars>
+//   COMMX_RANK=i, COMMX_SIZE=N, COMMX_LOCAL_SIZE=N, COMMX_ROOT=127.0.0.1:PORT,
+//   COMMX_TOKEN=<64 hex chars>
 // (and with --nodes, COMMX_NODE=node<k>: K simulated nodes, in blocks of ranks; with --sites,
 // COMMX_SITE=site<j> likewise)
 // in the environment and stdin from /dev/null; with --bind-to core, rank i runs on the i-th
@@ -371,11 +372,11 @@ std::string make_token() {
   return token;
 }
 
-// The parent's environment without any COMMX_RANK/SIZE/ROOT/TOKEN it may carry (and without
+// The parent's environment without any COMMX_RANK/SIZE/LOCAL_SIZE/ROOT/TOKEN it may carry (and without
 // COMMX_NODE or COMMX_SITE when commxrun places the ranks itself).
 std::vector<std::string> inherited_environment(bool placing_nodes, bool placing_sites) {
   static constexpr std::string_view kOurs[] = {
-      "COMMX_RANK=", "COMMX_SIZE=", "COMMX_ROOT=", "COMMX_TOKEN="};
+      "COMMX_RANK=", "COMMX_SIZE=", "COMMX_LOCAL_SIZE=", "COMMX_ROOT=", "COMMX_TOKEN="};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view v = *e;
@@ -548,6 +549,9 @@ class Launcher {
     const std::string& token = token_;
     std::vector<std::string> env = inherited_environment(opt_.nodes > 0, opt_.sites > 0);
     env.push_back(fmt::format("COMMX_SIZE={}", opt_.nranks));
+    // Every rank is on this machine (--nodes only names simulated nodes): coll::tuned tells
+    // from it whether the ranks take turns on the cores (coll/detail/node_load.hpp).
+    env.push_back(fmt::format("COMMX_LOCAL_SIZE={}", opt_.nranks));
     env.push_back("COMMX_ROOT=" + root);
     env.push_back("COMMX_TOKEN=" + token);
     // Set per rank, at these indices: COMMX_NODE and COMMX_SITE when placing, then COMMX_RANK.

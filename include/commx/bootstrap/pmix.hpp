@@ -59,22 +59,27 @@ class client {
   client(const client&) = delete;
   client& operator=(const client&) = delete;
 
+  /// This process's rank in its PMIx job (namespace).
   [[nodiscard]] int rank() const { return static_cast<int>(me_.rank); }
+  /// The PMIx job's rank count (PMIX_JOB_SIZE).
   [[nodiscard]] int size() const { return size_; }
   /// How many of the job's ranks this process's node runs (PMIX_LOCAL_SIZE; 0 if not said).
   [[nodiscard]] int local_size() const { return local_size_; }
+  /// The PMIx job's namespace, as error messages print it.
   [[nodiscard]] std::string_view job() const { return me_.nspace; }
 
+  /// What `allgather` hands back.
+  struct exchanged {
+    std::vector<std::vector<std::byte>> values;  ///< every rank's value, in rank order
+    std::vector<std::byte> extra;                ///< rank 0's extra; empty if it put none
+  };
+
   /// Puts `mine` under `key` (rank 0 also `extra` under `key` + ".extra" when not empty),
-  /// fences the whole job with data collection, and returns every rank's value in rank order
-  /// and rank 0's extra.
+  /// fences the whole job with data collection, and returns every rank's value and rank 0's
+  /// extra.
   /// @throws commx::error errc::bootstrap_failed when a step fails or the fence does not end
   ///   within `timeout_seconds` (a rank that never comes, or dies: the launcher then usually
   ///   ends the job itself).
-  struct exchanged {
-    std::vector<std::vector<std::byte>> values;
-    std::vector<std::byte> extra;
-  };
   exchanged allgather(const std::string& key, std::span<const std::byte> mine,
                       std::span<const std::byte> extra, int timeout_seconds) {
     put(key, mine);

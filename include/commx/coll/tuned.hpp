@@ -27,6 +27,7 @@
 #include "commx/coll/flat.hpp"
 #include "commx/coll/hierarchical.hpp"
 #include "commx/coll/ring.hpp"
+#include "commx/coll/detail/node_load.hpp"
 #include "commx/coll/tuned_table.hpp"
 #include "commx/error.hpp"
 #include "commx/stats.hpp"
@@ -91,11 +92,19 @@ struct tuned {
   static constexpr bool supports = true;
 
   /// The algorithm tuned uses on the stack named `stack` (a transport's name) for
-  /// `collective` on `ranks` ranks with `bytes` bytes per rank.
+  /// `collective` on `ranks` ranks with `bytes` bytes per rank, on a node whose cores the
+  /// job's ranks take turns on (`oversubscribed`) or not.
+  static detail::algorithm choose(std::string_view stack, stats::op collective, int ranks,
+                                  std::size_t bytes, bool oversubscribed) {
+    return choose_from(detail::tuned_rules_for(stack),
+                       {detail::tuned_measured_ranks_for(stack),
+                        detail::tuned_measured_cores_for(stack), oversubscribed},
+                       detail::link_cost_for(stack), collective, ranks, bytes);
+  }
+  /// The same on this process's node (detail/node_load.hpp).
   static detail::algorithm choose(std::string_view stack, stats::op collective, int ranks,
                                   std::size_t bytes) {
-    return choose_from(detail::tuned_rules_for(stack), detail::tuned_measured_ranks_for(stack),
-                       detail::link_cost_for(stack), collective, ranks, bytes);
+    return choose(stack, collective, ranks, bytes, detail::this_node().oversubscribed(ranks));
   }
 
   /// The algorithm chosen for this rank count and message size, or the forced one.
@@ -200,13 +209,22 @@ struct tuned {
   }
 
  private:
+  // Where a table was measured, and whether it holds for this job's node.
+  struct measured_where {
+    int ranks;            // the largest count measured
+    int cores;            // the measuring machine's
+    bool oversubscribed;  // this job's node runs more ranks than cores, as that machine did
+  };
+
   static detail::algorithm choose_from(std::span<const detail::tuning_rule> rules,
-                                       int measured_ranks, const detail::link_cost& link,
+                                       measured_where where, const detail::link_cost& link,
                                        stats::op collective, int ranks, std::size_t bytes) {
     if (auto forced = detail::forced_algorithms()[static_cast<std::size_t>(collective)]) {
       return *forced;
     }
-    if (ranks > measured_ranks) return detail::cheapest(collective, ranks, bytes, link);
+    // Rules measured with ranks taking turns on the cores hold only where they do here.
+    const bool table_holds = ranks <= where.ranks && (ranks <= where.cores || where.oversubscribed);
+    if (!table_holds) return detail::cheapest(collective, ranks, bytes, link);
     detail::algorithm choice = detail::algorithm::binomial;
     for (const detail::tuning_rule& rule : rules) {
       if (rule.collective == collective && ranks >= rule.min_ranks && bytes >= rule.min_bytes) {
@@ -227,9 +245,11 @@ struct tuned {
                   "a tuned table must list each collective's rules together");
     static constexpr detail::rules_by_collective rules = detail::index_by_collective(table);
     static constexpr int measured = detail::tuned_measured_ranks_for(stack_of<Port>());
+    static constexpr int cores = detail::tuned_measured_cores_for(stack_of<Port>());
     static constexpr detail::link_cost link = detail::link_cost_for(stack_of<Port>());
-    switch (choose_from(rules[static_cast<std::size_t>(collective)], measured, link, collective,
-                        ranks, bytes)) {
+    const measured_where where{measured, cores, detail::this_node().oversubscribed(ranks)};
+    switch (choose_from(rules[static_cast<std::size_t>(collective)], where, link, collective, ranks,
+                        bytes)) {
       case detail::algorithm::flat:
         return run(flat{});
       case detail::algorithm::binomial:

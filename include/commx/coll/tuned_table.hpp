@@ -14,7 +14,10 @@
 ///
 /// A table holds for the rank counts it was measured at (tuned_measured_ranks_STACK, the
 /// largest); beyond them tuned chooses by the cost model (detail/cost_model.hpp) with the
-/// stack's point-to-point cost below.
+/// stack's point-to-point cost below. Its rules for more ranks than the measuring machine had
+/// cores (tuned_measured_cores_STACK) measured ranks taking turns on the cores: they hold where
+/// the job's node is oversubscribed too (detail/node_load.hpp), and elsewhere the cost model
+/// chooses from that count up.
 
 #include <span>
 #include <string_view>
@@ -55,6 +58,16 @@ namespace commx::coll::detail {
   if (stack == "wan") return tuned_measured_ranks_wan;
   if (stack == "mpi") return tuned_measured_ranks_mpi;
   return tuned_measured_ranks_inproc;
+}
+
+/// The cores of the machine the table for `stack` was measured on.
+[[nodiscard]] constexpr int tuned_measured_cores_for(std::string_view stack) {
+  stack = outermost_level(stack);
+  if (stack == "shm") return tuned_measured_cores_shm;
+  if (stack == "tcp") return tuned_measured_cores_tcp;
+  if (stack == "wan") return tuned_measured_cores_wan;
+  if (stack == "mpi") return tuned_measured_cores_mpi;
+  return tuned_measured_cores_inproc;
 }
 
 /// Each stack's point-to-point cost, C(n) = alpha + n beta, fitted by scripts/alpha_beta.py on
