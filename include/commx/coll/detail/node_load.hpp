@@ -18,8 +18,8 @@
 /// | MPICH's Hydra | MPI_LOCALNRANKS | PMI_SIZE |
 /// | none (inproc, by hand) | the communicator's ranks, all of them here | |
 ///
-/// A job spread over nodes is taken as having a core per rank, even where its nodes are
-/// oversubscribed (the nodes might not be alike). Cores are the machine's online ones, not this
+/// A job spread over nodes, or made of several launches (COMMX_JOB_SIZE), is taken as having a
+/// core per rank, even where its nodes are oversubscribed (the nodes might not be alike). Cores are the machine's online ones, not this
 /// process's affinity mask: a rank bound to one core has a core of its own.
 
 #include <unistd.h>
@@ -60,6 +60,10 @@ struct node_load {
         load.job_ranks = *job;
         break;
       }
+    }
+    // A job of several launches (one per site, bootstrap.hpp): the launch is not the job.
+    if (const auto whole = count("COMMX_JOB_SIZE"); whole && load.local_ranks) {
+      load.job_ranks = *whole;
     }
     const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
     load.cores = online > 0 ? static_cast<int>(online) : 1;
