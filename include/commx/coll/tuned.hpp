@@ -247,7 +247,10 @@ struct tuned {
     static constexpr int measured = detail::tuned_measured_ranks_for(stack_of<Port>());
     static constexpr int cores = detail::tuned_measured_cores_for(stack_of<Port>());
     static constexpr detail::link_cost link = detail::link_cost_for(stack_of<Port>());
-    const measured_where where{measured, cores, detail::this_node().oversubscribed(ranks)};
+    // The node matters only where the table's rules were measured with ranks taking turns.
+    const bool turns =
+        ranks > cores && ranks <= measured && detail::this_node().oversubscribed(ranks);
+    const measured_where where{measured, cores, turns};
     switch (choose_from(rules[static_cast<std::size_t>(collective)], where, link, collective, ranks,
                         bytes)) {
       case detail::algorithm::flat:

@@ -40,34 +40,34 @@ namespace commx::coll::detail {
   return stack;
 }
 
+/// A stack's measured table and where it was measured.
+struct measured_table {
+  std::span<const tuning_rule> rules;
+  int ranks;  ///< the largest rank count measured
+  int cores;  ///< the measuring machine's cores
+};
+
 /// The measured table for the stack named `stack` (a transport's `name`).
-[[nodiscard]] constexpr std::span<const tuning_rule> tuned_rules_for(std::string_view stack) {
+[[nodiscard]] constexpr measured_table tuned_table_for(std::string_view stack) {
   stack = outermost_level(stack);
-  if (stack == "shm") return tuned_rules_shm;
-  if (stack == "tcp") return tuned_rules_tcp;
-  if (stack == "wan") return tuned_rules_wan;
-  if (stack == "mpi") return tuned_rules_mpi;
-  return tuned_rules_inproc;
+  if (stack == "shm") return {tuned_rules_shm, tuned_measured_ranks_shm, tuned_measured_cores_shm};
+  if (stack == "tcp") return {tuned_rules_tcp, tuned_measured_ranks_tcp, tuned_measured_cores_tcp};
+  if (stack == "wan") return {tuned_rules_wan, tuned_measured_ranks_wan, tuned_measured_cores_wan};
+  if (stack == "mpi") return {tuned_rules_mpi, tuned_measured_ranks_mpi, tuned_measured_cores_mpi};
+  return {tuned_rules_inproc, tuned_measured_ranks_inproc, tuned_measured_cores_inproc};
 }
 
+/// The rules of the table for `stack`.
+[[nodiscard]] constexpr std::span<const tuning_rule> tuned_rules_for(std::string_view stack) {
+  return tuned_table_for(stack).rules;
+}
 /// The largest rank count the table for `stack` was measured at.
 [[nodiscard]] constexpr int tuned_measured_ranks_for(std::string_view stack) {
-  stack = outermost_level(stack);
-  if (stack == "shm") return tuned_measured_ranks_shm;
-  if (stack == "tcp") return tuned_measured_ranks_tcp;
-  if (stack == "wan") return tuned_measured_ranks_wan;
-  if (stack == "mpi") return tuned_measured_ranks_mpi;
-  return tuned_measured_ranks_inproc;
+  return tuned_table_for(stack).ranks;
 }
-
 /// The cores of the machine the table for `stack` was measured on.
 [[nodiscard]] constexpr int tuned_measured_cores_for(std::string_view stack) {
-  stack = outermost_level(stack);
-  if (stack == "shm") return tuned_measured_cores_shm;
-  if (stack == "tcp") return tuned_measured_cores_tcp;
-  if (stack == "wan") return tuned_measured_cores_wan;
-  if (stack == "mpi") return tuned_measured_cores_mpi;
-  return tuned_measured_cores_inproc;
+  return tuned_table_for(stack).cores;
 }
 
 /// Each stack's point-to-point cost, C(n) = alpha + n beta, fitted by scripts/alpha_beta.py on
