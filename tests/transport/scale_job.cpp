@@ -2,14 +2,16 @@
 // A job of many ranks (64, 128) that starts, passes one message around a ring, and reports to
 // rank 0: every rank talks to two peers (its neighbours) and to rank 0. Built for each stack
 // by commx_add_variants; run by commxrun (tests/CMakeLists.txt) and by stranger_flood.py.
-//   scale_job [descriptors=K] [megabytes=M] [all_pairs]
+//   scale_job [descriptors=K] [megabytes=M] [large=BYTES] [all_pairs]
 // With `descriptors=K`, each rank but 0 checks that joining and talking to its peers opened at
 // most K descriptors (rank 0 may hold one more per rank: the rendezvous's connections); with
 // `megabytes=M`, that its resident memory grew by at most M MiB (rank 0: 100 KiB more per
 // rank). Both hold only where a rank's
 // state for peers it never talks to is small and holds no descriptor. With `all_pairs`, after
 // those checks every rank sends to and hears from every other (each peer's endpoint is right).
-// Exits 0 when every rank's check passed, as rank 0 saw.
+// With `large=BYTES`, a message of that size goes around the ring too, before the counting
+// (wan opens a path's data streams on its first large message). Exits 0 when every rank's
+// check passed, as rank 0 saw.
 
 #include <fmt/format.h>
 
@@ -33,6 +35,7 @@ struct limits {
   int descriptors = -1;  // none
   double megabytes = -1.0;
   bool all_pairs = false;
+  std::size_t large = 0;  // bytes; none
 };
 
 limits parse(int argc, char** argv) {
@@ -42,6 +45,7 @@ limits parse(int argc, char** argv) {
     if (arg.starts_with("descriptors=")) l.descriptors = std::atoi(argv[i] + 12);
     if (arg.starts_with("megabytes=")) l.megabytes = std::atof(argv[i] + 10);
     if (arg == "all_pairs") l.all_pairs = true;
+    if (arg.starts_with("large=")) l.large = std::strtoull(argv[i] + 6, nullptr, 10);
   }
   return l;
 }
@@ -62,6 +66,16 @@ int main(int argc, char** argv) {
   auto sent = world.isend(right, 1, me);
   world.recv(left, 1, from_left);
   sent.wait();
+  if (bound.large > 0) {
+    std::vector<std::byte> out(bound.large, std::byte(me & 0xff));
+    std::vector<std::byte> in(bound.large);
+    auto big = world.isend(right, 3, std::span<const std::byte>(out));
+    world.recv(left, 3, std::span(in));
+    big.wait();
+    if (in.front() != std::byte(left & 0xff) || in.back() != std::byte(left & 0xff)) {
+      from_left = -2;  // reported below as a wrong message
+    }
+  }
 
   const int opened = scale_probe::open_descriptors() - fds_before;
   const double grown = scale_probe::resident_megabytes() - rss_before;

@@ -711,10 +711,13 @@ TEST_CASE("a frame that breaks the protocol closes the connection: protocol_viol
   std::vector<std::byte> entries(static_cast<std::size_t>(table.header.length));
   REQUIRE(s->receive(entries));
   REQUIRE(rank0.expect("ready", until));
+  // A header no rank sends; or a well-formed signal, which only an extension (wan) takes.
+  const bool signal = GENERATE(false, true);
   auto bad = tcp::encode(tcp::frame_header{tcp::frame_kind::eager, 0, 1, 5, 0, 4, 0});
   bad[0] = std::byte{'Z'};
+  if (signal) bad = tcp::encode(tcp::frame_header{tcp::frame_kind::signal, 0, 1, 0, 0, 0, 1});
   s->send(bad);
-  CHECK(rank0.expect("bad magic", until));
+  CHECK(rank0.expect(signal ? "a signal for an extension this rank has not" : "bad magic", until));
   CHECK(rank0.expect("protocol_violation", until));
   CHECK(s->closed_by_peer());
   require_exit(rank0, 0, until);

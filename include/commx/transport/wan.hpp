@@ -47,14 +47,15 @@ class wan {
   /// Null when the operation completed at once, successfully (the common eager send).
   using request = std::shared_ptr<detail::tcp::operation>;
 
-  /// Joins the job `cfg` describes and opens every path's data streams.
+  /// Joins the job `cfg` describes. A path's data streams open when it first carries a large
+  /// message (every path's at once, and measured, under COMMX_WAN_AUTOTUNE).
   /// @throws commx::error errc::bootstrap_failed (naming what is missing or wrong),
   ///   errc::authentication_failed, errc::invalid_argument (a tuning the kernel refuses).
   explicit wan(config cfg)
       : engine_(std::make_unique<detail::tcp::engine>(cfg.base)),
         paths_(std::make_unique<detail::wan::paths>(*engine_, std::move(cfg))) {
     engine_->join();
-    paths_->open_all();
+    paths_->open_paths();
   }
 
   /// Joins the job this process belongs to, as the environment describes it.
@@ -144,6 +145,11 @@ class wan {
   /// to keep calling into its transport (any wait does).
   /// @throws commx::error errc::peer_lost, errc::timeout, errc::invalid_argument.
   void retune(int peer, const path_config& tuning) { paths_->retune(peer, tuning); }
+
+  /// Opens the path to `peer` now rather than on its first large message, and returns once
+  /// its streams are up (that message then leaves at once, within the peer's streamed window).
+  /// @throws commx::error errc::peer_lost, errc::timeout, errc::invalid_argument.
+  void open_path(int peer) { paths_->open(peer); }
 
   /// What the path to `peer` runs on now: its tuning, epoch and open streams.
   [[nodiscard]] path_state path(int peer) const { return paths_->state(peer); }

@@ -240,13 +240,19 @@ TEST_CASE("commx-relay carries a wan job between two sites, and refuses stranger
   // The caller with the wrong token saw that the relay's proof was not its own, and left.
   CHECK(log_a.find("refused: closed before a whole response") != std::string::npos);
   CHECK(log_b.find("cannot reach 127.0.0.1:9 at site A") != std::string::npos);
-  // Rank 1 joins rank 0's rendezvous and opens 3 data streams to it: 4 links through relay B,
-  // and on through relay A. (Rank 2 connects to rank 1, the higher rank to the lower.)
-  CHECK(links_opened(log_b, 1) == 4);
-  CHECK(links_opened(log_a, 1) == 4);
-  // Rank 2 opens its connection and 3 streams to rank 1 through relay A, which connects to
-  // rank 1 itself (it has no route to B); to rank 0, at its own site, it connects directly.
-  CHECK(links_opened(log_a, 2) == 4);
+  // Rank 1 joins rank 0's rendezvous and opens 3 data streams to it (the higher rank opens a
+  // path, on its first large message): 4 links through relay B, and on through relay A; and,
+  // if its first message to rank 2 went before rank 2's to it, a connection to rank 2 (two
+  // when both dialed at once), through both relays too.
+  CHECK(links_opened(log_b, 1) >= 4);
+  CHECK(links_opened(log_b, 1) <= 6);
+  CHECK(links_opened(log_a, 1) == links_opened(log_b, 1));
+  // Rank 2 opens 3 streams to rank 1 (and perhaps its connection) through relay A, which
+  // connects to rank 1 itself (it has no route to B); to rank 0, at its own site, it connects
+  // directly.
+  CHECK(links_opened(log_a, 2) >= 3);
+  CHECK(links_opened(log_a, 2) <= 5);
+  CHECK(links_opened(log_a, 2) + links_opened(log_b, 1) >= 8);  // one connection at least
   CHECK(links_opened(log_b, 2) == 0);
 }
 

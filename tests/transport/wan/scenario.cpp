@@ -291,12 +291,13 @@ void parts(comm& world) {
   const int other = 1 - world.rank();
   if (world.rank() == 0) {
     for (std::size_t k = 0; k < n; ++k) buffers[k] = pattern(words[k], 0, static_cast<int>(k));
-    const auto before = world.transport().path(other).carried;
+    // The path opens on this first use: it has carried nothing yet.
+    COMMX_CHECK_EQ(world.transport().path(other).open_streams, 0);
     auto sent = commx::wan::isend_parts(world, other, 30, std::span(buffers));
     commx::wait_all(sent);
     const auto after = world.transport().path(other).carried;
+    const std::vector<std::uint64_t> before(n, 0);
     COMMX_CHECK_EQ(after.size(), n);
-    COMMX_CHECK_EQ(before.size(), n);
     for (std::size_t k = 0; k < n; ++k) {
       // Stream k carried part k, and nothing else.
       COMMX_CHECK_EQ(after[k] - before[k], words[k] * 4);
@@ -317,7 +318,9 @@ void eager(comm& world, bool offered) {
   const std::size_t bytes[] = {3 * mib, 3 * mib, 3 * mib, 3 * mib, 4 * mib, 4 * mib};
   constexpr std::size_t n = std::size(bytes);
   constexpr int go_tag = 99;
-  // Rank 1's offer came on the connection its barrier message came on, so it is in.
+  // Opened before the first message (else it opens on it, and that message waits for a cts);
+  // rank 1's offer came on the connection its barrier message came on, so it is in.
+  world.transport().open_path(1 - world.rank());
   world.barrier();
   if (world.rank() == 0 && !offered) {
     std::vector<std::uint32_t> out = pattern(bytes[0] / 4, 0, 0);

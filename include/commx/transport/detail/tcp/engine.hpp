@@ -136,6 +136,8 @@ class engine {
   void offer_streamed_window(int peer) {
     if (ext_.streamed_window > 0) push_control(peer, frame_kind::grant, ext_.streamed_window);
   }
+  /// Sends `peer`'s extension `what` (extension::signalled), after what is queued to it.
+  void signal(int peer, std::uint64_t what) { push_control(peer, frame_kind::signal, what); }
   /// Who this engine's log lines come from (log.hpp): its rank and stack.
   [[nodiscard]] const log::context& log_context() const { return log_; }
   asio::io_context& io() { return io_; }

@@ -202,9 +202,13 @@ inline handshake::verdict_code engine::welcome(const handshake::hello& h) {
   if (h.size != size() || h.rank == rank() || h.why == handshake::purpose::relay)
     return handshake::verdict_code::unexpected;
   if (h.why == handshake::purpose::stream) {
-    return ext_.adopt_stream && peers_[index(h.rank)].state == presence::present
-               ? handshake::verdict_code::accepted
-               : handshake::verdict_code::unexpected;
+    // Or still dialing the peer: it accepted our connection (else it would not open a
+    // path over it) and its stream may outrun its verdict.
+    const peer_link& link = peers_[index(h.rank)];
+    const bool linked =
+        link.state == presence::present || (link.state == presence::connecting && link.dialing);
+    return ext_.adopt_stream && linked ? handshake::verdict_code::accepted
+                                       : handshake::verdict_code::unexpected;
   }
   peer_link& link = peers_[index(h.rank)];
   if (h.why == handshake::purpose::join) {

@@ -234,6 +234,9 @@ inline void engine::on_header(int peer, const frame_header& h) {
       link.stream_credit += h.cookie;
       if (link.stream_credit > max_window) return violation(peer, "grants beyond any window");
       return;
+    case frame_kind::signal:
+      if (!ext_.signalled) return violation(peer, "a signal for an extension this rank has not");
+      return ext_.signalled(peer, h.cookie);
     case frame_kind::revoke: {
       if (auto it = link.awaiting_data.find(h.cookie); it != link.awaiting_data.end()) {
         if (it->second.op) {

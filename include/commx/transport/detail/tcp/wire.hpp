@@ -72,8 +72,9 @@ enum class frame_kind : std::uint8_t {
   table,      ///< bootstrap: every rank's listen endpoint, from rank 0
   abort,      ///< bootstrap: rank 0 gives up; the payload says why
   grant,      ///< the receiver is done with `cookie` bytes of messages sent with data_follows
+  signal,     ///< for the extension (engine::signal): `cookie` says what; plain tcp refuses it
 };
-inline constexpr std::uint8_t last_frame_kind = static_cast<std::uint8_t>(frame_kind::grant);
+inline constexpr std::uint8_t last_frame_kind = static_cast<std::uint8_t>(frame_kind::signal);
 
 /// On an rts: its payload is already on its way on the path's data streams (wan's eager path,
 /// wan/paths.hpp), so no cts is asked for.
@@ -174,6 +175,9 @@ inline decoded decode(std::span<const std::byte, header_size> in, int expected_s
       break;
     case frame_kind::bye:
       if (h.length != 0 || h.cookie != 0) return {h, "payload on a control frame"};
+      break;
+    case frame_kind::signal:
+      if (h.length != 0) return {h, "payload on a control frame"};
       break;
     case frame_kind::address:
       if (h.length != endpoint_size || h.cookie != 0) return {h, "malformed address frame"};

@@ -3,7 +3,8 @@
 /// @file
 /// The wan transport's data streams. A path to a peer is the tcp engine's control connection
 /// (envelopes, small messages, credits, bye: tcp's protocol) plus N data streams, extra TCP
-/// connections authenticated by the same handshake (purpose::stream). A large message's payload
+/// connections authenticated by the same handshake (purpose::stream), which the higher rank
+/// opens when the path first carries a large message (use()). A large message's payload
 /// leaves as chunks (wire.hpp) spread over the streams (chunk_for): at once when it fits the
 /// receiver's streamed window (COMMX_WAN_EAGER; tcp/engine_streamed.hpp), else when the
 /// receiver answers clear-to-send. Each stream keeps one chunk queued and takes the next once
@@ -75,6 +76,7 @@ class paths {
     hooks.streamed_window = cfg_.eager;
     hooks.streams_to = [this](int peer) { return streamed(peer); };
     hooks.announced = [this](int peer, std::uint64_t cookie) { unpark(peer, cookie); };
+    hooks.signalled = [this](int peer, std::uint64_t what) { on_signal(peer, what); };
     engine_.extend(std::move(hooks));
   }
 
@@ -89,13 +91,15 @@ class paths {
     }
   }
 
-  /// Connects to every peer with a path of streams, opens the streams (this rank opens those
-  /// to lower ranks and accepts the others) and waits until all are up.
+  /// Opens the paths that must be open from the start: with COMMX_WAN_AUTOTUNE, every path
+  /// of streams, so each can be measured before the job's first message (the opener dials
+  /// every peer with a path, opens the streams, waits until all are up, and measures). Without
+  /// it nothing: a path opens when it first carries a large message (use()), so a rank that
+  /// talks to k peers holds k paths' streams, not N-1.
   /// @throws commx::error errc::bootstrap_failed when they are not up within the timeout.
-  void open_all() {
-    if (engine_.size() == 1) return;
+  void open_paths() {
+    if (engine_.size() == 1 || !cfg_.autotune) return;
     const clock::time_point until = clock::now() + cfg_.base.timeout;
-    // tcp connects on first use; a path's streams join a connection that is there.
     const auto linked = [&] {
       for (int peer = 0; peer < engine_.size(); ++peer) {
         if (peer == engine_.rank() || !streamed(peer)) continue;
@@ -115,10 +119,7 @@ class paths {
                       engine_.rank(), std::chrono::duration<double>(cfg_.base.timeout).count()));
     }
     for (int peer = 0; peer < engine_.rank(); ++peer) {
-      if (!streamed(peer)) continue;
-      path& p = peers_[index(peer)];
-      p.tuning = cfg_.path_to(engine_.rank(), peer);
-      connect_streams(peer, until);
+      if (streamed(peer)) use(peer);
     }
     // A peer that already left (a short job) is no path to wait for.
     const auto up = [&](int peer) {
@@ -141,17 +142,8 @@ class paths {
                       engine_.rank(), missing,
                       std::chrono::duration<double>(cfg_.base.timeout).count()));
     }
-    for (int peer = 0; peer < engine_.size(); ++peer) {
-      if (peer == engine_.rank() || !streamed(peer) || !ready(peer)) continue;
-      engine_.offer_streamed_window(peer);
-      const path& p = peers_[index(peer)];
-      COMMX_LOG(info, engine_.log_context(), "path to rank {}: {} streams open (epoch {}): {}",
-                peer, p.expected, p.epoch, tuning_text(p.tuning));
-    }
-    if (cfg_.autotune) {
-      for (int peer = 0; peer < engine_.rank(); ++peer) {
-        if (streamed(peer) && engine_.connected(peer)) autotune(peer);
-      }
+    for (int peer = 0; peer < engine_.rank(); ++peer) {
+      if (streamed(peer) && engine_.connected(peer)) autotune(peer);
     }
   }
 
@@ -176,16 +168,25 @@ class paths {
     }
     path& p = peers_[index(peer)];
     const clock::time_point until = clock::now() + cfg_.base.timeout;
-    // A retune the peer began finishes first.
-    run_until([&] { return ready(peer) || !engine_.connected(peer); }, until);
-    check_connected(peer, "retune");
-    const std::uint64_t before = p.epoch;
-    COMMX_LOG(info, engine_.log_context(), "retuning the path to rank {}: {} -> {}", peer,
-              tuning_text(p.tuning), tuning_text(tuning));
-    if (opens(peer)) {
-      reopen(peer, tuning);
+    link(peer, until, "retune");
+    std::uint64_t before = p.epoch;
+    if (opens(peer) && p.epoch == 0) {
+      // Never opened: it opens under this tuning.
+      p.tuning = tuning;
+      connect_streams(peer, until);
     } else {
-      request_retune(peer, tuning);
+      use(peer);
+      // An opening, or a retune the peer began, finishes first.
+      run_until([&] { return ready(peer) || !engine_.connected(peer); }, until);
+      check_connected(peer, "retune");
+      before = p.epoch;
+      COMMX_LOG(info, engine_.log_context(), "retuning the path to rank {}: {} -> {}", peer,
+                tuning_text(p.tuning), tuning_text(tuning));
+      if (opens(peer)) {
+        reopen(peer, tuning);
+      } else {
+        request_retune(peer, tuning);
+      }
     }
     // Asked of the opener, this request may come after one the opener was applying: that
     // epoch (before + 1) has the other tuning, and this one's follows.
@@ -202,6 +203,13 @@ class paths {
     }
     check_connected(peer, "retune");
   }
+
+  /// Opens the path to `peer` now, if it is not open, and returns once its streams are up:
+  /// its first large message then leaves at once, within the streamed window, instead of
+  /// waiting for a cts and the streams. The peer needs only to keep calling into its transport.
+  /// @throws commx::error errc::peer_lost, errc::timeout, errc::invalid_argument (no such
+  ///   peer, or no streams on the path).
+  void open(int peer);
 
   [[nodiscard]] path_state state(int peer) const {
     const path& p = peers_.at(index(peer));
@@ -264,7 +272,13 @@ class paths {
     int connecting = 0;                            ///< handshakes under way
     clock::time_point connect_until{};
     std::string autotuned;
+    bool asked = false;    ///< not the opener: this rank asked the opener to open the path
+    bool offered = false;  ///< this rank offered its streamed window once the path was up
   };
+
+  /// What a signal on the control connection asks (engine::signal): the rank that opens the
+  /// path is to open it now.
+  static constexpr std::uint64_t open_request = 1;
 
   /// Chunks queued per stream. One: a chunk is dealt to a stream only once the stream's socket
   /// has taken the one before (and holds at most unsent_limit of it unsent), so a fast stream
@@ -280,6 +294,14 @@ class paths {
       engine_.io().run_one_until(until);
     }
     return true;
+  }
+
+  /// Connects to `peer` if nothing does yet, and waits until the connection is up.
+  /// @throws commx::error errc::peer_lost when it is not.
+  void link(int peer, clock::time_point until, const char* what) {
+    engine_.connect_to(peer);
+    run_until([&] { return engine_.connected(peer) || engine_.departed(peer); }, until);
+    check_connected(peer, what);
   }
 
   void check_connected(int peer, const char* what) const {
@@ -335,6 +357,18 @@ class paths {
 
   // --- opening ----------------------------------------------------------------------------
 
+  /// The path's streams are wanted (a large message to carry, a retune): the opener opens
+  /// them under the path's tuning; the other rank asks it to, once. Nothing once the path was
+  /// opened, or when the peer has no connection yet (its first message makes one).
+  void use(int peer);
+
+  /// The peer asked this rank (the opener) to open the path.
+  void on_signal(int peer, std::uint64_t what);
+
+  /// A stream of the path came up: once the whole first epoch is, this rank offers its
+  /// streamed window (until then the peer's large messages wait for their cts) and says so.
+  void came_up(int peer);
+
   void connect_streams(int peer, clock::time_point until);
 
   /// Starts connecting the path's next streams, a few at a time: the peer's engine serves a
@@ -356,6 +390,7 @@ class paths {
     if (!streamed(peer)) return false;      // tcp's data frame on the control connection
     const std::uint64_t chunk = chunk_for(op->payload.size(), p.tuning, op->stream >= 0);
     p.sending.push_back({op, op->cookie, op->payload, {}, chunk, 0, 0, op->stream});
+    use(peer);  // the chunks wait for the streams on a path's first use
     service(peer);
     return true;
   }

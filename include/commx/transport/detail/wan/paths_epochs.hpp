@@ -10,6 +10,55 @@
 
 namespace commx::detail::wan {
 
+inline void paths::use(int peer) {
+  path& p = peers_[index(peer)];
+  if (p.epoch > 0 || leaving_ || !streamed(peer) || !engine_.connected(peer)) return;
+  if (opens(peer)) {
+    if (!p.streams.empty()) return;  // opening
+    p.tuning = cfg_.path_to(engine_.rank(), peer);
+    connect_streams(peer, clock::now() + cfg_.base.timeout);
+  } else if (!p.asked) {
+    p.asked = true;
+    engine_.signal(peer, open_request);
+  }
+}
+
+inline void paths::open(int peer) {
+  if (peer < 0 || peer >= engine_.size() || peer == engine_.rank() || !streamed(peer)) {
+    throw error(errc::invalid_argument,
+                fmt::format("wan: rank {}: open: rank {} is no peer with a path of streams",
+                            engine_.rank(), peer));
+  }
+  const clock::time_point until = clock::now() + cfg_.base.timeout;
+  link(peer, until, "opening");
+  use(peer);
+  if (!run_until([&] { return ready(peer) || !engine_.connected(peer); }, until)) {
+    throw error(errc::timeout, fmt::format("wan: rank {}: the path to rank {} did not open "
+                                           "within the timeout",
+                                           engine_.rank(), peer));
+  }
+  check_connected(peer, "opening");
+}
+
+inline void paths::on_signal(int peer, std::uint64_t what) {
+  if (what != open_request || !opens(peer)) {
+    engine_.fail_peer(
+        peer, errc::protocol_violation,
+        fmt::format("a signal ({}) this rank does not take from rank {}", what, peer));
+    return;
+  }
+  use(peer);
+}
+
+inline void paths::came_up(int peer) {
+  path& p = peers_[index(peer)];
+  if (p.offered || !ready(peer)) return;
+  p.offered = true;
+  engine_.offer_streamed_window(peer);
+  COMMX_LOG(info, engine_.log_context(), "path to rank {}: {} streams open (epoch {}): {}", peer,
+            p.expected, p.epoch, tuning_text(p.tuning));
+}
+
 inline void paths::connect_streams(int peer, clock::time_point until) {
   path& p = peers_[index(peer)];
   ++p.epoch;
@@ -97,6 +146,7 @@ inline void paths::authenticate(const std::shared_ptr<stream>& s, clock::time_po
         st->active = true;
         on_readable(st);
         service(st->peer);
+        came_up(st->peer);
         apply_requested(st->peer);
       },
       engine_.tls());
@@ -137,7 +187,13 @@ inline void paths::on_open(stream& s, const stream_header& h) {
   s.active = true;
   COMMX_LOG(debug, engine_.log_context(), "stream {} from rank {} open (epoch {})", s.index, s.peer,
             s.epoch);
+  if (leaving_) {  // it opened (on the peer's first use) as this rank leaves: it closes now
+    for (const auto& mine : p.streams) {
+      if (mine.get() == &s) return begin_close(mine);
+    }
+  }
   service(s.peer);
+  came_up(s.peer);
 }
 
 inline void paths::reopen(int peer, const path_config& tuning) {
@@ -215,6 +271,18 @@ inline void paths::maybe_reopen(int peer) {
 inline void paths::leave() noexcept {
   leaving_ = true;
   try {
+    const clock::time_point until =
+        clock::now() + std::min<clock::duration>(cfg_.base.timeout, std::chrono::seconds(10));
+    // A path opening on its first use finishes opening first: a close cannot go ahead of a
+    // stream's opening frame.
+    const auto settled = [&] {
+      return std::all_of(peers_.begin(), peers_.end(), [](const path& p) {
+        return p.connecting == 0 && p.to_connect.empty() &&
+               std::all_of(p.streams.begin(), p.streams.end(),
+                           [](const auto& s) { return s->active || s->close_queued; });
+      });
+    };
+    run_until(settled, until);
     for (int peer = 0; peer < engine_.size(); ++peer) {
       if (peer != engine_.rank() && engine_.connected(peer)) {
         peers_[index(peer)].reopening = false;
@@ -225,8 +293,7 @@ inline void paths::leave() noexcept {
       return std::all_of(peers_.begin(), peers_.end(),
                          [](const path& p) { return p.streams.empty(); });
     };
-    run_until(closed, clock::now() +
-                          std::min<clock::duration>(cfg_.base.timeout, std::chrono::seconds(10)));
+    run_until(closed, until);
   } catch (...) {
     // Leaving never throws.
   }
