@@ -23,6 +23,55 @@ inline void paths::use(int peer) {
   }
 }
 
+inline void paths::retune(int peer, const path_config& tuning) {
+  if (peer < 0 || peer >= engine_.size() || peer == engine_.rank()) {
+    throw error(errc::invalid_argument,
+                fmt::format("wan: rank {}: retune: {} is no peer rank", engine_.rank(), peer));
+  }
+  if (!streamed(peer)) {
+    throw error(errc::invalid_argument,
+                fmt::format("wan: rank {}: retune: the path to rank {} has no data streams "
+                            "(the same site, and streams run between sites only)",
+                            engine_.rank(), peer));
+  }
+  path& p = peers_[index(peer)];
+  const clock::time_point until = clock::now() + cfg_.base.timeout;
+  link(peer, until, "retune");
+  std::uint64_t before = p.epoch;
+  if (opens(peer) && p.epoch == 0) {
+    // Never opened: it opens under this tuning.
+    p.tuning = tuning;
+    connect_streams(peer, until);
+  } else {
+    use(peer);
+    // An opening, or a retune the peer began, finishes first.
+    run_until([&] { return ready(peer) || !engine_.connected(peer); }, until);
+    check_connected(peer, "retune");
+    before = p.epoch;
+    COMMX_LOG(info, engine_.log_context(), "retuning the path to rank {}: {} -> {}", peer,
+              tuning_text(p.tuning), tuning_text(tuning));
+    if (opens(peer)) {
+      reopen(peer, tuning);
+    } else {
+      request_retune(peer, tuning);
+    }
+  }
+  // Asked of the opener, this request may come after one the opener was applying: that
+  // epoch (before + 1) has the other tuning, and this one's follows.
+  const auto applied = [&] {
+    return !engine_.connected(peer) ||
+           (ready(peer) && (p.epoch >= before + 2 || (p.epoch > before && p.tuning == tuning)));
+  };
+  if (!run_until(applied, until)) {
+    error e(errc::timeout, fmt::format("wan: rank {}: retune of the path to rank {}: not "
+                                       "reopened within the timeout",
+                                       engine_.rank(), peer));
+    COMMX_LOG(info, engine_.log_context(), "{}", e.what());  // as every timeout
+    throw e;
+  }
+  check_connected(peer, "retune");
+}
+
 inline void paths::open(int peer) {
   if (peer < 0 || peer >= engine_.size() || peer == engine_.rank() || !streamed(peer)) {
     throw error(errc::invalid_argument,
