@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from launching import STACKS  # noqa: E402  (every stack's name)
 FIELDS = ["start_s", "allreduce8_us", "allreduce64k_us", "bcast8_us", "max_fds", "max_rss_mb"]
 LINE = re.compile(r"(\S+) ranks=(\d+) " + " ".join(rf"{f}=([\d.]+)" for f in FIELDS))
 
@@ -63,10 +65,12 @@ def programs(build: Path, stacks: list[str], policies: list[str]) -> dict[str, l
     commxrun = str(build / "tools/commxrun/commxrun")
     out = {}
     for stack in stacks:
-        for policy in policies:
+        built = [p for p in policies if (build / f"bench/bench_scale_{stack}_{p}").exists()]
+        if not built:
+            raise SystemExit(f"scale: no bench_scale_{stack}_<policy> under {build / 'bench'}: "
+                             "built for shm, tcp, shm_tcp and wan (COMMX_BENCH_EVERY_STACK=ON)")
+        for policy in built:
             exe = build / f"bench/bench_scale_{stack}_{policy}"
-            if not exe.exists():
-                continue
             extra = ["--nodes", "4"] if stack == "shm_tcp" else []
             out[f"commx {stack} {policy}"] = [commxrun, "--timeout", "900", *extra, "-n", "{n}",
                                               str(exe)]
@@ -133,7 +137,7 @@ def main() -> int:
     p.add_argument("--build-dir", default=str(ROOT / "build/release"))
     p.add_argument("--ranks", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--stacks", nargs="+", default=["shm", "tcp", "shm_tcp"])
+    p.add_argument("--stacks", nargs="+", default=["shm", "tcp", "shm_tcp"], choices=STACKS)
     p.add_argument("--policies", nargs="+", default=["binomial", "tuned"])
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--bootstrap", action="store_true",

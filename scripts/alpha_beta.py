@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launching import RANK_PREFIX, launched  # noqa: E402  (the main job's launch rules)
+from launching import RANK_PREFIX, STACKS, launched, program_for  # noqa: E402  (launch rules)
 
 UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
@@ -118,7 +118,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build-dir", type=Path, default=Path("build/release"))
-    p.add_argument("--stacks", nargs="+", help="default: every bench_pingpong_<stack> built")
+    p.add_argument("--stacks", nargs="+", choices=STACKS,
+                   help="default: every bench_pingpong_<stack> built")
     p.add_argument("--results", type=Path, default=Path("results/alpha_beta"))
     p.add_argument("--repetitions", type=int, default=3)
     p.add_argument("--min-time", type=float, default=0.1, help="seconds per size")
@@ -132,6 +133,8 @@ def main() -> int:
         print(f"alpha_beta: no bench_pingpong_<stack> in {args.build_dir / 'bench'}",
               file=sys.stderr)
         return 2
+    for stack in args.stacks or []:
+        program_for(stack, args.build_dir / "bench", "bench_pingpong")  # a clear error if not built
     args.results.mkdir(parents=True, exist_ok=True)
     results = {}
     failed = 0

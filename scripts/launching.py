@@ -17,6 +17,21 @@ from pathlib import Path
 
 RANK_PREFIX = re.compile(r"^\[\d+\] ")  # a launcher's "[rank] " prefix on each output line
 
+# Every stack commx builds, as commx_add_variants, find_package and pkg-config name them, and as
+# every script's --stacks takes them.
+STACKS = ["inproc", "shm", "tcp", "wan", "mpi", "shm_tcp", "shm_tcp_wan", "mpi_wan"]
+
+
+def program_for(stack: str, folder: Path, name: str) -> Path:
+    """`folder`/`name`_`stack`, or a clear error naming what is missing and why."""
+    path = folder / f"{name}_{stack}"
+    if stack not in STACKS:
+        raise SystemExit(f"{stack} is no commx stack (stacks: {' '.join(STACKS)})")
+    if not path.exists():
+        raise SystemExit(f"{path} was not built: its stack's target is missing (an MPI, or "
+                         f"COMMX_BENCH_EVERY_STACK=OFF, which builds the first stack only)")
+    return path
+
 
 def launched(stack: str, ranks: int, program: list[str], timeout: float,
              commxrun: Path) -> tuple[list[str], dict]:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The main job: installs what is missing, builds every md_replicated variant (one per stack and
-# collectives policy) optimised, runs each on LAMMPS's in.lj (32000 atoms, 100 steps) at 1, 2
-# and 4 ranks, and prints the comparison table; writes results/md/comparison.{csv,png}. Then the
+# The main job: installs what is missing, builds md_replicated optimised for every stack (each
+# program holds every collectives policy), runs each stack and policy on LAMMPS's in.lj (32000
+# atoms, 100 steps) at 1, 2 and 4 ranks, and prints the comparison table; writes
+# results/md/comparison.{csv,png} and policies.png. Then the
 # N-body example in each arrangement (one job; two sites in one communicator; as root, each site
 # its own job over an emulated 50 ms link with relays): results/nbody/ (scripts/nbody_compare.py).
 # Every row runs, the MPI baseline (md_replicated_mpi_raw) first. Extra arguments go to the MD
@@ -12,7 +13,12 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 cmake --preset release >/dev/null
-echo "=== building md_replicated for every stack and policy, and nbody_wide (release)"
+# Measured on a fresh 2-core machine (g++ 12, nothing cached): 476 s of compiler time for the
+# 26 programs below, then 3 minutes of runs (bench/README.md, "The main job's time").
+cores=$(nproc)
+build_minutes=$(( (476 / cores + 59) / 60 ))
+echo "=== expect about $(( build_minutes + 3 )) minutes: building ~${build_minutes} min on ${cores} cores (less with a warm ccache), then ~3 min of runs"
+echo "=== building md_replicated for every stack, nbody_wide, the ping-pongs (release)"
 cmake --build --preset release -j "$(nproc)" --target md_replicated_all commxrun bench_pingpong_all \
   nbody_wide_all wanemu commx-relay
 

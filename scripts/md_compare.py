@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The main job's driver: runs every md_replicated variant that was built (one per stack and
-collectives policy) at 1, 2 and 4 ranks, and prints one comparison table; writes it as CSV and
-a PNG chart under results/md/.
+"""The main job's driver: runs md_replicated on every stack that was built, with every
+collectives policy, at 1, 2 and 4 ranks, and prints one comparison table; writes it as CSV and
+two PNG charts under results/md/ (stacks.png: time per step by stack and rank count against the
+MPI baseline, with the default policy; policies.png: every policy on every stack, as a ratio to
+the baseline).
 
-Variants are discovered from the build tree (md_replicated_<stack>_<policy>), so a stack that
-lands later joins the table with no edit here. How a stack is launched (scripts/launching.py):
-  inproc           COMMX_INPROC_RANKS=N ./md_replicated_inproc_<policy>
-  mpi              mpirun -np N --oversubscribe ./md_replicated_mpi_<policy>
+Programs are discovered from the build tree: md_replicated_<stack>, which holds every policy
+(--list-collectives names them, --collectives picks one), or md_replicated_<stack>_<policy>
+from a build of one policy each; so a stack that lands later joins the table with no edit here.
+How a stack is launched (scripts/launching.py):
+  inproc           COMMX_INPROC_RANKS=N ./md_replicated_inproc --collectives P
+  mpi              mpirun -np N --oversubscribe ./md_replicated_mpi --collectives P
   mpi_wan          two mpiruns of N/2 ranks, one per site (tests/transport/sites_by_launch.sh)
-  anything else    commxrun -n N --timeout T ./md_replicated_<stack>_<policy>
+  anything else    commxrun -n N --timeout T ./md_replicated_<stack> --collectives P
 
 The baseline is md_replicated_mpi_raw, the same kernel written directly against MPI
 (MPI_Allreduce, no commx), launched as the mpi stack and listed as policy "raw": every row
@@ -41,13 +45,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from alpha_beta import fit, measure  # noqa: E402  (seed 000's model, fitted per stack)
-from launching import RANK_PREFIX, launched  # noqa: E402
+from launching import RANK_PREFIX, STACKS, launched  # noqa: E402
 
 BASELINE_POLICY = "raw"  # md_replicated_mpi_raw: no commx at all
 POLICIES = [BASELINE_POLICY, "flat", "binomial", "ring", "hierarchical", "tuned", "native"]
 DEFAULT_POLICY = "tuned"
 VARIANT = re.compile(
     r"^md_replicated_(?P<stack>[a-z0-9_]+?)_(?P<policy>" + "|".join(POLICIES) + r")$")
+EVERY_POLICY = re.compile(r"^md_replicated_(?P<stack>[a-z0-9_]+)$")
 
 
 @dataclass
@@ -56,6 +61,7 @@ class Run:
     policy: str
     ranks: int
     binary: Path
+    choose: bool = False  # the program holds every policy: --collectives picks this one
     status: str = "skipped"  # ok | failed | timeout | skipped
     detail: str = ""
     wall: float = 0.0
@@ -68,20 +74,35 @@ class Run:
             return None
 
 
-def discover(build_dir: Path) -> list[tuple[str, str, Path]]:
+def discover(build_dir: Path) -> list[tuple[str, str, Path, bool]]:
+    """(stack, policy, program, whether --collectives picks the policy) for every program."""
     folder = build_dir / "examples" / "md_replicated"
     found = []
-    if folder.is_dir():
-        for path in sorted(folder.iterdir()):
-            m = VARIANT.match(path.name)
-            if m and path.is_file() and os.access(path, os.X_OK):
-                found.append((m["stack"], m["policy"], path))
-    return found
+    if not folder.is_dir():
+        return found
+    for path in sorted(folder.iterdir()):
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            continue
+        if m := VARIANT.match(path.name):
+            found.append((m["stack"], m["policy"], path, False))
+        elif m := EVERY_POLICY.match(path.name):
+            listed = subprocess.run([str(path), "--list-collectives"], capture_output=True,
+                                    text=True, timeout=60)
+            if listed.returncode != 0:
+                raise RuntimeError(f"{path} --list-collectives: exit {listed.returncode}: "
+                                   f"{listed.stderr.strip()}")
+            found += [(m["stack"], policy, path, True) for policy in listed.stdout.split()]
+    # A build tree that had one program per policy before keeps them: the newer program wins.
+    chosen = {(stack, policy): (stack, policy, path, choose)
+              for stack, policy, path, choose in sorted(found, key=lambda v: v[3])}
+    return list(chosen.values())
 
 
 def command_for(run: Run, args, commxrun: Path) -> tuple[list[str], dict]:
     program = [str(run.binary), "--atoms-cells", str(args.cells), "--steps", str(args.steps),
                "--thermo-every", "10"]
+    if run.choose:
+        program += ["--collectives", run.policy]
     if args.reference:
         program += ["--reference", str(args.reference)]
     return launched(run.stack, run.ranks, program, args.timeout, commxrun)
@@ -225,46 +246,100 @@ def write_csv(rows: list[dict], path: Path) -> None:
             writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
 
 
-def write_chart(rows: list[dict], path: Path, title: str) -> str:
+def stacks_figure(rows: list[dict], atoms: int, plt):
+    """How long a step takes on each stack (default policy) at each rank count, against the
+    MPI baseline: a panel per rank count, a bar per stack. None without a successful run."""
+    ok = [r for r in rows if r["status"] == "ok" and r["time_per_step_ms"] is not None]
+    stacks = sorted({r["stack"] for r in ok if r["policy"] != BASELINE_POLICY},
+                    key=lambda s: STACKS.index(s) if s in STACKS else len(STACKS))
+    if not stacks:
+        return None
+    ranks = sorted({r["ranks"] for r in ok})
+    baseline = {r["ranks"]: r["time_per_step_ms"] for r in ok if r["policy"] == BASELINE_POLICY}
+    cell = {(r["stack"], r["policy"], r["ranks"]): r for r in ok}
+    policy = DEFAULT_POLICY if any(r["policy"] == DEFAULT_POLICY for r in ok) else \
+        next(r["policy"] for r in ok if r["policy"] != BASELINE_POLICY)
+    fig, axes = plt.subplots(1, len(ranks), figsize=(4.2 * len(ranks), 1.3 + 0.42 * len(stacks)),
+                             sharey=True, squeeze=False, layout="constrained")
+    top = max(r["time_per_step_ms"] for r in ok) * 1.35
+    for ax, n in zip(axes[0], ranks):
+        ys = list(range(len(stacks)))
+        times = [cell[(s, policy, n)]["time_per_step_ms"] if (s, policy, n) in cell else 0
+                 for s in stacks]
+        ax.barh(ys, times, color="#4c72b0", height=0.65)
+        for y, s, t in zip(ys, stacks, times):
+            ratio = cell[(s, policy, n)]["vs_mpi"] if (s, policy, n) in cell else None
+            ax.text(t, y, f" {t:.2f}" + (f" ({ratio:.2f}x)" if ratio else ""), va="center",
+                    fontsize=9)
+        title = f"{n} rank{'s' if n > 1 else ''}"
+        if n in baseline:
+            ax.axvline(baseline[n], color="#c44e52", linestyle="--", linewidth=1.5)
+            title += f" (MPI {baseline[n]:.2f} ms, dashed)"
+        ax.set_yticks(ys)
+        ax.set_yticklabels(stacks)
+        ax.invert_yaxis()
+        ax.set_xlim(0, top)
+        ax.set_xlabel("ms per step")
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(f"md_replicated, {atoms} atoms: time per step by stack ({policy} collectives; "
+                 "ratio to the MPI baseline in brackets)", fontsize=11)
+    return fig
+
+
+def policies_figure(rows: list[dict], atoms: int, plt):
+    """Which policy suits which stack: every policy's time per step over the MPI baseline's,
+    a panel per rank count above 1 (where no policy communicates). None when nothing to show."""
+    ok = [r for r in rows if r["status"] == "ok" and r["vs_mpi"] is not None]
+    stacks = sorted({r["stack"] for r in ok if r["policy"] != BASELINE_POLICY},
+                    key=lambda s: STACKS.index(s) if s in STACKS else len(STACKS))
+    policies = [p for p in POLICIES if p != BASELINE_POLICY and any(r["policy"] == p for r in ok)]
+    counts = sorted({r["ranks"] for r in ok if r["ranks"] > 1})
+    if not stacks or not policies or not counts:
+        return None
+    cell = {(r["stack"], r["policy"], r["ranks"]): r["vs_mpi"] for r in ok}
+    fig, axes = plt.subplots(1, len(counts),
+                             figsize=(1.6 + 1.0 * len(policies) * len(counts),
+                                      1.6 + 0.42 * len(stacks)),
+                             sharey=True, squeeze=False, layout="constrained")
+    image = None
+    for ax, n in zip(axes[0], counts):
+        grid = [[cell.get((s, p, n), float("nan")) for p in policies] for s in stacks]
+        image = ax.imshow(grid, cmap="RdYlGn_r", vmin=0.7, vmax=1.3, aspect="auto")
+        for y, row in enumerate(grid):
+            for x, value in enumerate(row):
+                ax.text(x, y, "-" if value != value else f"{value:.2f}", ha="center",
+                        va="center", fontsize=9)
+        ax.set_xticks(range(len(policies)))
+        ax.set_xticklabels(policies, rotation=30, ha="right")
+        ax.set_yticks(range(len(stacks)))
+        ax.set_yticklabels(stacks)
+        ax.set_title(f"{n} ranks", fontsize=10)
+    fig.colorbar(image, ax=axes[0].tolist(), shrink=0.8, label="time per step / MPI baseline's")
+    fig.suptitle(f"md_replicated, {atoms} atoms: every policy on every stack, against MPI",
+                 fontsize=11)
+    return fig
+
+
+def write_charts(rows: list[dict], folder: Path, atoms: int) -> list[str]:
+    """comparison.png (stacks_figure) and policies.png (policies_figure), sized so that every
+    label reads at the PNG's own size (tests/scripts/md_charts_test.py checks that no two
+    labels overlap)."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return "matplotlib is not installed (python3-matplotlib): no chart"
-    ok = [r for r in rows if r["status"] == "ok" and r["time_per_step_ms"] is not None]
-    if not ok:
-        return "no successful run: no chart"
-    policies = [p for p in POLICIES if any(r["policy"] == p for r in ok)]
-    stacks = sorted({r["stack"] for r in ok})
-    ranks = sorted({r["ranks"] for r in ok})
-    fig, axes = plt.subplots(1, len(policies), figsize=(3.2 * len(policies) + 1, 3.8),
-                             sharey=True, squeeze=False)
-    width = 0.8 / max(len(ranks), 1)
-    for ax, policy in zip(axes[0], policies):
-        for k, n in enumerate(ranks):
-            heights, ratios = [], []
-            for s in stacks:
-                match = [r for r in ok
-                         if r["stack"] == s and r["policy"] == policy and r["ranks"] == n]
-                heights.append(match[0]["time_per_step_ms"] if match else 0)
-                ratios.append(match[0]["vs_mpi"] if match else None)
-            xs = [i + (k - (len(ranks) - 1) / 2) * width for i in range(len(stacks))]
-            ax.bar(xs, heights, width, label=f"{n} rank{'s' if n > 1 else ''}")
-            for x, h, ratio in zip(xs, heights, ratios):  # each bar's ratio to the baseline
-                if ratio is not None:
-                    ax.text(x, h, f"{ratio:.2f}", ha="center", va="bottom", rotation=90,
-                            fontsize=6)
-        ax.set_xticks(range(len(stacks)))
-        ax.set_xticklabels(stacks)
-        ax.set_title(policy)
-        ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("time per step (ms)")
-    axes[0][0].legend(fontsize="small")
-    fig.suptitle(title + " (labels: ratio to the MPI baseline at that rank count)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    return f"chart: {path}"
+        return ["matplotlib is not installed (python3-matplotlib): no chart"]
+    made = []
+    for name, figure in (("comparison.png", stacks_figure), ("policies.png", policies_figure)):
+        fig = figure(rows, atoms, plt)
+        if fig is None:
+            continue
+        fig.savefig(folder / name, dpi=100)
+        plt.close(fig)
+        made.append(f"chart: {folder / name}")
+    return made or ["no successful run: no chart"]
 
 
 def model_report(runs: list[Run], links: dict, args) -> list[str]:
@@ -303,6 +378,8 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--ranks", type=int, nargs="+", default=[1, 2, 4])
     p.add_argument("--policies", nargs="+", default=POLICIES, choices=POLICIES)
+    p.add_argument("--stacks", nargs="+", default=STACKS, choices=STACKS,
+                   help="the stacks to run (default: every one that was built)")
     p.add_argument("--reference", type=Path,
                    default=Path("examples/md_replicated/reference/thermo.lj32000.txt"),
                    help="thermo table to match (the default suits --cells 20)")
@@ -316,23 +393,26 @@ def main() -> int:
     if args.cells != 20 and args.reference == p.get_default("reference"):
         args.reference = None  # the default table is for 32000 atoms
 
-    variants = [v for v in discover(args.build_dir) if v[1] in args.policies]
+    variants = [v for v in discover(args.build_dir)
+                if v[1] in args.policies and (v[1] == BASELINE_POLICY or v[0] in args.stacks)]
     if not variants:
-        print(f"md_compare: no md_replicated_<stack>_<policy> programs under {args.build_dir}",
+        print(f"md_compare: no md_replicated_<stack> programs under {args.build_dir} for "
+              f"stacks {' '.join(args.stacks)} and policies {' '.join(args.policies)}",
               file=sys.stderr)
         return 1
     commxrun = args.build_dir / "tools" / "commxrun" / "commxrun"
-    stacks = sorted({s for s, _, _ in variants}, key=lambda s: (s != "inproc", s))
+    stacks = sorted({s for s, _, _, _ in variants}, key=lambda s: (s != "inproc", s))
     if "mpi" in stacks and shutil.which("mpirun") is None:
         print("md_compare: mpirun not found; the mpi runs will fail", file=sys.stderr)
 
     # The baseline, then every stack with the default policy, so a short budget still
     # compares the stacks with MPI.
     def importance(v):
-        stack, policy, _ = v
+        stack, policy, _, _ = v
         return (policy != BASELINE_POLICY, policy != DEFAULT_POLICY, POLICIES.index(policy),
                 stacks.index(stack))
-    runs = [Run(s, pol, n, path) for s, pol, path in sorted(variants, key=importance)
+    runs = [Run(s, pol, n, path, choose) for s, pol, path, choose in sorted(variants,
+                                                                            key=importance)
             for n in args.ranks]
 
     print(f"md_compare: {len(runs)} runs ({len(stacks)} stacks: {', '.join(stacks)}; "
@@ -392,8 +472,8 @@ def main() -> int:
     args.results.mkdir(parents=True, exist_ok=True)
     write_csv(rows, args.results / "comparison.csv")
     print(f"\ntable: {args.results / 'comparison.csv'}")
-    print(write_chart(rows, args.results / "comparison.png",
-                      f"md_replicated, {4 * args.cells ** 3} atoms: time per step"))
+    for line in write_charts(rows, args.results, 4 * args.cells ** 3):
+        print(line)
     failed = [r for r in runs if r.status in ("failed", "timeout")]
     mismatched = [r for r in runs if r.status == "ok" and r.result.get("thermo_match") == "no"]
     if failed or mismatched:

@@ -31,9 +31,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from launching import launched  # noqa: E402  (the main job's launch rules)
+from launching import STACKS as COMMX_STACKS  # noqa: E402  (the main job's launch rules)
+from launching import launched, program_for  # noqa: E402
 
-STACKS = ["inproc", "shm", "tcp", "wan", "mpi", "openmpi", "openmpi-tcp"]
+STACKS = [*COMMX_STACKS, "openmpi", "openmpi-tcp"]
 
 
 def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
@@ -51,7 +52,7 @@ def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
             cmd[1:1] = ["--mca", "btl", "self,tcp"]
         return cmd, env
     commxrun = build_dir / "tools" / "commxrun" / "commxrun"
-    return launched(stack, ranks, [str(bench / f"bench_pmb_{stack}"), *flags], timeout,
+    return launched(stack, ranks, [str(program_for(stack, bench, "bench_pmb")), *flags], timeout,
                     commxrun)
 
 

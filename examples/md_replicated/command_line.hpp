@@ -22,6 +22,8 @@ struct command_line {
   run_config config;
   std::optional<std::string> reference;  // a thermo table to compare against
   bool reproducible = false;             // rank-order reductions: the same bits under every policy
+  std::optional<std::string> collectives;  // the policy to run with, by name
+  bool list_collectives = false;
   bool help = false;
 };
 
@@ -53,6 +55,9 @@ inline constexpr long max_steps = 100'000'000;
       "  --reproducible      sum forces in rank order whatever the collectives policy, so every\n"
       "                      policy gives the same bits (default: the policy's own allreduce,\n"
       "                      whose bits depend on the policy and rank count, not the transport)\n"
+      "  --collectives NAME  the collectives policy to run with, of those the program was built\n"
+      "                      with (default tuned)\n"
+      "  --list-collectives  print those policies' names and exit\n"
       "  -h, --help          this text\n"
       "\n"
       "Ranks: COMMX_INPROC_RANKS=N for the in-process stack; commxrun -n N, mpirun -np N for the\n"
@@ -101,6 +106,10 @@ namespace detail {
       if (parsed.reference->empty()) throw usage_error("--reference needs a file name");
     } else if (option == "--reproducible") {
       parsed.reproducible = true;
+    } else if (option == "--collectives") {
+      parsed.collectives = value();
+    } else if (option == "--list-collectives") {
+      parsed.list_collectives = true;
     } else {
       throw usage_error(fmt::format("unknown option '{}' (try --help)", option));
     }

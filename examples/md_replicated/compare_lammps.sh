@@ -8,7 +8,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../../build/release}
 pairs=${2:-5}
-md=$build/examples/md_replicated/md_replicated_inproc_flat
+md=$build/examples/md_replicated/md_replicated_inproc
 lmp=$(command -v lmp || command -v lmp_serial || true)
 [[ -x $md ]] || { echo "compare_lammps: build $md first (cmake --preset release)" >&2; exit 1; }
 [[ -n $lmp ]] || { echo "compare_lammps: no lmp; apt-get install lammps" >&2; exit 1; }
@@ -19,7 +19,7 @@ ratios=()
 for ((k = 1; k <= pairs; ++k)); do
   (cd "$work" && "$lmp" -in "$here/reference/in.lj" -log log.lammps -screen none)
   lammps_ms=$(awk '/^Loop time/ {print $4 * 1000 / $9}' "$work/log.lammps")
-  md_ms=$(COMMX_INPROC_RANKS=1 "$md" | sed -n 's/.*time_per_step_ms=\([0-9.e+-]*\).*/\1/p')
+  md_ms=$(COMMX_INPROC_RANKS=1 "$md" --collectives flat | sed -n 's/.*time_per_step_ms=\([0-9.e+-]*\).*/\1/p')
   ratio=$(awk -v a="$md_ms" -v b="$lammps_ms" 'BEGIN {printf "%.3f", a / b}')
   ratios+=("$ratio")
   echo "pair $k: lammps $lammps_ms ms/step, md_replicated $md_ms ms/step, ratio $ratio"

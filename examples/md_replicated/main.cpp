@@ -1,30 +1,70 @@
 // SPDX-License-Identifier: MIT
-// Replicated-data Lennard-Jones MD, LAMMPS's bench/in.lj, written once over
-// commx::variant::communicator and built once per stack and collectives policy by
-// commx_add_variants (md_replicated_<transport>_<policy>).
+// Replicated-data Lennard-Jones MD, LAMMPS's bench/in.lj, written once over a commx
+// communicator and built once per stack by commx_add_variants (md_replicated_<transport>), with
+// every collectives policy compiled in (--collectives picks one; ANY_COLLECTIVES), or once per
+// stack and policy (md_replicated_<transport>_<policy>) where a build asks for one policy.
 //
-//   COMMX_INPROC_RANKS=4 ./md_replicated_inproc_binomial --reference thermo.lj32000.txt
-//   commxrun -n 4 ./md_replicated_shm_binomial --atoms-cells 5 --steps 100
+//   COMMX_INPROC_RANKS=4 ./md_replicated_inproc --collectives binomial --reference thermo.lj32000.txt
+//   commxrun -n 4 ./md_replicated_shm --atoms-cells 5 --steps 100
 //
 // Exit status: see program.hpp.
 
+#include <fmt/format.h>
+
 #include "commx/variant.hpp"
 #include "program.hpp"
+#if defined(COMMX_VARIANT_ANY_COLLECTIVES)
+#include "commx/variant_collectives.hpp"
+#endif
+
+namespace {
+
+template <class comm>
+int run_md(const md::command_line& options, const md::thermo_table& reference) {
+  int status = 0;
+  commx::run<comm>([&](comm& world) {
+    if (options.reproducible) world.set_reduction(commx::reduction_order::reproducible);
+    const int mine =
+        md::report_run(world,
+                       md::labels_of(commx::variant::target_name, world.transport().name,
+                                     comm::collectives_type::name, options),
+                       comm::collectives_type::description, options, reference);
+    if (world.rank() == 0) status = mine;
+  });
+  return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using comm = commx::variant::communicator;
   return md::program_main(
       argc, argv, [](const md::command_line& options, const md::thermo_table& reference) {
-        int status = 0;
-        commx::run<comm>([&](comm& world) {
-          if (options.reproducible) world.set_reduction(commx::reduction_order::reproducible);
-          const int mine =
-              md::report_run(world,
-                             md::labels_of(commx::variant::target_name, world.transport().name,
-                                           comm::collectives_type::name, options),
-                             comm::collectives_type::description, options, reference);
-          if (world.rank() == 0) status = mine;
+        const std::string wanted =
+            options.collectives.value_or(std::string(comm::collectives_type::name));
+#if defined(COMMX_VARIANT_ANY_COLLECTIVES)
+        if (options.list_collectives) {
+          fmt::print("{}\n", commx::variant::collectives_names());
+          return 0;
+        }
+        const auto status = commx::variant::with_collectives(wanted, [&]<class Collectives>() {
+          return run_md<commx::variant::communicator_with<Collectives>>(options, reference);
         });
-        return status;
+        if (!status) {
+          throw md::usage_error(fmt::format("--collectives {}: this program has {}", wanted,
+                                            commx::variant::collectives_names()));
+        }
+        return *status;
+#else
+        if (options.list_collectives) {
+          fmt::print("{}\n", comm::collectives_type::name);
+          return 0;
+        }
+        if (wanted != comm::collectives_type::name) {
+          throw md::usage_error(fmt::format("--collectives {}: this program has {}", wanted,
+                                            comm::collectives_type::name));
+        }
+        return run_md<comm>(options, reference);
+#endif
       });
 }

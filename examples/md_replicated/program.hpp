@@ -103,6 +103,9 @@ int program_main(int argc, char** argv, Run&& run) {
   }
   try {
     return run(options, reference);
+  } catch (const usage_error& e) {  // options only the run can judge (--collectives)
+    fmt::print(stderr, "{}: {}\n", program, e.what());
+    return 2;
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: {}\n", program, e.what());
     return 1;
