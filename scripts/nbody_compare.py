@@ -11,6 +11,12 @@ Prints one row per arrangement (time per step, its split into calculation / comm
 a site / wide-area communication, the slowdown against the one-job shm run, and whether it
 ended with the same particles), and writes results/nbody/comparison.csv, comparison.png (the split per
 arrangement), split_<two-site run>.png (per step, like seed 004's Fig. 4) and density.png.
+
+The table's 10 steps (t = 0.1) are too short for gravity to show: density.png comes from a run
+of its own, the same program and problem kind (a perturbed lattice at rest, total mass 1 in a
+unit box, G = 1: free-fall time about 0.5) on fewer particles (--picture-lattice, default 32)
+for longer (--picture-steps of --picture-dt: t = 1.5 by default), in which the particles
+gather into halos along filaments; it fails when they have not (plot.py --least-clumped).
 """
 
 import argparse
@@ -75,6 +81,9 @@ def main():
     p.add_argument("--results", type=Path, default=ROOT / "results" / "nbody")
     p.add_argument("--lattice", type=int, default=48)
     p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--picture-lattice", type=int, default=32)
+    p.add_argument("--picture-steps", type=int, default=150)
+    p.add_argument("--picture-dt", type=float, default=0.01)
     args = p.parse_args()
     args.results.mkdir(parents=True, exist_ok=True)
     root = os.geteuid() == 0
@@ -83,8 +92,6 @@ def main():
     for i, (name, stack, command) in enumerate(arrangements(args.build_dir, root)):
         slug = f"run{i}"
         extra = ["--csv", str(args.results / f"{slug}.csv")]
-        if i == 0:
-            extra += ["--snapshot", str(args.results / "end.bin")]
         env = dict(os.environ, **OMPI_ENV)
         print(f"=== {name}", flush=True)
         proc = subprocess.run(command + problem + extra, capture_output=True, text=True,
@@ -140,8 +147,22 @@ def main():
     subprocess.run(plot + ["--csv", str(args.results / f"{wide[0]['csv']}.csv"), "--split",
                            str(args.results / "split_two_sites.png"), "--title",
                            f"nbody_wide: {wide[0]['arrangement']}"], check=True)
+    # The picture's own run: long enough for structure to form (see the file comment).
+    name, _, command = arrangements(args.build_dir, root)[0]
+    picture = ["--lattice", str(args.picture_lattice), "--steps", str(args.picture_steps),
+               "--dt", str(args.picture_dt), "--snapshot", str(args.results / "end.bin")]
+    print(f"=== the density picture: {name}, {args.picture_lattice}^3 particles, "
+          f"{args.picture_steps} steps of {args.picture_dt}", flush=True)
+    proc = subprocess.run(command + picture, capture_output=True, text=True,
+                          env=dict(os.environ, **OMPI_ENV), timeout=1800)
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
+        print(f"nbody_compare: the picture's run failed (exit {proc.returncode})", file=sys.stderr)
+        return 1
     subprocess.run(plot + ["--snapshot", str(args.results / "end.bin"), "--density",
-                           str(args.results / "density.png")], check=True)
+                           str(args.results / "density.png"), "--least-clumped", "0.2",
+                           "--title", f"nbody_wide, {name}, 4 ranks: a perturbed lattice at "
+                           f"rest after {args.picture_steps} steps"], check=True)
     print(f"wrote {args.results}/comparison.csv, comparison.png, split_two_sites.png, "
           f"density.png")
     return 0 if same else 3

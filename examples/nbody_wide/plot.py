@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Draws an nbody_wide run: the time split per step (--csv), like seed 004's Fig. 4, and the
-particles at the end projected along z (--snapshot), as PNGs.
+particles at the end projected along z (--snapshot), as PNGs; the density's title says how
+clumped the particles are (the mass in the densest 1% of cells), and --least-clumped fails a
+picture in which gravity has not gathered them.
 
   examples/nbody_wide/plot.py --csv steps.csv --split split.png \\
       --snapshot end.bin --density density.png [--title "two sites, 50 ms RTT"]
@@ -56,20 +58,34 @@ def draw_split(rows, out, title):
     fig.savefig(out, dpi=120)
 
 
+def clumped_fraction(particles, box, cells=32):
+    """The mass in the densest 1% of a cells^3 grid: 1% for a uniform distribution (a lattice,
+    however perturbed), most of it once gravity has gathered the particles into halos."""
+    grid, _ = np.histogramdd(particles[:, 2:5], bins=cells, range=[[0, box]] * 3,
+                             weights=particles[:, 1])
+    ordered = np.sort(grid.ravel())[::-1]
+    return ordered[: max(1, ordered.size // 100)].sum() / ordered.sum()
+
+
 def draw_density(snapshot, out, title):
     box, time, p = read_snapshot(snapshot)
     if len(p) == 0:
         sys.exit(f"{snapshot}: no particles to draw")
     grid, _, _ = np.histogram2d(p[:, 2], p[:, 3], bins=256, range=[[0, box], [0, box]],
                                 weights=p[:, 1])
-    fig, ax = plt.subplots(figsize=(6, 6))
-    ax.imshow(np.log10(grid.T + grid[grid > 0].min() / 10), origin="lower",
-              extent=[0, box, 0, box], cmap="magma")
-    ax.set_xlabel("x")
-    ax.set_ylabel("y")
-    ax.set_title(title or f"projected density at t = {time:g} ({len(p)} particles, log scale)")
+    fig, ax = plt.subplots(figsize=(6.5, 6.8))
+    floor = grid[grid > 0].min() / 10
+    ax.imshow(np.log10(grid.T + floor), origin="lower", extent=[0, box, 0, box], cmap="magma")
+    ax.set_xlabel("x (box lengths)")
+    ax.set_ylabel("y (box lengths)")
+    clumped = clumped_fraction(p, box)
+    heading = title or "nbody_wide"
+    ax.set_title(f"{heading}\n{len(p)} particles at t = {time:g} (G = 1, mass 1, box 1); "
+                 f"projected density, log scale\nthe densest 1% of 32^3 cells hold "
+                 f"{100 * clumped:.0f}% of the mass", fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
+    return clumped
 
 
 def main():
@@ -79,6 +95,8 @@ def main():
     parser.add_argument("--snapshot")
     parser.add_argument("--density", help="PNG of the projected density (needs --snapshot)")
     parser.add_argument("--title")
+    parser.add_argument("--least-clumped", type=float,
+                        help="fail unless the densest 1%% of cells hold this fraction of the mass")
     args = parser.parse_args()
     if args.split:
         if not args.csv:
@@ -91,7 +109,12 @@ def main():
     if args.density:
         if not args.snapshot:
             sys.exit("--density needs --snapshot")
-        draw_density(args.snapshot, args.density, None)
+        clumped = draw_density(args.snapshot, args.density, args.title)
+        print(f"{args.density}: the densest 1% of cells hold {100 * clumped:.1f}% of the mass")
+        if args.least_clumped is not None and clumped < args.least_clumped:
+            sys.exit(f"{args.snapshot}: the densest 1% of cells hold {100 * clumped:.1f}% of the "
+                     f"mass, under the {100 * args.least_clumped:.0f}% asked for: no structure "
+                     "formed")
 
 
 if __name__ == "__main__":

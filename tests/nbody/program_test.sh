@@ -15,6 +15,10 @@
 #                                           refuse to start, naming the disagreement
 #   program_test.sh files <build dir>       initial conditions written and read back run alike;
 #                                           bad options and bad files refused (exit 2)
+#   program_test.sh picture <build dir>     the main job's density picture (plot.py): after 150
+#                                           steps the particles have gathered into halos (the
+#                                           densest 1% of cells hold 20% of the mass and more),
+#                                           at the start they have not, and plot.py says so
 # Exits 77 (skipped) where a case needs root and this is not.
 set -euo pipefail
 mode=$1
@@ -53,6 +57,22 @@ run_case() {
 }
 
 case $mode in
+  picture)
+    # 16^3 particles, t = 1.5 (about three free-fall times): 44% measured; at the start 8%
+    # (a lattice's noise, 0.1 particles a cell).
+    plot=(/usr/bin/python3 "$here/../../examples/nbody_wide/plot.py" --least-clumped 0.2)
+    for steps in 1 150; do
+      COMMX_INPROC_RANKS=2 "$programs/nbody_wide_inproc" --lattice 16 --steps $steps --dt 0.01 \
+        --snapshot "$work/t$steps.bin" >"$work/t$steps.out" 2>&1 || fail "$steps steps failed"
+    done
+    "${plot[@]}" --snapshot "$work/t150.bin" --density "$work/t150.png" ||
+      fail "no structure after 150 steps"
+    [[ -s $work/t150.png ]] || fail "no picture drawn"
+    if "${plot[@]}" --snapshot "$work/t1.bin" --density "$work/t1.png" 2>"$work/t1.err"; then
+      fail "the lattice at its start passed for structure"
+    fi
+    grep -q "no structure formed" "$work/t1.err" || fail "plot.py did not say why"
+    ;;
   same)
     results=()
     results+=("$(run_case one-rank env COMMX_INPROC_RANKS=1 "$programs/nbody_wide_inproc" \
