@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: MIT
 """The main job's driver: runs md_replicated on every stack that was built, with every
 collectives policy, at 1, 2 and 4 ranks, and prints one comparison table; writes it as CSV and
-two PNG charts under results/md/ (stacks.png: time per step by stack and rank count against the
-MPI baseline, with the default policy; policies.png: every policy on every stack, as a ratio to
-the baseline).
+two PNG charts under results/md/ (comparison.png: time per step by stack and rank count against
+the MPI baseline, with the default policy; policies.png: every policy on every stack, as a ratio
+to the baseline).
 
 Programs are discovered from the build tree: md_replicated_<stack>, which holds every policy
 (--list-collectives names them, --collectives picks one), or md_replicated_<stack>_<policy>

@@ -59,8 +59,9 @@ def draw_split(rows, out, title):
 
 
 def clumped_fraction(particles, box, cells=32):
-    """The mass in the densest 1% of a cells^3 grid: 1% for a uniform distribution (a lattice,
-    however perturbed), most of it once gravity has gathered the particles into halos."""
+    """The mass in the densest 1% of a cells^3 grid: about 1% for an even spread of many
+    particles a cell (a lattice, however perturbed; more where cells hold few: 8% for 16^3
+    particles), much more once gravity has gathered them into halos."""
     grid, _ = np.histogramdd(particles[:, 2:5], bins=cells, range=[[0, box]] * 3,
                              weights=particles[:, 1])
     ordered = np.sort(grid.ravel())[::-1]

@@ -112,7 +112,7 @@ struct extension {
   /// The envelope of `peer`'s message `cookie`, sent with data_follows, has arrived: chunks of
   /// it that overtook it may now be read.
   std::function<void(int peer, std::uint64_t cookie)> announced;
-  /// `peer`'s extension sent this rank's a signal (engine::signal) with `what` in it: wan's
+  /// `peer`'s extension sent this rank a signal (engine::signal) with `what` in it: wan's
   /// request that the rank opening a path open its streams. Unset: such a frame is a violation.
   std::function<void(int peer, std::uint64_t what)> signalled;
 };

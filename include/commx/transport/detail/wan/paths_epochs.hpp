@@ -14,7 +14,6 @@ inline void paths::use(int peer) {
   path& p = peers_[index(peer)];
   if (p.epoch > 0 || leaving_ || !streamed(peer) || !engine_.connected(peer)) return;
   if (opens(peer)) {
-    if (!p.streams.empty()) return;  // opening
     p.tuning = cfg_.path_to(engine_.rank(), peer);
     connect_streams(peer, clock::now() + cfg_.base.timeout);
   } else if (!p.asked) {
