@@ -46,7 +46,7 @@ struct binomial {
   static constexpr bool supports = true;
 
   /// The smallest allreduce that goes by halves: below it, the extra rounds' latency outweighs
-  /// the folds and copies saved (PMB on shm: bench/README.md).
+  /// the folds and copies saved (PMB on shm: bench/HISTORY.md).
   static constexpr std::size_t by_halves_bytes = std::size_t{32} << 10;
 
   /// A dissemination barrier: ceil(log2 p) rounds of one message.

@@ -129,7 +129,7 @@ struct hierarchical_over : Inner {
   /// where that folds as the node and leader steps do (folds_as_by_halves): the first rounds
   /// pair the ranks of each node, the last ones cross between nodes with every rank carrying its
   /// share, where the leaders alone would carry the whole message and fold it twice (MD on two
-  /// nodes of two ranks: bench/README.md). Same grouping, same bits.
+  /// nodes of two ranks: bench/HISTORY.md). Same grouping, same bits.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     if (!keeps_rank_order<E, Op>(p)) {

@@ -71,7 +71,7 @@ struct measured_table {
 }
 
 /// Each stack's point-to-point cost, C(n) = alpha + n beta, fitted by scripts/alpha_beta.py on
-/// 2 ranks of this project's 2-core VM (bench/README.md, 2026-11-25): what the cost model
+/// 2 ranks of this project's 2-core VM (bench/HISTORY.md, 2026-11-25): what the cost model
 /// weighs rounds against bytes with. Only their ratio matters to a choice.
 [[nodiscard]] constexpr link_cost link_cost_for(std::string_view stack) {
   stack = outermost_level(stack);

@@ -5,7 +5,7 @@
 ///
 /// Every request copies its rank's state and group, and destroys them again when it ends: with
 /// `std::shared_ptr` that is two locked increments and two locked decrements per message,
-/// about a tenth of a windowed 8-byte receive over MPI (bench/README.md). A rank's
+/// about a tenth of a windowed 8-byte receive over MPI (bench/HISTORY.md). A rank's
 /// communicators and requests are used by one thread at a time (communicator.hpp's rule), so
 /// their count needs no atomics: handing a rank to another thread is synchronised by whatever
 /// hands it over, as it must be for the endpoint anyway. Copies must not be made or destroyed

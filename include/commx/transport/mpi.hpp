@@ -32,7 +32,7 @@
 /// with any_tag over several tag banks, into growable buffers, and while messages are held or
 /// matched-path receives wait; with `receive_path::matched` (COMMX_MPI_RECEIVES=matched), all.
 /// Its price is MPI's unexpected-message path: with Open MPI 4.1, MPI_Mprobe and MPI_Mrecv of
-/// an 8-byte message cost 1,160 instructions where MPI_Recv costs 698 (bench/README.md).
+/// an 8-byte message cost 1,160 instructions where MPI_Recv costs 698 (bench/HISTORY.md).
 ///
 /// Blocking sends make no request (`send_blocking`): MPI_Isend and MPI_Test. Blocking calls
 /// read the clock for their deadline only once they have polled a few microseconds in vain.

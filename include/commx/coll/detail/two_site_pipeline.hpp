@@ -8,7 +8,7 @@
 /// the link idles while the sites reduce, and the sites idle while it carries the whole
 /// message. In segments, the link is busy from the first segment's reduce to the last one's
 /// arrival, and what the sites do besides hides behind it (at 64 MiB over 1 Gbit/s, 50 ms:
-/// bench/README.md).
+/// bench/HISTORY.md).
 ///
 /// Each rank calls the same sequence of node- and site-level collectives (every segment's
 /// reduce, then every segment's bcast), so the levels match segment by segment. Results are

@@ -60,7 +60,7 @@ struct operation {
 /// for good, and a flood of small messages makes thousands of slots), so without this every
 /// queued message above it was a malloc and a free: under a flood of 16 KiB messages after one
 /// of 1 KiB, glibc trimmed the heap's top and grew it again, 524 brk calls and 14,000 page
-/// faults, 5-6 us a message instead of 1 (bench/README.md, 2026-11-29).
+/// faults, 5-6 us a message instead of 1 (bench/HISTORY.md, 2026-11-29).
 class payload_pool {
  public:
   /// A sender's eager window: what one sender's flood can have queued at once.

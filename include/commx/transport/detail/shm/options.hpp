@@ -5,7 +5,7 @@
 ///
 /// | variable | meaning | default |
 /// |---|---|---|
-/// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: the receiver takes cma or pieces through the ring, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; pieces when the kernel refuses cma) | copy (bench/README.md: auto measured within a few percent of it, better or worse by collective) |
+/// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: the receiver takes cma or pieces through the ring, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; pieces when the kernel refuses cma) | copy (bench/HISTORY.md: auto measured within a few percent of it, better or worse by collective) |
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768 |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, 4 KiB to 16 MiB); same on every rank | by rank count |
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
@@ -41,10 +41,10 @@ struct options {
   /// (2026-11-28: Allgather 1 MiB 97 against 115 us). `automatic` measures and chooses
   /// (path_choice.hpp): it finds cma for those exchanges (2026-11-29: 0.84-0.86x copy's time at
   /// 1 MiB in the slow mode), but its retries cost 2-8% elsewhere and it misses the 4 MiB ones,
-  /// so `copy` stays the default (bench/README.md).
+  /// so `copy` stays the default (bench/HISTORY.md).
   large_path large = large_path::copy;
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
-  /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/README.md.
+  /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/HISTORY.md.
   std::size_t large_threshold = std::size_t{32} << 10;
   /// Bytes per ring; 0 picks by rank count (segment.hpp: default_ring_bytes).
   std::size_t ring_bytes = 0;

@@ -2,12 +2,12 @@
 #pragma once
 /// @file
 /// Which way a large message travels when both are open under COMMX_SHM_LARGE=auto (the default
-/// is copy: auto measured within a few percent of it, bench/README.md): the receiver
+/// is copy: auto measured within a few percent of it, bench/HISTORY.md): the receiver
 /// chooses, message by message, between copying it out of the sender's memory with cma (one
 /// copy, the receiver's) and asking for pieces through the ring (two copies, the sender's and
 /// the receiver's, pipelined).
 ///
-/// Neither wins everywhere, and not for long (bench/README.md, 2026-11-28): one way (ping-pong,
+/// Neither wins everywhere, and not for long (bench/HISTORY.md, 2026-11-28): one way (ping-pong,
 /// a window of sends) the pieces keep both cores copying and beat cma 1.2-2x; in an exchange
 /// (allgather, alltoall, sendrecv) each core also copies its own outgoing pieces, so cma's
 /// single copy per core wins by a fifth when a cache line crosses between cores slowly (this

@@ -11,7 +11,7 @@
 /// after 100 us of polls, 45-350 us yielding between polls). But where the sharing tasks are
 /// the job's own ranks, which wait as often as they compute, a yield comes back soon and a
 /// sleep's wake-up is the greater cost (MD on 4 ranks and 2 cores: 0.84x the time per step of
-/// sleeping at once; on two simulated nodes of two ranks: bench/README.md). So the choice is
+/// sleeping at once; on two simulated nodes of two ranks: bench/HISTORY.md). So the choice is
 /// made at run time, once the rendezvous has told each rank which of the job's ranks share its
 /// machine (the kernel's boot id; the listen address where the kernel does not say):
 /// - `COMMX_TCP_POLL=auto` (the default): with no more of the job's ranks on this machine than
@@ -97,7 +97,7 @@ class polling {
   /// streams in, its next bytes are microseconds away, and sleeping between them costs a
   /// wake-up each time (a 4 MiB ping-pong is some 1.2x as fast polling through). Writes do not
   /// count: a sender whose socket is full sleeps until a third of it is free, which served
-  /// windowed streams better than polling (bench/README.md). A stream that stalls for a budget
+  /// windowed streams better than polling (bench/HISTORY.md). A stream that stalls for a budget
   /// still lets the wait sleep.
   template <class Poll, class Changed, class BytesRead>
   bool poll_first(Poll&& poll_once, Changed&& changed, BytesRead&& bytes_read,

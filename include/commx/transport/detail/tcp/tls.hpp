@@ -25,7 +25,7 @@
 ///
 /// Not `asio::ssl::stream`: its engine passes every byte through a BIO pair and two buffers of
 /// its own, three copies each way on top of the kernel's (a 4 MiB ping-pong on loopback: 5.9 ms
-/// through it, 5.0 ms this way; bench/README.md, "TLS").
+/// through it, 5.0 ms this way; bench/HISTORY.md, "TLS").
 
 #include <array>
 #include <cerrno>

@@ -65,7 +65,7 @@ inline constexpr std::size_t min_chunk = std::size_t{4} << 10;
 /// A stream that is `losing` packets needs more: its queue frees only as each hole is repaired,
 /// about once a round trip, and its writer wakes only then, so between two repairs it can send
 /// only what it holds unsent. Then the bound is 4 MiB in all, up to 4 MiB a stream (with one
-/// stream and 0.1% loss: 0.92x iperf3 against 0.86x at 1 MiB; bench/README.md, wan).
+/// stream and 0.1% loss: 0.92x iperf3 against 0.86x at 1 MiB; bench/HISTORY.md, wan).
 [[nodiscard]] inline std::size_t unsent_limit(const path_config& p, bool losing = false) {
   if (p.unsent > 0) return p.unsent;
   const std::size_t all = std::size_t{4} << 20;
