@@ -11,8 +11,11 @@ alpha-beta probe (alpha_beta.py) and the PMB sweep (pmb_sweep.py) all start them
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import statistics
+import subprocess
 from pathlib import Path
 
 RANK_PREFIX = re.compile(r"^\[\d+\] ")  # a launcher's "[rank] " prefix on each output line
@@ -20,6 +23,30 @@ RANK_PREFIX = re.compile(r"^\[\d+\] ")  # a launcher's "[rank] " prefix on each 
 # Every stack commx builds, as commx_add_variants, find_package and pkg-config name them, and as
 # every script's --stacks takes them.
 STACKS = ["inproc", "shm", "tcp", "wan", "mpi", "shm_tcp", "shm_tcp_wan", "mpi_wan"]
+
+
+def cache_line_ns(build_dir: Path) -> float | None:
+    """One cache line crossing between CPUs 0 and 1 in ns (bench_cache_line), None without it."""
+    bench = build_dir / "bench" / "bench_cache_line"
+    if not bench.exists():
+        return None
+    try:
+        done = subprocess.run([str(bench), "--benchmark_format=json"], capture_output=True,
+                              text=True, timeout=60, check=True)
+        runs = json.loads(done.stdout)["benchmarks"]
+        return statistics.median(run["half_rtt"] for run in runs) * 1e9
+    except (subprocess.SubprocessError, ValueError, KeyError):
+        return None
+
+
+def vm_mode(before: float | None, after: float | None) -> str:
+    """What this VM's mode was around a run, from a cache line's crossing before and after: its
+    two vCPUs are on one die (about 40 ns) or on two (about 200)."""
+    if before is None or after is None:
+        return "the VM's mode not measured (no bench_cache_line)"
+    mode = ("one die" if max(before, after) < 100 else
+            "two dies" if min(before, after) >= 100 else "changing")
+    return f"the VM's mode: {mode} (a cache line crossed in {before:.0f} ns before, {after:.0f} after)"
 
 
 def program_for(stack: str, folder: Path, name: str) -> Path:

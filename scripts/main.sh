@@ -20,7 +20,7 @@ build_minutes=$(( (476 / cores + 59) / 60 ))
 echo "=== expect about $(( build_minutes + 3 )) minutes: building ~${build_minutes} min on ${cores} cores (less with a warm ccache), then ~3 min of runs"
 echo "=== building md_replicated for every stack, nbody_wide, the ping-pongs (release)"
 cmake --build --preset release -j "$(nproc)" --target md_replicated_all commxrun bench_pingpong_all \
-  nbody_wide_all wanemu commx-relay
+  nbody_wide_all wanemu commx-relay bench_cache_line
 
 # Debian's python3, which python3-matplotlib is installed for (a python3 earlier on PATH, e.g.
 # from pyenv, would not see it).

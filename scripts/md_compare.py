@@ -45,7 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from alpha_beta import fit, measure  # noqa: E402  (seed 000's model, fitted per stack)
-from launching import RANK_PREFIX, STACKS, launched  # noqa: E402
+from launching import RANK_PREFIX, STACKS, cache_line_ns, launched, vm_mode  # noqa: E402
 
 BASELINE_POLICY = "raw"  # md_replicated_mpi_raw: no commx at all
 POLICIES = [BASELINE_POLICY, "flat", "binomial", "ring", "hierarchical", "tuned", "native"]
@@ -420,6 +420,7 @@ def main() -> int:
           f"{4 * args.cells ** 3} atoms, {args.steps} steps, "
           + (f"budget {args.budget:.0f} s" if args.budget else "no time budget"),
           flush=True)
+    line_before = cache_line_ns(args.build_dir)
     start = time.monotonic()
     spent = []
     for k, run in enumerate(runs, 1):
@@ -436,6 +437,7 @@ def main() -> int:
         print(f" {run.status} ({run.wall:.1f} s" + (f", {t:.2f} ms/step)" if t else ")"),
               flush=True)
 
+    mode = vm_mode(line_before, cache_line_ns(args.build_dir))
     rows = table(runs)
     skipped = sum(r.status == "skipped" for r in runs)
     print()
@@ -443,7 +445,8 @@ def main() -> int:
           "step; vs MPI is the time over the MPI baseline's (mpi raw: the kernel on "
           "MPI_Allreduce, no commx) at the same rank count; send/wait are per rank (mean); "
           "slowdown is against the fastest stack with the same policy and rank count; thermo: "
-          "matched the LAMMPS reference to 1e-10 (step 0) and 1e-8.")
+          f"matched the LAMMPS reference to 1e-10 (step 0) and 1e-8. Load average "
+          f"{os.getloadavg()[0]:.2f}; {mode}.")
     print_table(rows)
     if skipped:
         print(f"{skipped} runs skipped: the {args.budget:.0f} s budget was spent "
@@ -471,6 +474,8 @@ def main() -> int:
 
     args.results.mkdir(parents=True, exist_ok=True)
     write_csv(rows, args.results / "comparison.csv")
+    (args.results / "conditions.txt").write_text(
+        f"load average {os.getloadavg()[0]:.2f} after the runs; {mode}\n")
     print(f"\ntable: {args.results / 'comparison.csv'}")
     for line in write_charts(rows, args.results, 4 * args.cells ** 3):
         print(line)

@@ -22,9 +22,7 @@ node), openmpi-tcp the same over its TCP BTL only, the layout tcp and wan have.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -32,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from launching import STACKS as COMMX_STACKS  # noqa: E402  (the main job's launch rules)
-from launching import launched, program_for  # noqa: E402
+from launching import cache_line_ns, launched, program_for  # noqa: E402
 
 STACKS = [*COMMX_STACKS, "openmpi", "openmpi-tcp"]
 
@@ -54,20 +52,6 @@ def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
     commxrun = build_dir / "tools" / "commxrun" / "commxrun"
     return launched(stack, ranks, [str(program_for(stack, bench, "bench_pmb")), *flags], timeout,
                     commxrun)
-
-
-def cache_line_ns(build_dir: Path) -> float | None:
-    """One cache line crossing between CPUs 0 and 1 in ns (bench_cache_line), None without it."""
-    bench = build_dir / "bench" / "bench_cache_line"
-    if not bench.exists():
-        return None
-    try:
-        done = subprocess.run([str(bench), "--benchmark_format=json"], capture_output=True,
-                              text=True, timeout=60, check=True)
-        runs = json.loads(done.stdout)["benchmarks"]
-        return statistics.median(run["half_rtt"] for run in runs) * 1e9
-    except (subprocess.SubprocessError, ValueError, KeyError):
-        return None
 
 
 def main() -> int:
