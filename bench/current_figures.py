@@ -7,7 +7,7 @@ page cannot drift from what the scripts print.
     # reduce a run's output to an area's table (kept in bench/current/<id>.json)
     bench/current_figures.py collect pmb  ID "AREA" "COMMAND" --load L RESULTS_DIR
     bench/current_figures.py collect csv  ID "AREA" "COMMAND" --load L --mode M FILE.csv \\
-        --columns a,b,c [--where column=value ...]
+        --columns a,b,c | --column "a, with a comma" ... [--where column=value ...]
     # write the tables into bench/README.md (between its figures markers); or check them
     bench/current_figures.py render
     bench/current_figures.py check
@@ -170,6 +170,8 @@ def main() -> int:
     c.add_argument("--mode", help="the VM's mode (csv; pmb reads it from the rounds)")
     c.add_argument("--date", default=datetime.date.today().isoformat())
     c.add_argument("--columns", help="csv: the columns to keep, comma-separated")
+    c.add_argument("--column", action="append", default=[],
+                   help="csv: a column to keep (for names with commas), repeated")
     c.add_argument("--where", action="append", default=[],
                    help="csv: column=value[|value...], rows to keep")
     c.add_argument("--notes", default="", help="a line under the table")
@@ -181,9 +183,10 @@ def main() -> int:
         if args.kind == "pmb":
             columns, rows, mode = collect_pmb(args.source)
         else:
-            if not args.columns or not args.mode:
-                raise SystemExit("collect csv needs --columns and --mode")
-            columns, rows = collect_csv(args.source, args.columns.split(","), args.where)
+            keep = args.column or (args.columns.split(",") if args.columns else [])
+            if not keep or not args.mode:
+                raise SystemExit("collect csv needs --columns (or --column) and --mode")
+            columns, rows = collect_csv(args.source, keep, args.where)
             mode = args.mode
         KEPT.mkdir(exist_ok=True)
         kept = {"area": args.area, "command": args.command, "date": args.date,

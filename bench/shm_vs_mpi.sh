@@ -81,13 +81,16 @@ lines = ["| measure | shm | shm (COMMX_SHM_SPIN=8) | shm (COMMX_SHM_LARGE=cma) |
          "shm (COMMX_SHM_LARGE=auto) | Open MPI | MPICH | Open MPI (yield) | MPICH (yield) | "
          "shm / best MPI | shm / spin 8 |",
          "|---|---|---|---|---|---|---|---|---|---|---|"]
+table = []  # also as CSV, for bench/current_figures.py
 for key in sorted(data["shm"]):
     what, size = key
     unit = "us half RTT" if what == "pingpong" else "GB/s"
     vals = [data[lib].get(key, float("nan")) for lib in libs]
     better = min(vals[4:]) if what == "pingpong" else max(vals[4:])
-    lines.append(f"| {what} {size} B ({unit}) | " + " | ".join(f"{v:.3g}" for v in vals) +
-                 f" | {vals[0] / better:.2f} | {vals[0] / vals[1]:.2f} |")
+    cells = [f"{what} {size} B ({unit})"] + [f"{v:.3g}" for v in vals] + \
+        [f"{vals[0] / better:.2f}", f"{vals[0] / vals[1]:.2f}"]
+    table.append(cells)
+    lines.append("| " + " | ".join(cells) + " |")
 line = statistics.median(
     b["half_rtt"] * 1e6 for r in range(1, rounds + 1)
     for b in json.load(open(f"{out}/cache-line.{r}.json"))["benchmarks"])
@@ -99,4 +102,9 @@ lines.append(f"A cache line between CPUs 0 and 1: {line * 1e3:.1f} ns (bench_cac
 text = "\n".join(lines)
 print(text)
 open(f"{out}/summary.md", "w").write(text + "\n")
+import csv
+with open(f"{out}/summary.csv", "w", newline="") as f:
+    writer = csv.writer(f)
+    writer.writerow(["measure"] + libs + ["shm / best MPI", "shm / spin 8"])
+    writer.writerows(table)
 PY

@@ -13,7 +13,7 @@ within a round (with their range):
   4 MiB windowed bandwidth into one receive buffer, commx / iperf3 (goal >= 0.95)
 and the windowed run into 64 receive buffers (256 MiB of destinations) and the 4 MiB
 ping-pong beside them.
-Usage: scripts/tcp_bench.py BUILD_DIR [ROUNDS]
+Usage: scripts/tcp_bench.py BUILD_DIR [ROUNDS [CSV]]
 """
 import json
 import os
@@ -26,6 +26,7 @@ import time
 
 build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+csv_out = sys.argv[3] if len(sys.argv) > 3 else None  # the table as CSV too
 FILTER = "/8/|/4194304/"
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
@@ -173,21 +174,32 @@ pp = ("pingpong", 4194304)
 ip, ip1, raw = values("iperf3"), values("iperf3_1M"), values("raw")
 print(f"medians of {rounds} interleaved rounds (load average at the rounds' start: "
       f"{', '.join(f'{l:.1f}' for l in load)})")
-print("| figure | commx tcp | Open MPI (btl self,tcp) | ratios, median of the rounds' (range) |")
+rows = [
+    ["8 B half round trip", f"{median('commx', lat):.1f} us", f"{median('openmpi', lat):.1f} us",
+     ratio(values('commx', lat), values('openmpi', lat), 'Open MPI ')],
+    ["4 MiB windowed, one receive buffer", f"{median('commx', one):.0f} MiB/s",
+     f"{median('openmpi', one):.0f} MiB/s",
+     f"{ratio(values('commx', one), ip, 'iperf3 ')}, {ratio(values('commx', one), raw, 'raw ')}, "
+     f"{ratio(values('commx', one), values('openmpi', one), 'Open MPI ')}"],
+    ["4 MiB windowed, 64 receive buffers", f"{median('commx', many):.0f} MiB/s",
+     f"{median('openmpi', many):.0f} MiB/s",
+     f"{ratio(values('commx', many), ip, 'iperf3 ')}, "
+     f"{ratio(values('commx', many), values('openmpi', many), 'Open MPI ')}"],
+    ["4 MiB ping-pong", f"{median('commx', pp):.0f} MiB/s", f"{median('openmpi', pp):.0f} MiB/s",
+     f"{ratio(values('commx', pp), ip, 'iperf3 ')}, "
+     f"{ratio(values('commx', pp), values('openmpi', pp), 'Open MPI ')}"],
+]
+header = ["figure", "commx tcp", "Open MPI (btl self,tcp)", "ratios, median of the rounds' (range)"]
+print("| " + " | ".join(header) + " |")
 print("|---|---|---|---|")
-print(f"| 8 B half round trip | {median('commx', lat):.1f} us | {median('openmpi', lat):.1f} us "
-      f"| {ratio(values('commx', lat), values('openmpi', lat), 'Open MPI ')} |")
-print(f"| 4 MiB windowed, one receive buffer | {median('commx', one):.0f} MiB/s "
-      f"| {median('openmpi', one):.0f} MiB/s "
-      f"| {ratio(values('commx', one), ip, 'iperf3 ')}, {ratio(values('commx', one), raw, 'raw ')}, "
-      f"{ratio(values('commx', one), values('openmpi', one), 'Open MPI ')} |")
-print(f"| 4 MiB windowed, 64 receive buffers | {median('commx', many):.0f} MiB/s "
-      f"| {median('openmpi', many):.0f} MiB/s "
-      f"| {ratio(values('commx', many), ip, 'iperf3 ')}, "
-      f"{ratio(values('commx', many), values('openmpi', many), 'Open MPI ')} |")
-print(f"| 4 MiB ping-pong | {median('commx', pp):.0f} MiB/s | {median('openmpi', pp):.0f} MiB/s "
-      f"| {ratio(values('commx', pp), ip, 'iperf3 ')}, "
-      f"{ratio(values('commx', pp), values('openmpi', pp), 'Open MPI ')} |")
+for row in rows:
+    print("| " + " | ".join(row) + " |")
+if csv_out:  # for bench/current_figures.py
+    import csv
+    with open(csv_out, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
 print(f"references: iperf3 1 stream {statistics.median(ip):.0f} MiB/s (128 KiB writes), "
       f"{statistics.median(ip1):.0f} MiB/s (-l 1M); raw TCP, 4 MiB messages "
       f"{statistics.median(raw):.0f} MiB/s = {ratio(raw, ip, 'iperf3 ')}")
