@@ -52,6 +52,7 @@ for n in (2, 4):
 higher_better = {"accumulate_rate", "busy_target_gets"}
 lines = ["| measure | bytes | ranks | unit | commx shm | commx tcp | Open MPI | MPICH | shm / best MPI |",
          "|---|---|---|---|---|---|---|---|---|"]
+table = []
 for (measure, size, n), got in sorted(rows.items(), key=lambda kv: (kv[0][2], kv[0][0], kv[0][1])):
     mpis = [got[m] for m in ("openmpi", "mpich") if m in got]
     cells = [f"{got[lib]:.3g}" if lib in got else "-" for lib in libs]
@@ -60,7 +61,12 @@ for (measure, size, n), got in sorted(rows.items(), key=lambda kv: (kv[0][2], kv
         best = max(mpis) if measure in higher_better else min(mpis)
         ratio = f"{got['shm'] / best:.2f}" if best else "-"
     lines.append(f"| {measure} | {size} | {n} | {units[measure]} | " + " | ".join(cells) + f" | {ratio} |")
+    table.append([measure, str(size), str(n), units[measure], *cells, ratio])
 text = "\n".join(lines)
 print(text)
 open(f"{out}/summary.md", "w").write(text + "\n")
+import csv  # the table as CSV too, for bench/current_figures.py
+with open(f"{out}/summary.csv", "w", newline="") as f:
+    csv.writer(f).writerows([["measure", "bytes", "ranks", "unit", "commx shm", "commx tcp",
+                              "Open MPI", "MPICH", "shm / best MPI"], *table])
 PY

@@ -56,6 +56,7 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--wanemu", help="also over wanemu's emulated link (needs root)")
     parser.add_argument("--link-mib", type=int, default=64)
+    parser.add_argument("--csv", help="the table as CSV too (bench/current_figures.py)")
     args = parser.parse_args()
     scenario = f"{args.build}/tests/transport/wan/wan_scenario"
     commxrun = f"{args.build}/tools/commxrun/commxrun"
@@ -92,16 +93,23 @@ def main():
     print(f"load average after: {os.getloadavg()}")
     units = {"pingpong": "us half RTT", "bandwidth": "GB/s", "rate": "Mbit/s"}
     print(f"medians of {args.rounds} interleaved rounds")
-    print("| path | measure | bytes | TLS off | TLS on | on/off |")
+    header = ["path", "measure", "bytes", "TLS off", "TLS on", "on/off"]
+    print("| " + " | ".join(header) + " |")
     print("|---|---|---|---|---|---|")
+    table = []
     for key in sorted({k[:3] for k in samples}):
         off = statistics.median(samples[key + ("off",)])
         on = statistics.median(samples[key + ("on",)])
         size = f"{key[2] >> 20} MiB" if key[2] >= 1 << 20 else f"{key[2]} B"
         if key[0] != "tcp loopback":
             size = f"{key[2]} MiB"
-        print(f"| {key[0]} | {key[1]} ({units[key[1]]}) | {size} | {off:.3g} | {on:.3g} | "
-              f"{on / off:.2f}x |")
+        table.append([key[0], f"{key[1]} ({units[key[1]]})", size, f"{off:.3g}", f"{on:.3g}",
+                      f"{on / off:.2f}x"])
+        print("| " + " | ".join(table[-1]) + " |")
+    if args.csv:
+        import csv
+        with open(args.csv, "w", newline="") as f:
+            csv.writer(f).writerows([header, *table])
 
 
 if __name__ == "__main__":
