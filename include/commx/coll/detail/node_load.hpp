@@ -19,8 +19,9 @@
 /// | none (inproc, by hand) | the communicator's ranks, all of them here | |
 ///
 /// A job spread over nodes, or made of several launches (COMMX_JOB_SIZE), is taken as having a
-/// core per rank, even where its nodes are oversubscribed (the nodes might not be alike). Cores are the machine's online ones, not this
-/// process's affinity mask: a rank bound to one core has a core of its own.
+/// core per rank, even where its nodes are oversubscribed (the nodes might not be alike). Cores
+/// are the machine's online ones, not this process's affinity mask: a rank bound to one core has
+/// a core of its own.
 
 #include <unistd.h>
 
