@@ -194,3 +194,121 @@ TEST_CASE("long headers start on a cache line, after skips the consumer never se
   // Eager records of one cell leave every other long record off a line: skips were written.
   CHECK(skipped > 0);
 }
+
+namespace {
+
+// A ring of 64 KiB, where records of a page or more start over when the ring is empty.
+struct large_ring {
+  static constexpr std::size_t capacity = 65536;
+  shm::ring_control control;
+  alignas(shm::cache_line) std::array<std::byte, capacity> cells{};
+  shm::ring_producer producer{shm::ring_buffer(&control, cells.data(), capacity)};
+  shm::ring_consumer consumer{shm::ring_buffer(&control, cells.data(), capacity)};
+
+  // Where in the buffer a record's header was written (its stamp says its position).
+  std::size_t offset_of(const shm::record& got) const { return (got.stamp - 1) % capacity; }
+};
+
+std::vector<std::byte> filled(std::size_t bytes, int seed) {
+  std::vector<std::byte> payload(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) payload[i] = static_cast<std::byte>(i * 7 + seed);
+  return payload;
+}
+
+}  // namespace
+
+TEST_CASE("a page-sized record starts over at the buffer's start once the ring is empty", "[shm]") {
+  auto ring = std::make_unique<large_ring>();
+  const std::size_t page = 8192;
+  const std::size_t span = shm::record_bytes(shm::record_kind::eager, page);
+  std::vector<std::size_t> offsets;
+  auto take = [&](int tag) {
+    shm::record got{};
+    REQUIRE(ring->consumer.peek(got));
+    CHECK(got.tag == tag);
+    REQUIRE(got.payload == page);
+    std::vector<std::byte> bytes(page);
+    ring->consumer.read_payload(got, 0, bytes.data(), bytes.size());
+    CHECK(bytes == filled(page, tag));
+    offsets.push_back(ring->offset_of(got));
+    ring->consumer.pop(got);
+  };
+  auto put = [&](int tag) {
+    REQUIRE(ring->producer.fits(shm::record_kind::eager, page));
+    ring->producer.write(eager(tag, page), filled(page, tag));
+  };
+  // Three records nobody takes in between: each follows the last, the ring is never empty.
+  for (int tag = 0; tag < 3; ++tag) put(tag);
+  for (int tag = 0; tag < 3; ++tag) take(tag);
+  CHECK(offsets == std::vector<std::size_t>{0, span, 2 * span});
+  // Now the ring is empty and the tail far from the start: the next one goes to the start.
+  put(3);
+  take(3);
+  CHECK(offsets.back() == 0);
+  // Right after the start there is no point going back (it would not save a page).
+  put(4);
+  take(4);
+  CHECK(offsets.back() == span);
+  // A small record never starts over; a page-sized one after it, taken at once, does.
+  const std::array<std::byte, 8> small{};
+  REQUIRE(ring->producer.fits(shm::record_kind::eager, small.size()));
+  ring->producer.write(eager(99, small.size()), small);
+  shm::record got{};
+  REQUIRE(ring->consumer.peek(got));
+  CHECK(ring->offset_of(got) == 2 * span);
+  ring->consumer.pop(got);
+  put(5);
+  take(5);
+  CHECK(offsets.back() == 0);
+  CHECK_FALSE(ring->consumer.peek(got));
+}
+
+TEST_CASE("records of every size, taken at random moments, arrive whole and in order", "[shm]") {
+  // Starting over, skips before long headers, records across the buffer's end and full rings,
+  // all mixed: the consumer sees exactly the records written, nothing else.
+  auto ring = std::make_unique<large_ring>();
+  std::uint64_t state = 0x9e3779b97f4a7c15ULL;
+  auto next_random = [&state](std::uint64_t bound) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state % bound;
+  };
+  std::vector<std::pair<int, std::size_t>> in_flight;  // tag, payload bytes
+  int written = 0;
+  int taken = 0;
+  std::size_t started_over = 0;  // records after a jump longer than a skip before a header
+  std::uint64_t expected_at = 0;
+  bool draining = false;  // now and then the consumer takes everything, so the ring empties
+  while (taken < 3000) {
+    if (!draining && next_random(40) == 0) draining = true;
+    if (!draining && written < 3000 && next_random(3) != 0) {
+      const std::size_t bytes =
+          next_random(4) == 0 ? next_random(20000) : next_random(100);  // some of a page or more
+      shm::record header = eager(written, bytes);
+      if (next_random(4) == 0) header.kind = shm::record_kind::data;  // a long header
+      if (!ring->producer.fits(header.kind, bytes)) continue;
+      ring->producer.write(header, filled(bytes, written));
+      in_flight.emplace_back(written++, bytes);
+      continue;
+    }
+    shm::record got{};
+    if (!ring->consumer.peek(got)) {
+      REQUIRE(in_flight.empty());
+      draining = false;
+      continue;
+    }
+    REQUIRE_FALSE(in_flight.empty());
+    REQUIRE(got.tag == in_flight.front().first);
+    REQUIRE(got.payload == in_flight.front().second);
+    std::vector<std::byte> bytes(got.payload);
+    ring->consumer.read_payload(got, 0, bytes.data(), bytes.size());
+    REQUIRE(bytes == filled(got.payload, got.tag));
+    if (got.stamp - 1 > expected_at + shm::cache_line) ++started_over;
+    expected_at = got.stamp - 1 + shm::record_bytes(got.kind, got.payload);
+    ring->consumer.pop(got);
+    in_flight.erase(in_flight.begin());
+    ++taken;
+  }
+  CHECK(started_over > 10);
+}

@@ -191,32 +191,15 @@ class ring_producer {
 
   /// Writes one record and publishes it; the caller checked fits(header.kind, payload.size()).
   void write(const record& header, std::span<const std::byte> payload) {
+    if (payload.size() >= start_over_payload) {
+      start_over_if_empty(record_bytes(header.kind, payload.size()));
+    }
     if (skip_before(header.kind) != 0) {
       record skip;
       skip.kind = record_kind::skip;
-      write(skip, {});
+      publish(skip, {}, tail_ + cell);
     }
-    const std::size_t head_bytes = header_bytes(header.kind);
-    const std::uint64_t at = tail_;
-    const std::uint64_t next = at + record_bytes(header.kind, payload.size());
-    // Everything but the stamp; then the next cell's stamp cleared if payload of an earlier lap
-    // lies there; then this stamp.
-    std::byte* line = ring_.cell_at(at);
-    const auto* fields = reinterpret_cast<const std::byte*>(&header) + sizeof header.stamp;
-    std::memcpy(line + sizeof header.stamp, fields, head_bytes - sizeof header.stamp);
-    if (head_bytes + payload.size() <= cell) {
-      copy_small(line + head_bytes, payload.data(), payload.size());
-    } else {
-      ring_.put(at + head_bytes, payload.data(), payload.size());
-    }
-    for (std::uint64_t p = at + cell; p < next; p += cell) payload_cells_[cell_of(p)] = true;
-    if (payload_cells_[cell_of(next)]) {
-      ring_.stamp(next).store(0, std::memory_order_relaxed);
-      payload_cells_[cell_of(next)] = false;
-    }
-    payload_cells_[cell_of(at)] = false;
-    ring_.stamp(at).store(at + 1, std::memory_order_release);
-    tail_ = next;
+    publish(header, payload, tail_ + record_bytes(header.kind, payload.size()));
   }
 
   /// Whether the consumer has freed space since we last looked (one load, nothing written).
@@ -237,6 +220,57 @@ class ring_producer {
   [[nodiscard]] std::size_t skip_before(record_kind kind) const {
     return is_short(kind) ? 0 : static_cast<std::size_t>(tail_ & (cache_line - 1));
   }
+
+  // A record of at least this much payload starts again at the buffer's start when the ring
+  // is empty: messages of a page or more then reuse the same few pages, warm in the caches,
+  // and a ring's pages beyond what one exchange has in flight are never touched. Going round
+  // the whole ring instead costs each sender and receiver a page fault per 4 KiB the first
+  // time round (bench/HISTORY.md, 2026-11-29: a 64 KiB allreduce's first 20 calls at 8 ranks
+  // took 2.5x its later ones). Reading the consumer's position costs a cache line from its
+  // core: nothing beside a page's copy, too much for every small message.
+  static constexpr std::size_t start_over_payload = 4096;
+
+  // Skips to the next lap when the consumer has taken everything and a record of `bytes`
+  // fits before the tail's offset in the buffer (so it is written at once, not after the
+  // consumer has passed the skip).
+  void start_over_if_empty(std::size_t bytes) {
+    const std::size_t offset = static_cast<std::size_t>(tail_ & (ring_.capacity() - 1));
+    if (offset < bytes + cell) return;  // near the start already
+    head_ = ring_.control().head.load(std::memory_order_acquire);
+    if (head_ != tail_) return;
+    record skip;
+    skip.kind = record_kind::skip;
+    skip.payload = static_cast<std::uint32_t>(ring_.capacity() - offset - short_header);
+    publish(skip, {}, tail_ + (ring_.capacity() - offset));
+  }
+
+  // Writes `header` and `payload` at the tail, publishes them and moves the tail to `next`:
+  // past the payload, or past the cells a skip record claims without writing them (their
+  // payload_cells_ stay as they were, since what they hold is unchanged).
+  void publish(const record& header, std::span<const std::byte> payload, std::uint64_t next) {
+    const std::size_t head_bytes = header_bytes(header.kind);
+    const std::uint64_t at = tail_;
+    const std::uint64_t written = at + record_bytes(header.kind, payload.size());
+    // Everything but the stamp; then the next cell's stamp cleared if payload of an earlier lap
+    // lies there; then this stamp.
+    std::byte* line = ring_.cell_at(at);
+    const auto* fields = reinterpret_cast<const std::byte*>(&header) + sizeof header.stamp;
+    std::memcpy(line + sizeof header.stamp, fields, head_bytes - sizeof header.stamp);
+    if (head_bytes + payload.size() <= cell) {
+      copy_small(line + head_bytes, payload.data(), payload.size());
+    } else {
+      ring_.put(at + head_bytes, payload.data(), payload.size());
+    }
+    for (std::uint64_t p = at + cell; p < written; p += cell) payload_cells_[cell_of(p)] = true;
+    if (payload_cells_[cell_of(next)]) {
+      ring_.stamp(next).store(0, std::memory_order_relaxed);
+      payload_cells_[cell_of(next)] = false;
+    }
+    payload_cells_[cell_of(at)] = false;
+    ring_.stamp(at).store(at + 1, std::memory_order_release);
+    tail_ = next;
+  }
+
   ring_buffer ring_;
   std::uint64_t head_ = 0;
   std::uint64_t tail_ = 0;
