@@ -179,7 +179,7 @@ TEST_CASE("tuned picks from the table of the stack it runs over", "[coll][tuned]
       }
       if (last) {
         CHECK(tuned::choose(stack, rule.collective, rule.min_ranks, rule.min_bytes,
-                            /*oversubscribed=*/true) == rule.use);
+                            /*ranks_per_core=*/4) == rule.use);
       }
     }
   }
@@ -203,16 +203,19 @@ TEST_CASE("rules measured with more ranks than cores hold only where ranks take 
         // A node with a core per rank: the table up to the measuring machine's cores, the
         // cost model beyond.
         const algorithm own_cores = tuned::choose(stack, rule.collective, ranks, rule.min_bytes,
-                                                  /*oversubscribed=*/false);
+                                                  /*ranks_per_core=*/1);
         if (ranks > cores) {
           CHECK(own_cores ==
                 cheapest(rule.collective, ranks, rule.min_bytes, link_cost_for(stack)));
         }
       }
     }
-    // Beyond the table's counts the model chooses either way.
-    CHECK(tuned::choose(stack, op::bcast, measured + 1, 8, true) ==
-          cheapest(op::bcast, measured + 1, 8, link_cost_for(stack)));
+    // Beyond the table's counts the model chooses either way, charging the turns where ranks
+    // take them.
+    for (int per_core : {1, 4, 128}) {
+      CHECK(tuned::choose(stack, op::allreduce, measured + 1, 8, per_core) ==
+            cheapest(op::allreduce, measured + 1, 8, link_cost_for(stack), per_core));
+    }
   }
   // Which jobs take turns: a whole job on one machine with more ranks than cores, the same
   // answer at every rank; a job over several machines never (they might differ).
@@ -421,6 +424,19 @@ TEST_CASE("the cost model's formulas: rounds and bytes of each algorithm", "[col
   CHECK(modelled_cost(algorithm::binomial, op::bcast, 64, 1 << 20, bytes_only) == 6.0 * (1 << 20));
   // Beyond a power of two, recursive doubling folds the extra ranks in and serves them last.
   CHECK(modelled_cost(algorithm::binomial, op::allgather, 5, 8, latency_only) == 3.0 + 2.0);
+  // Taking turns: each round every rank must run in costs k turns, k ranks to a core; rooted
+  // collectives' calls overlap, so none of theirs does.
+  using commx::coll::detail::all_rank_rounds;
+  const link_cost turns_only{0.0, 0.0, 0.0, 1.0};
+  CHECK(all_rank_rounds(algorithm::flat, op::allreduce, 256, 8) == 2.0);
+  CHECK(all_rank_rounds(algorithm::binomial, op::allreduce, 256, 8) == 8.0);
+  CHECK(all_rank_rounds(algorithm::binomial, op::allreduce, 256, 1 << 20) == 16.0);
+  CHECK(all_rank_rounds(algorithm::binomial, op::allreduce, 100, 8) == 7.0 + 2.0);
+  CHECK(all_rank_rounds(algorithm::ring, op::allreduce, 64, 8) == 126.0);
+  CHECK(all_rank_rounds(algorithm::binomial, op::bcast, 256, 8) == 0.0);
+  CHECK(modelled_cost(algorithm::flat, op::allreduce, 256, 8, turns_only, 128) == 2.0 * 128);
+  CHECK(modelled_cost(algorithm::binomial, op::allreduce, 256, 8, turns_only, 128) == 8.0 * 128);
+  CHECK(modelled_cost(algorithm::binomial, op::allreduce, 256, 8, turns_only, 1) == 0.0);
 }
 
 TEST_CASE("beyond its tables tuned picks within 1.5x of the best modelled algorithm",
@@ -443,15 +459,33 @@ TEST_CASE("beyond its tables tuned picks within 1.5x of the best modelled algori
           for (algorithm a : {algorithm::binomial, algorithm::ring}) {
             best = std::min(best, modelled_cost(a, kind, ranks, bytes, link));
           }
-          const algorithm chosen = tuned::choose(stack, kind, ranks, bytes);
+          const algorithm chosen = tuned::choose(stack, kind, ranks, bytes, 1);
           INFO(stack << ": " << commx::stats::name(kind) << " of " << bytes << " B on " << ranks
                      << " ranks: tuned picks " << commx::coll::detail::name(chosen));
           CHECK(modelled_cost(chosen, kind, ranks, bytes, link) <= 1.5 * best);
+          // The same job with its ranks taking turns, 4 or 128 to a core.
+          for (int per_core : {4, 128}) {
+            double best_turns = modelled_cost(algorithm::flat, kind, ranks, bytes, link, per_core);
+            for (algorithm a : {algorithm::binomial, algorithm::ring}) {
+              best_turns =
+                  std::min(best_turns, modelled_cost(a, kind, ranks, bytes, link, per_core));
+            }
+            const algorithm taking_turns = tuned::choose(stack, kind, ranks, bytes, per_core);
+            CHECK(modelled_cost(taking_turns, kind, ranks, bytes, link, per_core) <=
+                  1.5 * best_turns);
+          }
         }
       }
     }
   }
-  // The case that showed it (issue "Jobs of any size"): an 8-byte bcast at 256 ranks on shm
-  // went flat, 3.2x binomial's measured time.
-  CHECK(tuned::choose("shm", op::bcast, 256, 8) == algorithm::binomial);
+  // The cases that showed it (issue "Jobs of any size"): an 8-byte bcast at 256 ranks on shm
+  // went flat, 3.2x binomial's measured time; an 8-byte allreduce there, taking turns 128 to a
+  // core, went by recursive doubling, 2.8x flat's measured time (bench/HISTORY.md, 2026-11-29).
+  for (int per_core : {1, 128}) {
+    CHECK(tuned::choose("shm", op::bcast, 256, 8, per_core) == algorithm::binomial);
+  }
+  CHECK(tuned::choose("shm", op::allreduce, 256, 8, 1) == algorithm::binomial);
+  CHECK(tuned::choose("shm", op::allreduce, 256, 8, 128) == algorithm::flat);
+  CHECK(tuned::choose("shm", op::allreduce, 256, std::size_t{64} << 10, 128) ==
+        algorithm::binomial);
 }

@@ -505,23 +505,30 @@ TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is
     return [&polls, n] { return ++polls >= n; };
   };
   // COMMX_SHM_SPIN=n: n polls, whatever the host.
-  const waiting fixed(5, 1s, 1);
+  const waiting fixed(5, 1s, std::nullopt, 1);
   CHECK_FALSE(fixed.spin(arrives_at(1000), far));
   CHECK(polls == 5);
   // More ranks than the cores this process may use: the few polls that suit a shared core.
-  const waiting oversubscribed(std::nullopt, 1s, waiting::usable_cores() + 1);
+  const waiting oversubscribed(std::nullopt, 1s, std::nullopt, waiting::usable_cores() + 1);
   CHECK_FALSE(oversubscribed.spin(arrives_at(1000), far));
   CHECK(polls == waiting::shared_spins);
   // A core per rank: it spins on, far beyond those few polls, until the message comes...
-  waiting own(std::nullopt, 1s, 1);
+  waiting own(std::nullopt, 1s, std::nullopt, 1);
   CHECK(own.spin(arrives_at(20000), far));
   CHECK(polls == 20000);
   // ... and no longer than its budget or the deadline.
-  const waiting short_budget(std::nullopt, 1ms, 1);
+  const waiting short_budget(std::nullopt, 1ms, std::nullopt, 1);
   const auto start = commx::clock::now();
   CHECK_FALSE(short_budget.spin([] { return false; }, far));
   CHECK_FALSE(own.spin([] { return false; }, commx::clock::now() + 1ms));
   CHECK(commx::clock::now() - start < 1s);
+
+  // Yielding before a sleep: 200 us up to 16 ranks a core, longer on a more crowded one; a
+  // fixed period (COMMX_SHM_YIELD_US) wins.
+  CHECK(waiting::yield_for(32, 2) == waiting::base_yield);
+  CHECK(waiting::yield_for(256, 2) == 128 * waiting::yield_per_rank);
+  CHECK(waiting::yield_for(256, 256) == waiting::base_yield);
+  CHECK(waiting(std::nullopt, 1s, 7us, 256).yield_period() == 7us);
 
   // A yield that another task takes the core for: pin this thread and a busy one to one core.
   cpu_set_t one;

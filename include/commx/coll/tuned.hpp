@@ -5,7 +5,8 @@
 /// collective, rank count and message size from the table measured on the stack it runs over
 /// (tuned_table.hpp: one table per stack, chosen at compile time by the port's stack), and
 /// beyond the rank counts the table was measured at, by the cost model (detail/cost_model.hpp:
-/// the stack's fitted latency and time per byte, each algorithm's rounds and bytes). The
+/// the stack's fitted latency and time per byte, each algorithm's rounds and bytes, and where
+/// ranks take turns on the cores, the rounds that wait for every rank's turn). The
 /// choice can be forced per collective from the environment, e.g. COMMX_COLL_ALLREDUCE=ring
 /// or COMMX_COLL_BCAST=flat; every rank must see the same setting.
 ///
@@ -14,6 +15,7 @@
 /// ranks choose alike. reduce_scatter chooses by its input, the whole vector every rank passes
 /// (the counts are the same on every rank, so is their sum).
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstdlib>
@@ -92,19 +94,21 @@ struct tuned {
   static constexpr bool supports = true;
 
   /// The algorithm tuned uses on the stack named `stack` (a transport's name) for
-  /// `collective` on `ranks` ranks with `bytes` bytes per rank, on a node whose cores the
-  /// job's ranks take turns on (`oversubscribed`) or not.
+  /// `collective` on `ranks` ranks with `bytes` bytes per rank, on a node whose cores run
+  /// `ranks_per_core` of the job's ranks each, in turns (1: each rank has a core).
   static detail::algorithm choose(std::string_view stack, stats::op collective, int ranks,
-                                  std::size_t bytes, bool oversubscribed) {
-    return choose_from(detail::tuned_rules_for(stack),
-                       {detail::tuned_measured_ranks_for(stack),
-                        detail::tuned_measured_cores_for(stack), oversubscribed},
-                       detail::link_cost_for(stack), collective, ranks, bytes);
+                                  std::size_t bytes, int ranks_per_core) {
+    return choose_from(
+        detail::tuned_rules_for(stack),
+        {detail::tuned_measured_ranks_for(stack), detail::tuned_measured_cores_for(stack),
+         ranks_per_core > 1, std::max(ranks_per_core, 1)},
+        detail::link_cost_for(stack), collective, ranks, bytes);
   }
+  static detail::algorithm choose(std::string_view, stats::op, int, std::size_t, bool) = delete;
   /// The same on this process's node (detail/node_load.hpp).
   static detail::algorithm choose(std::string_view stack, stats::op collective, int ranks,
                                   std::size_t bytes) {
-    return choose(stack, collective, ranks, bytes, detail::this_node().oversubscribed(ranks));
+    return choose(stack, collective, ranks, bytes, detail::this_node().ranks_per_core(ranks));
   }
 
   /// The algorithm chosen for this rank count and message size, or the forced one.
@@ -214,6 +218,7 @@ struct tuned {
     int ranks;            // the largest count measured
     int cores;            // the measuring machine's
     bool oversubscribed;  // this job's node runs more ranks than cores, as that machine did
+    int ranks_per_core;   // on this job's node: 1 where each rank has a core
   };
 
   static detail::algorithm choose_from(std::span<const detail::tuning_rule> rules,
@@ -224,7 +229,7 @@ struct tuned {
     }
     // Rules measured with ranks taking turns on the cores hold only where they do here.
     const bool table_holds = ranks <= where.ranks && (ranks <= where.cores || where.oversubscribed);
-    if (!table_holds) return detail::cheapest(collective, ranks, bytes, link);
+    if (!table_holds) return detail::cheapest(collective, ranks, bytes, link, where.ranks_per_core);
     detail::algorithm choice = detail::algorithm::binomial;
     for (const detail::tuning_rule& rule : rules) {
       if (rule.collective == collective && ranks >= rule.min_ranks && bytes >= rule.min_bytes) {
@@ -247,10 +252,12 @@ struct tuned {
     static constexpr int measured = detail::tuned_measured_ranks_for(stack_of<Port>());
     static constexpr int cores = detail::tuned_measured_cores_for(stack_of<Port>());
     static constexpr detail::link_cost link = detail::link_cost_for(stack_of<Port>());
-    // The node matters only where the table's rules were measured with ranks taking turns.
+    // The node matters where the table's rules were measured with ranks taking turns, and
+    // beyond the table, where the model charges the turns.
     const bool turns =
-        ranks > cores && ranks <= measured && detail::this_node().oversubscribed(ranks);
-    const measured_where where{measured, cores, turns};
+        (ranks > cores || ranks > measured) && detail::this_node().oversubscribed(ranks);
+    const measured_where where{measured, cores, turns,
+                               turns ? detail::this_node().ranks_per_core(ranks) : 1};
     switch (choose_from(rules[static_cast<std::size_t>(collective)], where, link, collective, ranks,
                         bytes)) {
       case detail::algorithm::flat:

@@ -28,6 +28,28 @@
 /// flat's "all at once" exchanges (alltoall, allgatherv) post every message together, so their
 /// latencies overlap where the transport can carry them in parallel; the model charges them in
 /// full, which is what a rank pays when its peers outnumber the cores.
+///
+/// Where ranks take turns on the cores (more of them than cores on one machine: node_load.hpp),
+/// a round that every rank must take part in before any goes on waits until each has had its
+/// turn: it costs k t, k ranks per core and t a rank's turn (`turn_us`: a poll and a yield).
+/// On this 2-core machine an 8-byte allreduce took 1.8-2.9 us per round and rank of a core from
+/// 32 to 256 ranks, by flat (2 rounds) and by recursive doubling (L rounds) alike, so a tree's
+/// L rounds cost more than flat's root handling p-1 messages (bench/HISTORY.md, 2026-11-29:
+/// flat 0.25-0.4x binomial at 64-256 ranks). Such rounds, R:
+///
+/// | collective | flat | binomial | ring |
+/// |---|---|---|---|
+/// | barrier | 2 | L | L |
+/// | allreduce | 2 | L below 32 KiB, 2 L above; m > 0 adds 2 | 2 (p-1) |
+/// | allgather | 2 | L; m > 0 adds 2 | p-1 |
+/// | reduce_scatter | 2 | 2 | p-1 |
+/// | alltoall, alltoallv | 1 | p-1 | p-1 |
+/// | allgatherv | 1 | 1 | p-1 |
+/// | bcast, reduce, gather(v), scatter(v), scan, exscan | 0 | 0 | 0 |
+///
+/// A rooted collective has none: each rank leaves once its part is done, so one call overlaps
+/// the next and its cost is the messages the busiest rank handles, as the postal model has it
+/// (8-byte broadcasts from rotating roots: binomial 0.2-0.5x flat at 32-256 ranks).
 
 #include <algorithm>
 #include <array>
@@ -46,17 +68,49 @@ struct link_cost {
   double alpha_us;
   double beta_us_per_byte;
   double gamma_us_per_byte = 0.0002;  // a sum of doubles: about 5 GB/s on this machine's cores
+  double turn_us = 2.5;               // a rank's turn on a shared core (see the file comment)
 };
 
 /// The smallest bcast that ring sends as a scatter and a ring allgather (ring.hpp).
 inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 10;
 
-/// The modelled time of `a` for `collective` on `ranks` ranks with `bytes` bytes per rank (see
-/// the file comment for what `bytes` means per collective), in microseconds. hierarchical is
-/// modelled as binomial plus a round (its node-local steps are binomial's where the ranks of a
-/// node are one level; the model knows nothing of levels).
-[[nodiscard]] inline double modelled_cost(algorithm a, stats::op collective, int ranks,
-                                          std::size_t bytes, const link_cost& c) {
+/// The rounds of `a` that every rank must take part in before any goes on (R in the file
+/// comment); hierarchical has binomial's and one more.
+[[nodiscard]] inline double all_rank_rounds(algorithm a, stats::op collective, int ranks,
+                                            std::size_t bytes) {
+  if (ranks <= 1) return 0.0;
+  const auto up = static_cast<unsigned>(ranks);
+  const double p = ranks;
+  const double L = std::bit_width(up - 1);
+  const double edges = std::has_single_bit(up) ? 0.0 : 2.0;
+  if (a == algorithm::hierarchical) {
+    return all_rank_rounds(algorithm::binomial, collective, ranks, bytes) + 1;
+  }
+  using op = stats::op;
+  switch (collective) {
+    case op::barrier:
+      return a == algorithm::flat ? 2 : L;
+    case op::allreduce:
+      if (a == algorithm::flat) return 2;
+      if (a == algorithm::ring) return 2 * (p - 1);
+      return (bytes >= binomial::by_halves_bytes ? 2 * L : L) + edges;
+    case op::allgather:
+      return a == algorithm::flat ? 2 : a == algorithm::ring ? p - 1 : L + edges;
+    case op::reduce_scatter:
+      return a == algorithm::ring ? p - 1 : 2;
+    case op::alltoall:
+    case op::alltoallv:
+      return a == algorithm::flat ? 1 : p - 1;
+    case op::allgatherv:
+      return a == algorithm::ring ? p - 1 : 1;
+    default:
+      return 0.0;  // rooted: calls overlap (the file comment)
+  }
+}
+
+// The postal model's part: rounds' latencies and the bytes on the critical path.
+[[nodiscard]] inline double postal_cost(algorithm a, stats::op collective, int ranks,
+                                        std::size_t bytes, const link_cost& c) {
   if (ranks <= 1) return 0.0;
   // Integer arithmetic for the logarithms: every rank computes the same costs, so chooses the
   // same algorithm, whatever its libm.
@@ -71,7 +125,7 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
   const auto msg = [&](double b) { return al + b * be; };
   const auto fold = [&](double b) { return al + b * be + b * ga; };
   if (a == algorithm::hierarchical)
-    return modelled_cost(algorithm::binomial, collective, ranks, bytes, c) + al;
+    return postal_cost(algorithm::binomial, collective, ranks, bytes, c) + al;
   using op = stats::op;
   switch (collective) {
     case op::barrier:
@@ -123,16 +177,31 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
   }
 }
 
+/// The modelled time of `a` for `collective` on `ranks` ranks with `bytes` bytes per rank (see
+/// the file comment for what `bytes` means per collective), in microseconds, where
+/// `ranks_per_core` ranks take turns on each core (1: each has its own). hierarchical is
+/// modelled as binomial plus a round (its node-local steps are binomial's where the ranks of a
+/// node are one level; the model knows nothing of levels).
+[[nodiscard]] inline double modelled_cost(algorithm a, stats::op collective, int ranks,
+                                          std::size_t bytes, const link_cost& c,
+                                          int ranks_per_core = 1) {
+  if (ranks <= 1) return 0.0;
+  const double turns =
+      ranks_per_core > 1 ? all_rank_rounds(a, collective, ranks, bytes) * ranks_per_core * c.turn_us
+                         : 0.0;
+  return turns + postal_cost(a, collective, ranks, bytes, c);
+}
+
 /// The algorithm with the lowest modelled cost: the first of flat, binomial, ring within a
 /// millionth of the lowest, so that ranks whose floating point rounds differently (machines of
 /// two sites, compilers that contract a multiply and an add) still choose alike at a tie.
 [[nodiscard]] inline algorithm cheapest(stats::op collective, int ranks, std::size_t bytes,
-                                        const link_cost& c) {
+                                        const link_cost& c, int ranks_per_core = 1) {
   constexpr std::array order{algorithm::flat, algorithm::binomial, algorithm::ring};
   std::array<double, order.size()> cost{};
   double lowest = 0;
   for (std::size_t i = 0; i < order.size(); ++i) {
-    cost[i] = modelled_cost(order[i], collective, ranks, bytes, c);
+    cost[i] = modelled_cost(order[i], collective, ranks, bytes, c, ranks_per_core);
     lowest = i == 0 ? cost[i] : std::min(lowest, cost[i]);
   }
   for (std::size_t i = 0; i < order.size(); ++i) {

@@ -44,6 +44,14 @@ struct node_load {
     return *local_ranks == job_ranks && job_ranks > cores;
   }
 
+  /// How many of the job's ranks each core runs in turn (1 where it is not oversubscribed),
+  /// the same at every rank of a communicator of `ranks` ranks.
+  [[nodiscard]] int ranks_per_core(int ranks) const {
+    if (!oversubscribed(ranks)) return 1;
+    const int here = local_ranks.value_or(ranks);
+    return (here + cores - 1) / cores;
+  }
+
   static node_load from_env() {
     node_load load;
     struct pair {

@@ -94,7 +94,7 @@ class endpoint {
         rank_(rank),
         size_(size),
         opts_(opts),
-        waiting_(opts.spin_rounds, opts.spin_budget, size),
+        waiting_(opts.spin_rounds, opts.spin_budget, opts.yield_period, size),
         log_{"shm", rank} {
     const auto n = static_cast<std::size_t>(size);
     const std::size_t ring = segment_.ring(0, 0).capacity();
@@ -300,7 +300,7 @@ class endpoint {
       return events_ != seen;
     };
     if (waiting_.spin(arrived, when)) return;
-    const auto yield_until = std::min(when, clock::now() + opts_.yield_period);
+    const auto yield_until = std::min(when, clock::now() + waiting_.yield_period());
     while (clock::now() < yield_until) {
       waiting_.yield();
       if (incoming()) {

@@ -11,7 +11,7 @@
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
 /// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
 /// | COMMX_SHM_SPIN | `auto`: a waiting rank spins up to 50 us before it yields while its core is its own, else 8 polls; `n`: n polls (with a pause between) before it yields (waiting.hpp) | auto |
-/// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 200 |
+/// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 200; while more than 16 ranks share a core, 40 per rank sharing it (waiting.hpp) |
 
 #include <algorithm>
 #include <chrono>
@@ -59,8 +59,9 @@ struct options {
   /// How long a waiting rank that has a core of its own spins before it yields (when
   /// spin_rounds is none).
   std::chrono::microseconds spin_budget{50};
-  /// How long a waiting rank yields its core, turn after turn, before it sleeps on its futex.
-  std::chrono::microseconds yield_period{200};
+  /// How long a waiting rank yields its core, turn after turn, before it sleeps on its futex;
+  /// none: decided by how many ranks share a core (waiting.hpp).
+  std::optional<std::chrono::microseconds> yield_period;
   /// How often a waiting rank checks that its peers' processes still exist.
   std::chrono::milliseconds liveness_period{20};
 

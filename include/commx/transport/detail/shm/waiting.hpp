@@ -12,7 +12,13 @@
 ///   no recent yield gave the core to another task (a yield that takes long did: another job,
 ///   or ranks of simulated nodes beyond this segment's). Otherwise `shared_spins` pauses only.
 /// - `COMMX_SHM_SPIN=n`: n pauses, whatever the host.
-/// Then the endpoint yields its core for a while, and then sleeps on its futex word.
+/// Then the endpoint yields its core for a while, and then sleeps on its futex word. A yielding
+/// rank gets its core back once every other runnable rank there had a turn, and a sleeping one
+/// only when a sender wakes it: a system call on the sender's path, and at many ranks a core
+/// the wakes queue up on. So the yielding lasts 200 us (COMMX_SHM_YIELD_US) while a core holds
+/// at most 16 ranks, and 40 us per rank of the core beyond, long enough for several turns
+/// (bench/HISTORY.md, 2026-11-29: at 128 and 256 ranks on 2 cores, yielding 200 us made an
+/// 8-byte allreduce 1.4x and 2.2x slower than yielding 2 ms and 5 ms; at 32 ranks, 10% faster).
 
 #include <algorithm>
 #include <atomic>
@@ -39,9 +45,29 @@ class waiting {
   /// How long one such yield keeps automatic spinning off.
   static constexpr clock::duration shared_memory = std::chrono::milliseconds(100);
 
-  /// `fixed_spins`: COMMX_SHM_SPIN=n, or none for auto; `ranks` on this segment.
-  waiting(std::optional<int> fixed_spins, clock::duration spin_budget, int ranks)
-      : fixed_(fixed_spins), budget_(spin_budget), ranks_(ranks), cores_(usable_cores()) {}
+  /// Ranks a core holds beyond which a waiting rank yields longer than `base_yield`.
+  static constexpr int crowded_core = 16;
+  static constexpr std::chrono::microseconds base_yield{200};
+  static constexpr std::chrono::microseconds yield_per_rank{40};
+
+  /// `fixed_spins`: COMMX_SHM_SPIN=n, or none for auto; `fixed_yield`: COMMX_SHM_YIELD_US, or
+  /// none; `ranks` on this segment.
+  waiting(std::optional<int> fixed_spins, clock::duration spin_budget,
+          std::optional<std::chrono::microseconds> fixed_yield, int ranks)
+      : fixed_(fixed_spins),
+        budget_(spin_budget),
+        ranks_(ranks),
+        cores_(usable_cores()),
+        yield_period_(fixed_yield.value_or(yield_for(ranks, cores_))) {}
+
+  /// How long a rank yields before it sleeps, with `ranks` on `cores` (see the file comment).
+  static std::chrono::microseconds yield_for(int ranks, int cores) {
+    const int per_core = (ranks + cores - 1) / cores;
+    return per_core > crowded_core ? per_core * yield_per_rank : base_yield;
+  }
+
+  /// How long a waiting rank yields its core, turn after turn, before it sleeps.
+  [[nodiscard]] clock::duration yield_period() const { return yield_period_; }
 
   /// Cores this process may run on (its affinity mask; the online count if unknown).
   static int usable_cores() {
@@ -93,14 +119,20 @@ class waiting {
 
   /// What was chosen and why, for the log.
   [[nodiscard]] std::string describe() const {
-    if (fixed_) return fmt::format("spins {} times before yielding (COMMX_SHM_SPIN)", *fixed_);
+    const auto us = [](clock::duration d) {
+      return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
+    };
+    const std::string then = fmt::format(", yields for {} us, then sleeps", us(yield_period_));
+    if (fixed_) {
+      return fmt::format("spins {} times before yielding (COMMX_SHM_SPIN){}", *fixed_, then);
+    }
     if (ranks_ <= cores_) {
       return fmt::format(
-          "spins up to {} us before yielding while its core is its own ({} ranks, {} cores)",
-          std::chrono::duration_cast<std::chrono::microseconds>(budget_).count(), ranks_, cores_);
+          "spins up to {} us before yielding while its core is its own ({} ranks, {} cores){}",
+          us(budget_), ranks_, cores_, then);
     }
-    return fmt::format("spins {} times before yielding ({} ranks, {} cores: oversubscribed)",
-                       shared_spins, ranks_, cores_);
+    return fmt::format("spins {} times before yielding ({} ranks, {} cores: oversubscribed){}",
+                       shared_spins, ranks_, cores_, then);
   }
 
   static void pause() {
@@ -121,6 +153,7 @@ class waiting {
   clock::duration budget_;
   int ranks_;
   int cores_;
+  clock::duration yield_period_;
   clock::time_point shared_until_{};
 };
 
