@@ -72,25 +72,15 @@ def collect_pmb(folder: Path) -> tuple[list[str], list[list[str]], str]:
                "best / Open MPI", "tuned / best"]
     rows = []
     for stack in stacks:
-        peer = pmb_report.MPI_PEER.get(stack, "openmpi")
-        points: dict[tuple, dict] = {}
-        for (bench, label, np_, size), per_round in rounds.items():
-            parsed = pmb_report.split_label(label)
-            if parsed is None or parsed[0] == stack:
-                key = parsed[1] if parsed else label
-                points.setdefault((bench, np_, size), {})[key] = per_round
-        for (bench, np_, size), cols in sorted(points.items()):
-            if not pmb_report.counted(bench, size) or peer not in cols:
+        for point in pmb_report.stack_points(stack, rounds)[1]:
+            medians, peer, best = point["medians"], point["peer"], point["best_tunable"]
+            if not pmb_report.counted(point["bench"], point["bytes"]) or peer not in medians \
+                    or best is None:
                 continue
-            medians = {c: statistics.median(v.values()) for c, v in cols.items()}
-            tunable = [p for p in pmb_report.TUNABLE if p in medians]
-            if not tunable:
-                continue
-            best = min(tunable, key=medians.get)
-            over_peer = pmb_report.round_ratio(cols[best], cols[peer])
-            tuned = pmb_report.round_ratio(cols.get("tuned"), cols[best])
-            rows.append([stack, bench, str(np_), str(size), best, f"{medians[best]:.2f}",
-                         f"{medians[peer]:.2f}", f"{over_peer:.2f}",
+            over_peer = pmb_report.round_ratio(point["rounds"][best], point["rounds"][peer])
+            tuned = point["tuned_over_best"]
+            rows.append([stack, point["bench"], str(point["np"]), str(point["bytes"]), best,
+                         f"{medians[best]:.2f}", f"{medians[peer]:.2f}", f"{over_peer:.2f}",
                          f"{tuned:.2f}" if tuned else "-"])
     return columns, rows, vm_mode(pmb_report.round_modes(paths))
 

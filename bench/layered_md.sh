@@ -20,18 +20,18 @@ run=$build/tools/commxrun/commxrun
 args=(--atoms-cells 20 --steps "$steps")
 ompi=(mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
 declare -A cmd
-cmd[shm+tcp]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_tcp_flat"
-cmd[shm+tcp/hier]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_tcp_hierarchical"
-cmd[tcp]="$run -n 4 --nodes 2 --timeout 300 ${md}_tcp_flat"
-cmd[shm]="$run -n 4 --timeout 300 ${md}_shm_flat"
-cmd[shm/hier]="$run -n 4 --timeout 300 ${md}_shm_hierarchical"
-cmd[ompi-vader+tcp]="${ompi[*]} --mca btl self,vader,tcp ${md}_mpi_flat"
-cmd[ompi-tcp]="${ompi[*]} --mca btl self,tcp ${md}_mpi_flat"
-cmd[ompi-native]="${ompi[*]} --mca btl self,vader,tcp ${md}_mpi_native"
+cmd[shm+tcp]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_tcp --collectives flat"
+cmd[shm+tcp/hier]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_tcp --collectives hierarchical"
+cmd[tcp]="$run -n 4 --nodes 2 --timeout 300 ${md}_tcp --collectives flat"
+cmd[shm]="$run -n 4 --timeout 300 ${md}_shm --collectives flat"
+cmd[shm/hier]="$run -n 4 --timeout 300 ${md}_shm --collectives hierarchical"
+cmd[ompi-vader+tcp]="${ompi[*]} --mca btl self,vader,tcp ${md}_mpi --collectives flat"
+cmd[ompi-tcp]="${ompi[*]} --mca btl self,tcp ${md}_mpi --collectives flat"
+cmd[ompi-native]="${ompi[*]} --mca btl self,vader,tcp ${md}_mpi --collectives native"
 names=(shm+tcp shm+tcp/hier tcp shm shm/hier ompi-vader+tcp ompi-tcp ompi-native)
 if [[ -n $before ]]; then
-  cmd[shm-before]="$before/tools/commxrun/commxrun -n 4 --timeout 300 $before/examples/md_replicated/md_replicated_shm_flat"
-  cmd[tcp-before]="$before/tools/commxrun/commxrun -n 4 --nodes 2 --timeout 300 $before/examples/md_replicated/md_replicated_tcp_flat"
+  cmd[shm-before]="$before/tools/commxrun/commxrun -n 4 --timeout 300 $before/examples/md_replicated/md_replicated_shm --collectives flat"
+  cmd[tcp-before]="$before/tools/commxrun/commxrun -n 4 --nodes 2 --timeout 300 $before/examples/md_replicated/md_replicated_tcp --collectives flat"
   names+=(shm-before tcp-before)
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

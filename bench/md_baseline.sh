@@ -27,12 +27,15 @@ run_one() {
     program=${program%+cma}
     settings=(COMMX_SHM_LARGE=cma)
   fi
+  # STACK_POLICY: md_replicated_STACK holds every policy (--collectives); mpi_raw is its own.
+  local exe=("${md}_$program")
+  [[ $program == mpi_raw ]] || exe=("${md}_${program%_*}" --collectives "${program##*_}")
   if [[ $program == mpi_* ]]; then
     mpirun -np "$ranks" --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 \
-      "${md}_$program" --steps "$steps"
+      "${exe[@]}" --steps "$steps"
   else
     env "${settings[@]}" "$build/tools/commxrun/commxrun" -n "$ranks" --timeout 300 \
-      "${md}_$program" --steps "$steps"
+      "${exe[@]}" --steps "$steps"
   fi
 }
 baseline_of() { echo "mpi_raw/${1#*/}"; }

@@ -8,7 +8,9 @@
 # then:
 #   md_rounds <rounds>        every run once a round, the order rotating; times in `times`
 #   md_table <reference-fn>   a line per run: median ms/step, its ratio to the median of the
-#                             run `<reference-fn> <name>` names, and every round's figure
+#                             run `<reference-fn> <name>` names, and every round's figure; with
+#                             MD_CSV=FILE also as CSV (run, ms_per_step, ratio, reference), as
+#                             bench/current_figures.py collects it
 
 declare -A times
 
@@ -44,11 +46,15 @@ md_median() {
 }
 
 md_table() {
-  local reference_of=$1 name m ref
+  local reference_of=$1 name m ref ratio
   printf "%-26s %10s %8s   %s\n" run "ms/step" "ratio" rounds
+  [[ -z ${MD_CSV:-} ]] || echo "run,ms_per_step,ratio,reference" > "$MD_CSV"
   for name in "${names[@]}"; do
     m=$(echo "${times[$name]}" | md_median)
     ref=$(echo "${times[$($reference_of "$name")]}" | md_median)
-    printf "%-26s %10.3f %8.2f   %s\n" "$name" "$m" "$(echo "$m / $ref" | bc -l)" "${times[$name]}"
+    ratio=$(echo "$m / $ref" | bc -l)
+    printf "%-26s %10.3f %8.2f   %s\n" "$name" "$m" "$ratio" "${times[$name]}"
+    [[ -z ${MD_CSV:-} ]] ||
+      printf "%s,%.3f,%.2f,%s\n" "$name" "$m" "$ratio" "$($reference_of "$name")" >> "$MD_CSV"
   done
 }

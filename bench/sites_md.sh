@@ -18,9 +18,9 @@ ompi=(mpirun -np 4 --oversubscribe --bind-to none --mca mpi_yield_when_idle 1
       --mca btl "self,vader" --mca btl_vader_single_copy_mechanism none)
 declare -A cmd
 for policy in flat hierarchical; do
-  cmd[mpi+wan/$policy]="bash $sites mpirun 4 ${md}_mpi_wan_${policy}"
-  cmd[shm+tcp+wan/$policy]="$run -n 4 --nodes 2 --sites 2 --timeout 300 ${md}_shm_tcp_wan_${policy}"
-  cmd[mpi/$policy]="${ompi[*]} ${md}_mpi_${policy}"
+  cmd[mpi+wan/$policy]="bash $sites mpirun 4 ${md}_mpi_wan --collectives ${policy}"
+  cmd[shm+tcp+wan/$policy]="$run -n 4 --nodes 2 --sites 2 --timeout 300 ${md}_shm_tcp_wan --collectives ${policy}"
+  cmd[mpi/$policy]="${ompi[*]} ${md}_mpi --collectives ${policy}"
 done
 names=(mpi+wan/flat shm+tcp+wan/flat mpi/flat mpi+wan/hierarchical shm+tcp+wan/hierarchical
        mpi/hierarchical)

@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=bench/md_rounds.sh
 source bench/md_rounds.sh
 md_arguments "$@"
-for program in "${md}_shm_tcp_flat" "${md}_mpi_flat"; do
+for program in "${md}_shm_tcp" "${md}_mpi"; do
   [[ -x $program ]] || { echo "two_nodes_md: build the release preset first ($program)" >&2; exit 2; }
 done
 [[ $(id -u) == 0 ]] || { echo "two_nodes_md: needs root (network namespaces)" >&2; exit 2; }
@@ -71,15 +71,15 @@ commx_env() {  # the rendezvous at rank 0, on the first node
 # COMMX_* variables set for this script reach commx's ranks too (COMMX_TCP_POLL=...).
 for var in $(compgen -e | grep '^COMMX_' || true); do launch+=(-x "$var"); done
 declare -A cmd
-cmd[shm+tcp]="${two[*]} \$(commx_env) ${md}_shm_tcp_flat"
-cmd[shm+tcp/hier]="${two[*]} \$(commx_env) ${md}_shm_tcp_hierarchical"
-cmd[tcp]="${two[*]} \$(commx_env) ${md}_tcp_flat"
-cmd[tcp/hier]="${two[*]} \$(commx_env) ${md}_tcp_hierarchical"
-cmd[ompi]="${two[*]} --mca btl self,vader,tcp ${md}_mpi_flat"
-cmd[ompi/native]="${two[*]} --mca btl self,vader,tcp ${md}_mpi_native"
-cmd[shm-1node]="${one[*]} \$(commx_env) ${md}_shm_flat"
-cmd[shm-1node/hier]="${one[*]} \$(commx_env) ${md}_shm_hierarchical"
-cmd[ompi-1node]="${one[*]} --mca btl self,vader ${md}_mpi_flat"
+cmd[shm+tcp]="${two[*]} \$(commx_env) ${md}_shm_tcp --collectives flat"
+cmd[shm+tcp/hier]="${two[*]} \$(commx_env) ${md}_shm_tcp --collectives hierarchical"
+cmd[tcp]="${two[*]} \$(commx_env) ${md}_tcp --collectives flat"
+cmd[tcp/hier]="${two[*]} \$(commx_env) ${md}_tcp --collectives hierarchical"
+cmd[ompi]="${two[*]} --mca btl self,vader,tcp ${md}_mpi --collectives flat"
+cmd[ompi/native]="${two[*]} --mca btl self,vader,tcp ${md}_mpi --collectives native"
+cmd[shm-1node]="${one[*]} \$(commx_env) ${md}_shm --collectives flat"
+cmd[shm-1node/hier]="${one[*]} \$(commx_env) ${md}_shm --collectives hierarchical"
+cmd[ompi-1node]="${one[*]} --mca btl self,vader ${md}_mpi --collectives flat"
 # TWO_NODES_RUNS="shm+tcp ompi": only these runs.
 read -r -a names <<< "${TWO_NODES_RUNS:-shm+tcp shm+tcp/hier tcp tcp/hier ompi ompi/native shm-1node shm-1node/hier ompi-1node}"
 args=(--atoms-cells 20 --steps "$steps")

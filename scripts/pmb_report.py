@@ -113,8 +113,10 @@ def split_label(label: str) -> tuple[str, str | None] | None:
     return (stack, policy) if stack and policy in POLICIES else (label[len("commx-"):], None)
 
 
-def stack_table(stack: str, rounds: dict) -> list[str]:
-    mpi_names = sorted({label for (_, label, _, _) in rounds if split_label(label) is None})
+def stack_points(stack: str, rounds: dict) -> tuple[list[str], list[dict]]:
+    """The policies `stack` was measured with, and per point (bench, np, bytes; sorted) the
+    times of every column by round and their medians, the best policy ("p2p" where only that ran), the best of the
+    policies tuned chooses from, and the ratios best/peer and tuned/best-tunable."""
     peer = MPI_PEER.get(stack, "openmpi")
     rows = collections.defaultdict(dict)  # (bench, np, bytes) -> {column: {round: us}}
     for (bench, label, np_, size), per_round in rounds.items():
@@ -124,34 +126,50 @@ def stack_table(stack: str, rounds: dict) -> list[str]:
         elif parsed[0] == stack:
             rows[(bench, np_, size)][parsed[1] or "p2p"] = per_round
     policies = [p for p in POLICIES if any(p in r for r in rows.values())]
-    header = ["bench", "np", "bytes"] + policies + ["p2p"] + mpi_names + \
-        [f"best/{peer}", "tuned/best"]
-    out = [f"=== commx {stack} (against {peer})", " ".join(f"{h:>13}" for h in header)]
-    goals = collections.defaultdict(lambda: [0, 0, 0])  # np -> [points, best <= peer, tuned]
+    points = []
     for (bench, np_, size), per_round in sorted(rows.items()):
         if not any(c in per_round for c in policies + ["p2p"]):
             continue
         cols = {c: statistics.median(v.values()) for c, v in per_round.items()}
-        row = [bench, str(np_), str(size)]
-        row += [f"{cols[c]:.2f}" if c in cols else "-" for c in policies + ["p2p"] + mpi_names]
         candidates = [p for p in policies if p != "tuned" and p in cols] or \
             (["p2p"] if "p2p" in cols else [])
         best = min(candidates, key=cols.get) if candidates else None
         tunable = [p for p in TUNABLE if p in cols]
         best_tunable = min(tunable, key=cols.get) if tunable else None
-        best_over_peer = round_ratio(per_round.get(best), per_round.get(peer))
-        tuned_over_best = round_ratio(per_round.get("tuned"), per_round.get(best_tunable))
+        points.append({
+            "bench": bench, "np": np_, "bytes": size, "medians": cols, "rounds": per_round,
+            "peer": peer,
+            "best": best, "best_tunable": best_tunable,
+            "best_over_peer": round_ratio(per_round.get(best), per_round.get(peer)),
+            "tuned_over_best": round_ratio(per_round.get("tuned"), per_round.get(best_tunable)),
+        })
+    return policies, points
+
+
+def stack_table(stack: str, rounds: dict) -> list[str]:
+    mpi_names = sorted({label for (_, label, _, _) in rounds if split_label(label) is None})
+    policies, points = stack_points(stack, rounds)
+    peer = MPI_PEER.get(stack, "openmpi")
+    header = ["bench", "np", "bytes"] + policies + ["p2p"] + mpi_names + \
+        [f"best/{peer}", "tuned/best"]
+    out = [f"=== commx {stack} (against {peer})", " ".join(f"{h:>13}" for h in header)]
+    goals = collections.defaultdict(lambda: [0, 0, 0])  # np -> [points, best <= peer, tuned]
+    for point in points:
+        cols = point["medians"]
+        row = [point["bench"], str(point["np"]), str(point["bytes"])]
+        row += [f"{cols[c]:.2f}" if c in cols else "-" for c in policies + ["p2p"] + mpi_names]
+        best_over_peer, tuned_over_best = point["best_over_peer"], point["tuned_over_best"]
         row.append(f"{best_over_peer:.2f}" if best_over_peer else "-")
         row.append(f"{tuned_over_best:.2f}" if tuned_over_best else "-")
         out.append(" ".join(f"{c:>13}" for c in row))
-        if best_over_peer and tuned_over_best and counted(bench, size):
-            goal = goals[np_]
+        if best_over_peer and tuned_over_best and counted(point["bench"], point["bytes"]):
+            goal = goals[point["np"]]
             goal[0] += 1
             goal[1] += best_over_peer <= 1.0
             goal[2] += tuned_over_best <= 1.1
-    for np_, (points, at_or_below, within) in sorted(goals.items()):
-        out.append(f"np{np_}: best at or below {peer} at {at_or_below} of {points} points, "
-                   f"tuned within 10% of the best at {within} of {points}")
+    for np_, (points_, at_or_below, within) in sorted(goals.items()):
+        out.append(f"np{np_}: best at or below {peer} at {at_or_below} of {points_} points, "
+                   f"tuned within 10% of the best at {within} of {points_}")
     return out
 
 

@@ -12,10 +12,8 @@
 #include <fmt/format.h>
 
 #include "commx/variant.hpp"
-#include "program.hpp"
-#if defined(COMMX_VARIANT_ANY_COLLECTIVES)
 #include "commx/variant_collectives.hpp"
-#endif
+#include "program.hpp"
 
 namespace {
 
@@ -42,7 +40,6 @@ int main(int argc, char** argv) {
       argc, argv, [](const md::command_line& options, const md::thermo_table& reference) {
         const std::string wanted =
             options.collectives.value_or(std::string(comm::collectives_type::name));
-#if defined(COMMX_VARIANT_ANY_COLLECTIVES)
         if (options.list_collectives) {
           fmt::print("{}\n", commx::variant::collectives_names());
           return 0;
@@ -55,16 +52,5 @@ int main(int argc, char** argv) {
                                             commx::variant::collectives_names()));
         }
         return *status;
-#else
-        if (options.list_collectives) {
-          fmt::print("{}\n", comm::collectives_type::name);
-          return 0;
-        }
-        if (wanted != comm::collectives_type::name) {
-          throw md::usage_error(fmt::format("--collectives {}: this program has {}", wanted,
-                                            comm::collectives_type::name));
-        }
-        return run_md<comm>(options, reference);
-#endif
       });
 }

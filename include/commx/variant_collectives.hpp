@@ -4,7 +4,9 @@
 /// Every collectives policy of a target that commx_add_variants(... ANY_COLLECTIVES) made: one
 /// program per stack holds each policy as its own communicator type, and picks one by name at
 /// run time. The policies stay compile-time types (each call is as inlined as in a program built
-/// for one policy); what is shared is the compiler's work on the transport, most of a build.
+/// for one policy); what is shared is the compiler's work on the transport, most of a build. A
+/// target built for one policy has that one here, so a program names policies the same way
+/// whichever kind of target it is.
 ///
 ///     return *commx::variant::with_collectives(name, [&]<class Collectives>() {
 ///       return run<commx::variant::communicator_with<Collectives>>(options);
@@ -23,11 +25,6 @@
 #include "commx/variant.hpp"
 #if defined(COMMX_VARIANT_NATIVE)
 #include "commx/coll/native.hpp"
-#endif
-
-#if !defined(COMMX_VARIANT_COLLECTIVES_LIST)
-#error \
-    "commx/variant_collectives.hpp is for targets made by commx_add_variants(... ANY_COLLECTIVES)"
 #endif
 
 namespace commx::variant {
@@ -60,7 +57,11 @@ struct policy_list {
 }  // namespace detail
 
 /// The policies this target was built with, in the order COLLECTIVES named them.
+#if defined(COMMX_VARIANT_COLLECTIVES_LIST)
 using collectives_built = detail::policy_list<COMMX_VARIANT_COLLECTIVES_LIST>;
+#else
+using collectives_built = detail::policy_list<commx::coll::COMMX_VARIANT_COLLECTIVES>;
+#endif
 
 /// The names of the policies built, space-separated ("flat binomial ring ...").
 inline std::string collectives_names() { return collectives_built::names(); }

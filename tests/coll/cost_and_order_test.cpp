@@ -167,7 +167,7 @@ TEST_CASE("tuned picks from the table of the stack it runs over", "[coll][tuned]
   using commx::coll::detail::algorithm;
   for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi"}) {
     INFO(stack);
-    const auto table = commx::coll::detail::tuned_rules_for(stack);
+    const auto table = commx::coll::detail::tuned_table_for(stack).rules;
     CHECK_FALSE(table.empty());
     // A collective the table has no rule for is binomial's.
     CHECK(tuned::choose(stack, op::scan, 8, 8) == algorithm::binomial);
@@ -195,10 +195,10 @@ TEST_CASE("rules measured with more ranks than cores hold only where ranks take 
   using commx::coll::detail::node_load;
   for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi"}) {
     INFO(stack);
-    const int cores = commx::coll::detail::tuned_measured_cores_for(stack);
-    const int measured = commx::coll::detail::tuned_measured_ranks_for(stack);
+    const int cores = commx::coll::detail::tuned_table_for(stack).cores;
+    const int measured = commx::coll::detail::tuned_table_for(stack).ranks;
     REQUIRE(cores >= 1);
-    for (const auto& rule : commx::coll::detail::tuned_rules_for(stack)) {
+    for (const auto& rule : commx::coll::detail::tuned_table_for(stack).rules) {
       for (int ranks = rule.min_ranks; ranks <= measured; ++ranks) {
         // A node with a core per rank: the table up to the measuring machine's cores, the
         // cost model beyond.
@@ -236,7 +236,7 @@ TEST_CASE("tuned's index gives each collective exactly its own rules", "[coll][t
   using commx::coll::detail::tuning_rule;
   for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi"}) {
     INFO(stack);
-    const auto table = commx::coll::detail::tuned_rules_for(stack);
+    const auto table = commx::coll::detail::tuned_table_for(stack).rules;
     REQUIRE(grouped_by_collective(table));
     const auto index = index_by_collective(table);
     std::size_t indexed = 0;

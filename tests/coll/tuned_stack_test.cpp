@@ -48,7 +48,7 @@ constexpr std::array measured{op::allreduce, op::bcast, op::allgather, op::reduc
 // 1 MiB (larger ones cost time and choose among the same algorithms).
 std::set<std::size_t> sizes_of_rules() {
   std::set<std::size_t> sizes{8};
-  for (const auto& rule : commx::coll::detail::tuned_rules_for(stack::name)) {
+  for (const auto& rule : commx::coll::detail::tuned_table_for(stack::name).rules) {
     const bool here = std::ranges::find(measured, rule.collective) != measured.end();
     if (here && rule.min_bytes > 0 && rule.min_bytes <= (std::size_t{1} << 20)) {
       sizes.insert(rule.min_bytes);
@@ -126,10 +126,10 @@ TEST_CASE("tuned follows the table measured on the stack it runs over", "[coll][
 
 TEST_CASE("a layered stack takes its outermost level's table, an unknown one inproc's",
           "[coll][tuned]") {
-  using commx::coll::detail::tuned_rules_for;
-  CHECK(tuned_rules_for("shm+tcp").data() == tuned_rules_for("tcp").data());
-  CHECK(tuned_rules_for("shm+tcp+wan").data() == tuned_rules_for("wan").data());
-  CHECK(tuned_rules_for("mpi+wan").data() == tuned_rules_for("wan").data());
-  CHECK(tuned_rules_for("").data() == tuned_rules_for("inproc").data());
-  CHECK(tuned_rules_for("shm").data() != tuned_rules_for("inproc").data());
+  using commx::coll::detail::tuned_table_for;
+  CHECK(tuned_table_for("shm+tcp").rules.data() == tuned_table_for("tcp").rules.data());
+  CHECK(tuned_table_for("shm+tcp+wan").rules.data() == tuned_table_for("wan").rules.data());
+  CHECK(tuned_table_for("mpi+wan").rules.data() == tuned_table_for("wan").rules.data());
+  CHECK(tuned_table_for("").rules.data() == tuned_table_for("inproc").rules.data());
+  CHECK(tuned_table_for("shm").rules.data() != tuned_table_for("inproc").rules.data());
 }

@@ -98,11 +98,10 @@ struct tuned {
   /// `ranks_per_core` of the job's ranks each, in turns (1: each rank has a core).
   static detail::algorithm choose(std::string_view stack, stats::op collective, int ranks,
                                   std::size_t bytes, int ranks_per_core) {
-    return choose_from(
-        detail::tuned_rules_for(stack),
-        {detail::tuned_measured_ranks_for(stack), detail::tuned_measured_cores_for(stack),
-         ranks_per_core > 1, std::max(ranks_per_core, 1)},
-        detail::link_cost_for(stack), collective, ranks, bytes);
+    const detail::measured_table table = detail::tuned_table_for(stack);
+    return choose_from(table.rules,
+                       {table.ranks, table.cores, ranks_per_core > 1, std::max(ranks_per_core, 1)},
+                       detail::link_cost_for(stack), collective, ranks, bytes);
   }
   static detail::algorithm choose(std::string_view, stats::op, int, std::size_t, bool) = delete;
   /// The same on this process's node (detail/node_load.hpp).
@@ -245,12 +244,12 @@ struct tuned {
   template <class Port, class Run>
   static void dispatch(stats::op collective, int ranks, std::size_t bytes, Run&& run) {
     static constexpr std::span<const detail::tuning_rule> table =
-        detail::tuned_rules_for(stack_of<Port>());
+        detail::tuned_table_for(stack_of<Port>()).rules;
     static_assert(detail::grouped_by_collective(table),
                   "a tuned table must list each collective's rules together");
     static constexpr detail::rules_by_collective rules = detail::index_by_collective(table);
-    static constexpr int measured = detail::tuned_measured_ranks_for(stack_of<Port>());
-    static constexpr int cores = detail::tuned_measured_cores_for(stack_of<Port>());
+    static constexpr int measured = detail::tuned_table_for(stack_of<Port>()).ranks;
+    static constexpr int cores = detail::tuned_table_for(stack_of<Port>()).cores;
     static constexpr detail::link_cost link = detail::link_cost_for(stack_of<Port>());
     // The node matters where the table's rules were measured with ranks taking turns, and
     // beyond the table, where the model charges the turns.

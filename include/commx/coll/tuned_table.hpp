@@ -57,22 +57,10 @@ struct measured_table {
   return {tuned_rules_inproc, tuned_measured_ranks_inproc, tuned_measured_cores_inproc};
 }
 
-/// The rules of the table for `stack`.
-[[nodiscard]] constexpr std::span<const tuning_rule> tuned_rules_for(std::string_view stack) {
-  return tuned_table_for(stack).rules;
-}
-/// The largest rank count the table for `stack` was measured at.
-[[nodiscard]] constexpr int tuned_measured_ranks_for(std::string_view stack) {
-  return tuned_table_for(stack).ranks;
-}
-/// The cores of the machine the table for `stack` was measured on.
-[[nodiscard]] constexpr int tuned_measured_cores_for(std::string_view stack) {
-  return tuned_table_for(stack).cores;
-}
-
 /// Each stack's point-to-point cost, C(n) = alpha + n beta, fitted by scripts/alpha_beta.py on
 /// 2 ranks of this project's 2-core VM (bench/HISTORY.md, 2026-11-25): what the cost model
-/// weighs rounds against bytes with. Only their ratio matters to a choice.
+/// weighs rounds against bytes with, and, where ranks take turns on the cores, against the
+/// turns (link_cost::turn_us).
 [[nodiscard]] constexpr link_cost link_cost_for(std::string_view stack) {
   stack = outermost_level(stack);
   if (stack == "shm") return {0.101, 0.0584e-3};
