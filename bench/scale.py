@@ -8,7 +8,8 @@ mpi_yield_when_idle 1) and MPICH's mpiexec, at each rank count, `--runs` times i
 (each round runs every program once at every count), and prints per program and count the
 medians of start-up, allreduce 8 B and 64 KiB, bcast 8 B, the most descriptors and resident
 memory of a rank; then the ratios of commx's best policy on each stack to Open MPI's. Writes
-results/bench/scale/scale.csv and, with matplotlib, scale.png (time against rank count).
+results/bench/scale/scale.csv and, with matplotlib, scale.png (time against rank count; `--plot
+results/bench/scale/scale.csv` draws it again).
 
     python3 bench/scale.py [--build-dir build/release] [--ranks 8 16 32 64 128 256] [--runs 3]
     python3 bench/scale.py --bootstrap [--ranks ...]
@@ -131,6 +132,43 @@ def run(command: list[str], ranks: int, timeout: float) -> dict[str, float] | No
     return None
 
 
+def plot(rows: list[dict], path: Path) -> None:
+    """Time against rank count, one line per program (log-log), into `path`; nothing without
+    matplotlib (Debian's python3-matplotlib)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("scale: no matplotlib, no plot", file=sys.stderr)
+        return
+    fig, axes = plt.subplots(1, 4, figsize=(19, 5))
+    for ax, field, title in zip(axes, ["start_s", "allreduce8_us", "allreduce64k_us", "bcast8_us"],
+                                ["start-up (s)", "allreduce 8 B (us)", "allreduce 64 KiB (us)",
+                                 "bcast 8 B (us)"]):
+        for name in sorted({r["program"] for r in rows if r["runs"]}):
+            pts = sorted((r["ranks"], r[field]) for r in rows
+                         if r["program"] == name and r["runs"])
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=name,
+                    linestyle="--" if not name.startswith("commx") else "-")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("ranks (on 2 cores)")
+        ax.set_title(title)
+        ax.grid(True, which="major", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    print(f"scale: wrote {path}", file=sys.stderr)
+
+
+def read_rows(path: Path) -> list[dict]:
+    """scale.csv's rows, numbers as numbers."""
+    with path.open(newline="") as f:
+        return [{k: (v if k == "program" else float(v) if "." in v else int(v))
+                 for k, v in row.items()} for row in csv.DictReader(f)]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -145,7 +183,12 @@ def main() -> int:
     p.add_argument("--mpich-max-ranks", type=int, default=32,
                    help="run MPICH up to this many ranks only: it polls without yielding, and "
                         "oversubscribed 16 times an 8-byte allreduce took it 0.2 s")
+    p.add_argument("--plot", type=Path, metavar="SCALE_CSV",
+                   help="only draw scale.png beside this scale.csv of an earlier run")
     args = p.parse_args()
+    if args.plot:
+        plot(read_rows(args.plot), args.plot.with_suffix(".png"))
+        return 0
     build = Path(args.build_dir)
     progs = (bootstrap_programs(build, args.stacks) if args.bootstrap
              else programs(build, args.stacks, args.policies))
@@ -220,26 +263,7 @@ def main() -> int:
             text = ", ".join(f"{f.split('_')[0]} {min(m[f] for m in mine) / theirs[f]:.2f}x"
                              for f in FIELDS[:4] if theirs[f] > 0)
             print(f"  {stack} at {ranks}: {text}")
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-        for ax, field, title in zip(axes, ["start_s", "allreduce8_us", "bcast8_us"],
-                                    ["start-up (s)", "allreduce 8 B (us)", "bcast 8 B (us)"]):
-            for name in sorted({r["program"] for r in rows if r["runs"]}):
-                pts = sorted((r["ranks"], r[field]) for r in rows
-                             if r["program"] == name and r["runs"])
-                ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=name)
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlabel("ranks (2 cores)")
-            ax.set_title(title)
-        axes[0].legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "scale.png", dpi=110)
-    except ImportError:
-        pass
+    plot(rows, out / "scale.png")
     return 0
 
 
