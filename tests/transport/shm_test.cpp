@@ -525,9 +525,10 @@ TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is
 
   // Yielding before a sleep: 200 us up to 16 ranks a core, longer on a more crowded one; a
   // fixed period (COMMX_SHM_YIELD_US) wins.
-  CHECK(waiting::yield_for(32, 2) == waiting::base_yield);
-  CHECK(waiting::yield_for(256, 2) == 128 * waiting::yield_per_rank);
-  CHECK(waiting::yield_for(256, 256) == waiting::base_yield);
+  using commx::detail::yield_before_sleep;
+  CHECK(yield_before_sleep(32, 2) == commx::detail::base_yield);
+  CHECK(yield_before_sleep(256, 2) == 128 * commx::detail::yield_per_rank);
+  CHECK(yield_before_sleep(256, 256) == commx::detail::base_yield);
   CHECK(waiting(std::nullopt, 1s, 7us, 256).yield_period() == 7us);
 
   // A yield that another task takes the core for: pin this thread and a busy one to one core.

@@ -961,7 +961,8 @@ TEST_CASE("waits poll back to back only where each rank has a core", "[tcp][poll
   // budgets, and the wait must not have given up before the last of them.
   for (const polling p : {polling::for_host(1, 1), polling::for_host(4, 1)}) {
     const commx::clock::duration budget =
-        p.yields() ? polling::shared_budget : polling::auto_budget;
+        p.yields() ? commx::clock::duration(commx::detail::yield_before_sleep(4, 1))
+                   : polling::auto_budget;
     const auto begin = commx::clock::now();
     std::uint64_t bytes = 0;
     bool stopped_coming = false;

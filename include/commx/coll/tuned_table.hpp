@@ -59,13 +59,15 @@ struct measured_table {
 
 /// Each stack's point-to-point cost, C(n) = alpha + n beta, fitted by scripts/alpha_beta.py on
 /// 2 ranks of this project's 2-core VM (bench/HISTORY.md, 2026-11-25): what the cost model
-/// weighs rounds against bytes with, and, where ranks take turns on the cores, against the
-/// turns (link_cost::turn_us).
+/// weighs rounds against bytes with; and where ranks take turns on the cores, a rank's turn
+/// (link_cost::turn_us): 2.5 us on shm, 15 on tcp and wan, whose turns pass through the
+/// kernel's sockets and epoll (an 8-byte allreduce by recursive doubling at 128 and 256 ranks
+/// on 2 cores: 13-16 us per round and rank of a core; bench/HISTORY.md, 2026-11-29).
 [[nodiscard]] constexpr link_cost link_cost_for(std::string_view stack) {
   stack = outermost_level(stack);
   if (stack == "shm") return {0.101, 0.0584e-3};
-  if (stack == "tcp") return {4.700, 0.1189e-3};
-  if (stack == "wan") return {4.734, 0.1365e-3};
+  if (stack == "tcp") return {4.700, 0.1189e-3, 0.0002, 15.0};
+  if (stack == "wan") return {4.734, 0.1365e-3, 0.0002, 15.0};
   if (stack == "mpi") return {0.360, 0.0759e-3};
   return {0.450, 0.0303e-3};
 }

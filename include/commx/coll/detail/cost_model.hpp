@@ -32,10 +32,11 @@
 /// Where ranks take turns on the cores (more of them than cores on one machine: node_load.hpp),
 /// a round that every rank must take part in before any goes on waits until each has had its
 /// turn: it costs k t, k ranks per core and t a rank's turn (`turn_us`: a poll and a yield).
-/// On this 2-core machine an 8-byte allreduce took 1.8-2.9 us per round and rank of a core from
-/// 32 to 256 ranks, by flat (2 rounds) and by recursive doubling (L rounds) alike, so a tree's
-/// L rounds cost more than flat's root handling p-1 messages (bench/HISTORY.md, 2026-11-29:
-/// flat 0.25-0.4x binomial at 64-256 ranks). Such rounds, R:
+/// On this 2-core machine an 8-byte allreduce over shm took 1.8-2.9 us per round and rank of a
+/// core from 32 to 256 ranks, by flat (2 rounds) and by recursive doubling (L rounds) alike, and
+/// 13-16 us over tcp, so a tree's L rounds cost more than flat's root handling p-1 messages
+/// (bench/HISTORY.md, 2026-11-29: flat 0.25-0.4x binomial at 64-256 ranks on shm, 0.2-0.25x on
+/// tcp). Such rounds, R:
 ///
 /// | collective | flat | binomial | ring |
 /// |---|---|---|---|
@@ -68,7 +69,8 @@ struct link_cost {
   double alpha_us;
   double beta_us_per_byte;
   double gamma_us_per_byte = 0.0002;  // a sum of doubles: about 5 GB/s on this machine's cores
-  double turn_us = 2.5;               // a rank's turn on a shared core (see the file comment)
+  // A rank's turn on a shared core (see the file comment; each stack's: tuned_table.hpp).
+  double turn_us = 2.5;
 };
 
 /// The smallest bcast that ring sends as a scatter and a ring allgather (ring.hpp).

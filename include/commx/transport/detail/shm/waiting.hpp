@@ -12,13 +12,8 @@
 ///   no recent yield gave the core to another task (a yield that takes long did: another job,
 ///   or ranks of simulated nodes beyond this segment's). Otherwise `shared_spins` pauses only.
 /// - `COMMX_SHM_SPIN=n`: n pauses, whatever the host.
-/// Then the endpoint yields its core for a while, and then sleeps on its futex word. A yielding
-/// rank gets its core back once every other runnable rank there had a turn, and a sleeping one
-/// only when a sender wakes it: a system call on the sender's path, and at many ranks a core
-/// the wakes queue up on. So the yielding lasts 200 us (COMMX_SHM_YIELD_US) while a core holds
-/// at most 16 ranks, and 40 us per rank of the core beyond, long enough for several turns
-/// (bench/HISTORY.md, 2026-11-29: at 128 and 256 ranks on 2 cores, yielding 200 us made an
-/// 8-byte allreduce 1.4x and 2.2x slower than yielding 2 ms and 5 ms; at 32 ranks, 10% faster).
+/// Then the endpoint yields its core for a while (COMMX_SHM_YIELD_US, else by how many ranks
+/// share a core: commx/detail/shared_core.hpp), and then sleeps on its futex word.
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +26,7 @@
 #include <unistd.h>
 
 #include "commx/deadline.hpp"
+#include "commx/detail/shared_core.hpp"
 
 namespace commx::detail::shm {
 
@@ -45,11 +41,6 @@ class waiting {
   /// How long one such yield keeps automatic spinning off.
   static constexpr clock::duration shared_memory = std::chrono::milliseconds(100);
 
-  /// Ranks a core holds beyond which a waiting rank yields longer than `base_yield`.
-  static constexpr int crowded_core = 16;
-  static constexpr std::chrono::microseconds base_yield{200};
-  static constexpr std::chrono::microseconds yield_per_rank{40};
-
   /// `fixed_spins`: COMMX_SHM_SPIN=n, or none for auto; `fixed_yield`: COMMX_SHM_YIELD_US, or
   /// none; `ranks` on this segment.
   waiting(std::optional<int> fixed_spins, clock::duration spin_budget,
@@ -58,13 +49,7 @@ class waiting {
         budget_(spin_budget),
         ranks_(ranks),
         cores_(usable_cores()),
-        yield_period_(fixed_yield.value_or(yield_for(ranks, cores_))) {}
-
-  /// How long a rank yields before it sleeps, with `ranks` on `cores` (see the file comment).
-  static std::chrono::microseconds yield_for(int ranks, int cores) {
-    const int per_core = (ranks + cores - 1) / cores;
-    return per_core > crowded_core ? per_core * yield_per_rank : base_yield;
-  }
+        yield_period_(fixed_yield.value_or(commx::detail::yield_before_sleep(ranks, cores_))) {}
 
   /// How long a waiting rank yields its core, turn after turn, before it sleeps.
   [[nodiscard]] clock::duration yield_period() const { return yield_period_; }

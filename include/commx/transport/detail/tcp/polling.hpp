@@ -16,8 +16,9 @@
 /// machine (the kernel's boot id; the listen address where the kernel does not say):
 /// - `COMMX_TCP_POLL=auto` (the default): with no more of the job's ranks on this machine than
 ///   it has online cores, a wait polls back to back until `auto_budget` passes without a byte
-///   read, then sleeps; with more, it polls with a yield between polls until `shared_budget`
-///   passes so, then sleeps.
+///   read, then sleeps; with more, it polls with a yield between polls as long as shm's waits
+///   yield (200 us; 40 us per rank of a core beyond 16 to a core: commx/detail/shared_core.hpp),
+///   then sleeps.
 /// - `COMMX_TCP_POLL=n`: n polls, yielding between them, whatever the machine (0: never poll).
 /// Nodes simulated on one machine (COMMX_NODE, or network namespaces) share its cores, so they
 /// count as one machine.
@@ -35,6 +36,7 @@
 #include <fmt/format.h>
 
 #include "commx/deadline.hpp"
+#include "commx/detail/shared_core.hpp"
 
 namespace commx::detail::tcp {
 
@@ -44,9 +46,6 @@ class polling {
   /// How long a wait polls back to back without a byte coming where each rank has a core: long
   /// enough for a round trip of a rendezvous (rts, cts) on a LAN, short against a time slice.
   static constexpr clock::duration auto_budget = std::chrono::microseconds(100);
-  /// How long a wait on an oversubscribed machine polls so, yielding between polls, before it
-  /// sleeps: as long as shm's yielding (COMMX_SHM_YIELD_US).
-  static constexpr clock::duration shared_budget = std::chrono::microseconds(200);
 
   /// Never poll (until the rendezvous says who shares the machine).
   polling() = default;
@@ -64,7 +63,9 @@ class polling {
     polling p;
     p.ranks_on_host_ = ranks_on_host;
     p.cores_ = cores;
-    p.budget_ = ranks_on_host > cores ? shared_budget : auto_budget;
+    // Where they outnumber the cores, as long as shm's yielding (commx/detail/shared_core.hpp).
+    p.budget_ = ranks_on_host > cores ? clock::duration(yield_before_sleep(ranks_on_host, cores))
+                                      : auto_budget;
     return p;
   }
 

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// How long a waiting rank keeps yielding its core before it sleeps, where the job's ranks
+/// outnumber the cores (shm's waits, tcp's and wan's polls).
+///
+/// A yielding rank gets its core back once every other runnable rank there had a turn; a
+/// sleeping one only when a sender wakes it: a system call on the sender's path, and at many
+/// ranks to a core a queue of wake-ups. So a wait yields for 200 us while a core holds at most
+/// 16 ranks, and for 40 us per rank of the core beyond: long enough for several turns. Measured
+/// on shm (bench/HISTORY.md, 2026-11-29): at 128 and 256 ranks on 2 cores, yielding 200 us made
+/// an 8-byte allreduce 1.4x and 2.2x slower than yielding 2 ms and 5 ms, and yielding longer
+/// still gained nothing; at 32 ranks yielding 640 us was 10% slower than 200 us.
+
+#include <chrono>
+
+namespace commx::detail {
+
+/// Ranks a core holds beyond which a wait yields for longer than `base_yield`.
+inline constexpr int crowded_core = 16;
+inline constexpr std::chrono::microseconds base_yield{200};
+inline constexpr std::chrono::microseconds yield_per_rank{40};
+
+/// How long a wait yields before it sleeps with `ranks` on `cores` (more ranks than cores).
+inline std::chrono::microseconds yield_before_sleep(int ranks, int cores) {
+  const int per_core = (ranks + cores - 1) / (cores > 0 ? cores : 1);
+  return per_core > crowded_core ? per_core * yield_per_rank : base_yield;
+}
+
+}  // namespace commx::detail
