@@ -437,6 +437,16 @@ TEST_CASE("the cost model's formulas: rounds and bytes of each algorithm", "[col
   CHECK(modelled_cost(algorithm::flat, op::allreduce, 256, 8, turns_only, 128) == 2.0 * 128);
   CHECK(modelled_cost(algorithm::binomial, op::allreduce, 256, 8, turns_only, 128) == 8.0 * 128);
   CHECK(modelled_cost(algorithm::binomial, op::allreduce, 256, 8, turns_only, 1) == 0.0);
+  // Above the eager limit flat's root waits a turn for each of its messages, as many again for
+  // an allreduce's bcast; the other algorithms only their rounds.
+  const link_cost eager_1k{0.0, 0.0, 0.0, 1.0, 1024};
+  CHECK(modelled_cost(algorithm::flat, op::bcast, 256, 2048, eager_1k, 128) == 255.0 * 128);
+  CHECK(modelled_cost(algorithm::flat, op::bcast, 256, 1024, eager_1k, 128) == 0.0);
+  CHECK(modelled_cost(algorithm::flat, op::allreduce, 256, 2048, eager_1k, 128) ==
+        (2.0 + 2 * 255.0) * 128);
+  CHECK(modelled_cost(algorithm::flat, op::allgather, 256, 8, eager_1k, 128) ==
+        (2.0 + 255.0) * 128);  // the bcast of 256 x 8 bytes is above the limit
+  CHECK(modelled_cost(algorithm::binomial, op::bcast, 256, 2048, eager_1k, 128) == 0.0);
 }
 
 TEST_CASE("beyond its tables tuned picks within 1.5x of the best modelled algorithm",
@@ -488,4 +498,10 @@ TEST_CASE("beyond its tables tuned picks within 1.5x of the best modelled algori
   CHECK(tuned::choose("shm", op::allreduce, 256, 8, 128) == algorithm::flat);
   CHECK(tuned::choose("shm", op::allreduce, 256, std::size_t{64} << 10, 128) ==
         algorithm::binomial);
+  // 64 KiB is eager on tcp, so flat's root takes it as it comes; shm+tcp's node-local messages
+  // of 64 KiB wait for the root to ask, one after another (flat 2x binomial's measured time).
+  CHECK(tuned::choose("tcp", op::allreduce, 128, std::size_t{64} << 10, 64) == algorithm::flat);
+  CHECK(tuned::choose("shm+tcp", op::allreduce, 128, std::size_t{64} << 10, 64) ==
+        algorithm::binomial);
+  CHECK(tuned::choose("shm+tcp", op::allreduce, 128, 8, 64) == algorithm::flat);
 }
