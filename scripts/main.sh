@@ -12,6 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
+echo "=== packages ready after ${SECONDS} s"
 cmake --preset release >/dev/null
 # Measured on a fresh 2-core machine (g++ 12, nothing cached): 476 s of compiler time for the
 # 26 programs below, then 3 minutes of runs (bench/README.md, "The main job's time").
@@ -21,11 +22,13 @@ echo "=== expect about $(( build_minutes + 3 )) minutes: building ~${build_minut
 echo "=== building md_replicated for every stack, nbody_wide, the ping-pongs (release)"
 cmake --build --preset release -j "$(nproc)" --target md_replicated_all commxrun bench_pingpong_all \
   nbody_wide_all wanemu commx-relay bench_cache_line
+echo "=== built after ${SECONDS} s"
 
 # Debian's python3, which python3-matplotlib is installed for (a python3 earlier on PATH, e.g.
 # from pyenv, would not see it).
 python=/usr/bin/python3
 [[ -x $python ]] || python=python3
 "$python" scripts/md_compare.py --build-dir build/release --results results/md "$@"
-echo "=== nbody_wide in each arrangement"
-exec "$python" scripts/nbody_compare.py --build-dir build/release --results results/nbody
+echo "=== nbody_wide in each arrangement (${SECONDS} s so far)"
+"$python" scripts/nbody_compare.py --build-dir build/release --results results/nbody
+echo "=== the main job took ${SECONDS} s"
