@@ -19,14 +19,21 @@ namespace shm = commx::detail::shm;
 
 namespace {
 
-// A ring in ordinary memory, with its producer and consumer ends.
-struct test_ring {
-  static constexpr std::size_t capacity = 4096;
+// A ring of `Capacity` bytes in ordinary memory, with its producer and consumer ends.
+template <std::size_t Capacity>
+struct ring_in_memory {
+  static constexpr std::size_t capacity = Capacity;
   shm::ring_control control;
   alignas(shm::cache_line) std::array<std::byte, capacity> cells{};
   shm::ring_producer producer{shm::ring_buffer(&control, cells.data(), capacity)};
   shm::ring_consumer consumer{shm::ring_buffer(&control, cells.data(), capacity)};
+
+  // Where in the buffer a record's header was written (its stamp says its position).
+  std::size_t offset_of(const shm::record& got) const { return (got.stamp - 1) % capacity; }
 };
+using test_ring = ring_in_memory<4096>;
+// Large enough that records of a page or more start over when the ring is empty.
+using large_ring = ring_in_memory<65536>;
 
 shm::record eager(int tag, std::size_t bytes) {
   shm::record header{};
@@ -196,18 +203,6 @@ TEST_CASE("long headers start on a cache line, after skips the consumer never se
 }
 
 namespace {
-
-// A ring of 64 KiB, where records of a page or more start over when the ring is empty.
-struct large_ring {
-  static constexpr std::size_t capacity = 65536;
-  shm::ring_control control;
-  alignas(shm::cache_line) std::array<std::byte, capacity> cells{};
-  shm::ring_producer producer{shm::ring_buffer(&control, cells.data(), capacity)};
-  shm::ring_consumer consumer{shm::ring_buffer(&control, cells.data(), capacity)};
-
-  // Where in the buffer a record's header was written (its stamp says its position).
-  std::size_t offset_of(const shm::record& got) const { return (got.stamp - 1) % capacity; }
-};
 
 std::vector<std::byte> filled(std::size_t bytes, int seed) {
   std::vector<std::byte> payload(bytes);

@@ -48,6 +48,10 @@
 /// | allgatherv | 1 | 1 | p-1 |
 /// | bcast, reduce, gather(v), scatter(v), scan, exscan | 0 | 0 | 0 |
 ///
+/// A rooted collective has none: each rank leaves once its part is done, so one call overlaps
+/// the next and its cost is the messages the busiest rank handles, as the postal model has it
+/// (8-byte broadcasts from rotating roots: binomial 0.2-0.5x flat at 32-256 ranks).
+///
 /// flat's root also takes its p-1 messages one after another, and a message above the stack's
 /// eager limit (`eager_bytes`) waits for its receiver to ask for it: where ranks take turns,
 /// each such message costs the root a turn of the run queue, k t. So flat's bcast, reduce,
@@ -57,10 +61,6 @@
 /// simulated nodes, 128 ranks: flat's 64 KiB allreduce took 20.2 ms with shm's 32 KiB limit,
 /// 7.0 ms with it raised to 64 KiB, where binomial took 10.4.) The other algorithms' rounds
 /// are charged as above either way.
-///
-/// A rooted collective has none: each rank leaves once its part is done, so one call overlaps
-/// the next and its cost is the messages the busiest rank handles, as the postal model has it
-/// (8-byte broadcasts from rotating roots: binomial 0.2-0.5x flat at 32-256 ranks).
 
 #include <algorithm>
 #include <array>

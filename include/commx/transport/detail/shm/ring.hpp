@@ -99,11 +99,13 @@ constexpr std::size_t record_bytes(record_kind kind, std::size_t payload) {
 
 /// Copies `n` <= 32 bytes with a few fixed-size moves rather than a call to memcpy: a small
 /// message's header and payload are written and read this way, within one cell.
-// GCC 12 at -O3, inlining this into a caller with a short buffer of known size, warns of
-// `to + n - 16` on paths its range analysis cannot rule out but the branches do (n >= 16).
+// GCC 12 at -O3, inlining this into a caller with a short buffer of known size (or of a size
+// it cannot bound), warns of `to + n - 16` on paths its range analysis cannot rule out but the
+// branches do (n >= 16).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Warray-bounds"
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
 #endif
 inline void copy_small(std::byte* to, const std::byte* from, std::size_t n) {
   if (n >= 16) {
