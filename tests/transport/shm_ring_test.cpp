@@ -244,7 +244,8 @@ TEST_CASE("a page-sized record starts over at the buffer's start once the ring i
   put(4);
   take(4);
   CHECK(offsets.back() == span);
-  // A small record never starts over; a page-sized one after it, taken at once, does.
+  // A small record never starts over; nor does a page-sized one after it whose pages were
+  // written before (going round there keeps the other core's cache lines out of the way).
   const std::array<std::byte, 8> small{};
   REQUIRE(ring->producer.fits(shm::record_kind::eager, small.size()));
   ring->producer.write(eager(99, small.size()), small);
@@ -254,6 +255,10 @@ TEST_CASE("a page-sized record starts over at the buffer's start once the ring i
   ring->consumer.pop(got);
   put(5);
   take(5);
+  CHECK(offsets.back() == 2 * span + shm::cell);
+  // The next would reach pages never written: it starts over.
+  put(6);
+  take(6);
   CHECK(offsets.back() == 0);
   CHECK_FALSE(ring->consumer.peek(got));
 }
@@ -305,5 +310,5 @@ TEST_CASE("records of every size, taken at random moments, arrive whole and in o
     in_flight.erase(in_flight.begin());
     ++taken;
   }
-  CHECK(started_over > 10);
+  CHECK(started_over > 0);  // only until the whole ring has been written once
 }

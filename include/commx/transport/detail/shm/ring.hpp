@@ -232,12 +232,16 @@ class ring_producer {
   // core: nothing beside a page's copy, too much for every small message.
   static constexpr std::size_t start_over_payload = 4096;
 
-  // Skips to the next lap when the consumer has taken everything and a record of `bytes`
-  // fits before the tail's offset in the buffer (so it is written at once, not after the
-  // consumer has passed the skip).
+  // Skips to the next lap when the record of `bytes` would reach pages never written, the
+  // consumer has taken everything, and the record fits before the tail's offset in the buffer
+  // (so it is written at once, not after the consumer has passed the skip). Where traffic has
+  // filled the ring once, records go round as before: starting over there made a stream of
+  // 4 MiB messages at 2 ranks 1.1x slower (the cache lines just read on the other core are
+  // written again at once).
   void start_over_if_empty(std::size_t bytes) {
     const std::size_t offset = static_cast<std::size_t>(tail_ & (ring_.capacity() - 1));
-    if (offset < bytes + cell) return;  // near the start already
+    if (offset + bytes <= written_up_to_) return;  // its pages are touched already
+    if (offset < bytes + cell) return;             // near the start already
     head_ = ring_.control().head.load(std::memory_order_acquire);
     if (head_ != tail_) return;
     record skip;
@@ -264,6 +268,8 @@ class ring_producer {
       ring_.put(at + head_bytes, payload.data(), payload.size());
     }
     for (std::uint64_t p = at + cell; p < written; p += cell) payload_cells_[cell_of(p)] = true;
+    const std::size_t end = static_cast<std::size_t>(at & (ring_.capacity() - 1)) + (written - at);
+    written_up_to_ = std::max(written_up_to_, std::min(end, ring_.capacity()));
     if (payload_cells_[cell_of(next)]) {
       ring_.stamp(next).store(0, std::memory_order_relaxed);
       payload_cells_[cell_of(next)] = false;
@@ -277,6 +283,7 @@ class ring_producer {
   std::uint64_t head_ = 0;
   std::uint64_t tail_ = 0;
   std::vector<bool> payload_cells_;  // per cell: holds payload of its last lap
+  std::size_t written_up_to_ = 0;    // the buffer's bytes below this offset have been written
 };
 
 /// The consumer's end: `peek` the next record's header, copy its payload out, then `pop` it.
