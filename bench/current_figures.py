@@ -13,9 +13,9 @@ page cannot drift from what the scripts print.
     bench/current_figures.py check
 
 `collect pmb` reads a pmb_sweep.py results directory (round<k>/ JSON and mode.txt) and keeps,
-per collective, size and rank count, the best commx policy over Open MPI and tuned over that
-best, medians over the rounds of each round's ratio (scripts/pmb_report.py's rule); the VM's
-mode is read from the rounds. `collect csv` keeps the named columns of the rows that match.
+per collective, size and rank count, the best commx policy over Open MPI (and MPICH, where the
+sweep ran it) and tuned over that best, medians over the rounds of each round's ratio
+(scripts/pmb_report.py's rule); the VM's mode is read from the rounds. `collect csv` keeps the named columns of the rows that match.
 `check` exits 1 when the page differs from what the kept tables render (tests: scripts.bench_figures).
 """
 
@@ -68,8 +68,12 @@ def collect_pmb(folder: Path) -> tuple[list[str], list[list[str]], str]:
     rounds = pmb_report.by_round(paths)
     stacks = sorted({parsed[0] for (_, label, _, _) in rounds
                      if (parsed := pmb_report.split_label(label)) is not None})
+    # MPICH beside Open MPI where the sweep ran it (pmb_sweep.py --stacks ... mpich): ch4 has no
+    # TCP-only layout to match tcp's, so it is held against every stack as it comes.
+    mpich = any(label == "mpich" for (_, label, _, _) in rounds)
     columns = ["stack", "collective", "ranks", "bytes", "best policy", "best us", "Open MPI us",
-               "best / Open MPI", "tuned / best"]
+               "best / Open MPI"] + (["MPICH us", "best / MPICH"] if mpich else []) + \
+        ["tuned / best"]
     rows = []
     for stack in stacks:
         for point in pmb_report.stack_points(stack, rounds)[1]:
@@ -79,9 +83,14 @@ def collect_pmb(folder: Path) -> tuple[list[str], list[list[str]], str]:
                 continue
             over_peer = pmb_report.round_ratio(point["rounds"][best], point["rounds"][peer])
             tuned = point["tuned_over_best"]
-            rows.append([stack, point["bench"], str(point["np"]), str(point["bytes"]), best,
-                         f"{medians[best]:.2f}", f"{medians[peer]:.2f}", f"{over_peer:.2f}",
-                         f"{tuned:.2f}" if tuned else "-"])
+            row = [stack, point["bench"], str(point["np"]), str(point["bytes"]), best,
+                   f"{medians[best]:.2f}", f"{medians[peer]:.2f}", f"{over_peer:.2f}"]
+            if mpich:
+                over_mpich = pmb_report.round_ratio(point["rounds"][best],
+                                                    point["rounds"].get("mpich"))
+                row += [f"{medians['mpich']:.2f}", f"{over_mpich:.2f}"] if over_mpich else \
+                    ["-", "-"]
+            rows.append(row + [f"{tuned:.2f}" if tuned else "-"])
     return columns, rows, vm_mode(pmb_report.round_modes(paths))
 
 

@@ -21,8 +21,8 @@ and prints the ratio of the start-ups (PMIx / rendezvous); results/bench/scale/b
 
 Every job makes the issue's calls (200 allreduces of 8 B, 20 of 64 KiB, 200 broadcasts) at
 every count: fewer at large counts made the first calls' costs (pages touched for the first
-time) most of a figure. Open MPI's start-up (a minute at 256 ranks) is most of the run. MPICH's driver is compiled by hand with
-mpicxx.mpich into build/mpich/ when none is there, as bench/shm_vs_mpi.sh does.
+time) most of a figure. Open MPI's start-up (a minute at 256 ranks) is most of the run. MPICH's
+driver is compiled by hand with mpicxx.mpich into build/mpich/ (scripts/launching.py).
 """
 
 from __future__ import annotations
@@ -41,24 +41,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from launching import STACKS  # noqa: E402  (every stack's name)
+from launching import built_against_mpich  # noqa: E402
 FIELDS = ["start_s", "allreduce8_us", "allreduce64k_us", "bcast8_us", "max_fds", "max_rss_mb"]
 LINE = re.compile(r"(\S+) ranks=(\d+) " + " ".join(rf"{f}=([\d.]+)" for f in FIELDS))
 
 
 CALLS = 200  # rounds: allreduces and broadcasts of 8 B; a tenth as many of 64 KiB
-
-
-def mpich_driver(build: Path) -> Path | None:
-    out = ROOT / "build/mpich/bench_mpi_scale"
-    src = ROOT / "bench/mpi_scale_bench.cpp"
-    if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
-        return out
-    if subprocess.run(["which", "mpicxx.mpich"], capture_output=True).returncode != 0:
-        return None
-    out.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mpicxx.mpich", "-O2", "-DNDEBUG", "-std=c++20", "-DMPICH_SKIP_MPICXX=1",
-                    f"-I{ROOT / 'bench'}", str(src), "-o", str(out)], check=True)
-    return out
 
 
 def programs(build: Path, stacks: list[str], policies: list[str]) -> dict[str, list[str]]:
@@ -81,7 +69,7 @@ def programs(build: Path, stacks: list[str], policies: list[str]) -> dict[str, l
                 "mpi_yield_when_idle", "1", "--bind-to", "none", "-np", "{n}"]
         out["Open MPI vader"] = base[:1] + ["--mca", "btl", "self,vader"] + base[1:] + [str(ompi)]
         out["Open MPI tcp"] = base[:1] + ["--mca", "btl", "self,tcp"] + base[1:] + [str(ompi)]
-    mpich = mpich_driver(build)
+    mpich = built_against_mpich(ROOT / "bench/mpi_scale_bench.cpp")
     if mpich:
         out["MPICH"] = ["mpiexec.mpich", "-n", "{n}", str(mpich)]
     return out

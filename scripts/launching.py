@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 from pathlib import Path
@@ -58,6 +59,22 @@ def program_for(stack: str, folder: Path, name: str) -> Path:
         raise SystemExit(f"{path} was not built: its stack's target is missing (an MPI, or "
                          f"COMMX_BENCH_EVERY_STACK=OFF, which builds the first stack only)")
     return path
+
+
+def built_against_mpich(source: Path, libs: tuple[str, ...] = ()) -> Path | None:
+    """`source` (one of bench/'s raw-MPI drivers) compiled against MPICH into build/mpich/, once
+    per change of the source; None when MPICH's compiler wrapper is not installed. By hand: the
+    CMake build finds one MPI, Open MPI, and a second one would need a build tree of its own."""
+    root = Path(__file__).resolve().parent.parent
+    out = root / "build" / "mpich" / source.stem
+    if out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
+        return out
+    if shutil.which("mpicxx.mpich") is None:
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mpicxx.mpich", "-O2", "-DNDEBUG", "-std=c++20", "-DMPICH_SKIP_MPICXX=1",
+                    f"-I{root / 'bench'}", str(source), "-o", str(out), *libs], check=True)
+    return out
 
 
 def launched(stack: str, ranks: int, program: list[str], timeout: float,

@@ -7,7 +7,7 @@ RESULTS/round<k>/, which scripts/pmb_report.py (the side-by-side table) and
 scripts/tune_collectives.py (coll::tuned's table per stack) read, round by round.
 
     python3 scripts/pmb_sweep.py [--build-dir build/release] [--ranks 2 4] [--rounds 5]
-                                 [--stacks inproc shm tcp wan mpi openmpi openmpi-tcp]
+                                 [--stacks inproc shm tcp wan mpi openmpi openmpi-tcp mpich]
 
 Each round also times a cache line crossing between CPUs 0 and 1 (bench_cache_line) before and
 after its runs, into round<k>/mode.txt: this VM moves between a fast mode (about 40 ns) and a slow
@@ -16,7 +16,9 @@ one (about 200 ns) every few minutes, and pmb_report.py counts the goals per mod
 Stacks: inproc is bench_collectives (ranks as threads); shm, tcp, wan and mpi are
 bench_pmb_<stack>, launched as the main job launches them (scripts/md_compare.py); openmpi is
 Open MPI's own collectives (bench_mpi_collectives) on its default transports (vader on one
-node), openmpi-tcp the same over its TCP BTL only, the layout tcp and wan have.
+node), openmpi-tcp the same over its TCP BTL only, the layout tcp and wan have; mpich is MPICH's
+collectives (the same driver compiled with mpicxx.mpich into build/mpich/) on its default ch4
+device, told to yield while it polls as Open MPI is (MPIR_CVAR_POLLS_BEFORE_YIELD=1).
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from launching import STACKS as COMMX_STACKS  # noqa: E402  (the main job's launch rules)
-from launching import cache_line_ns, launched, program_for  # noqa: E402
+from launching import built_against_mpich, cache_line_ns, launched, program_for  # noqa: E402
 
-STACKS = [*COMMX_STACKS, "openmpi", "openmpi-tcp"]
+STACKS = [*COMMX_STACKS, "openmpi", "openmpi-tcp", "mpich"]
 
 
 def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
@@ -49,6 +51,13 @@ def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
         if stack == "openmpi-tcp":
             cmd[1:1] = ["--mca", "btl", "self,tcp"]
         return cmd, env
+    if stack == "mpich":
+        driver = built_against_mpich(Path(__file__).resolve().parent.parent / "bench" /
+                                     "mpi_collectives_bench.cpp", ("-lbenchmark", "-lpthread"))
+        if driver is None:
+            raise SystemExit("pmb_sweep: --stacks mpich needs MPICH (apt-get install mpich)")
+        env = dict(os.environ, MPIR_CVAR_POLLS_BEFORE_YIELD="1")
+        return ["mpiexec.mpich", "-bind-to", "none", "-n", str(ranks), str(driver), *flags], env
     commxrun = build_dir / "tools" / "commxrun" / "commxrun"
     return launched(stack, ranks, [str(program_for(stack, bench, "bench_pmb")), *flags], timeout,
                     commxrun)

@@ -11,9 +11,12 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <span>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
+#include "commx/coll/detail/two_waves.hpp"
 #include "commx/ops.hpp"
 #include "coll/policies.hpp"
 #include "support/check.hpp"
@@ -646,12 +649,28 @@ TEMPLATE_LIST_TEST_CASE("hierarchical allgather and reduce on contiguous nodes, 
   }
 }
 
-using halving_policies = std::tuple<commx::coll::binomial, commx::coll::hierarchical>;
+// binomial with its allreduce in two waves from by_halves_bytes on, as it goes where ranks
+// crowd the cores (binomial::in_two_waves), whatever this machine's load.
+struct binomial_in_two_waves : commx::coll::binomial {
+  static constexpr std::string_view name = "binomial-in-two-waves";
+  template <class Port, class E, class Op>
+  static void allreduce(Port& p, std::span<E> data, Op op) {
+    if (data.size_bytes() < by_halves_bytes) {
+      binomial::allreduce(p, data, op);
+      return;
+    }
+    commx::coll::detail::allreduce_in_two_waves(p, data, op);
+  }
+};
 
-TEMPLATE_LIST_TEST_CASE("an allreduce by halves gives recursive doubling's bits", "[fixed][inproc]",
-                        halving_policies) {
+using halving_policies =
+    std::tuple<commx::coll::binomial, commx::coll::hierarchical, binomial_in_two_waves>;
+
+TEMPLATE_LIST_TEST_CASE("an allreduce by halves or in two waves gives recursive doubling's bits",
+                        "[fixed][inproc]", halving_policies) {
   using comm = inproc_comm_for<TestType>;
-  // 64 KiB goes by halves; the same elements in pieces of 8 KiB go by recursive doubling.
+  // 64 KiB goes by halves (or in two waves); the same elements in pieces of 8 KiB go by
+  // recursive doubling.
   // Values whose sums round, so that another grouping would show in the bits. The layouts
   // give hierarchical equal power-of-two nodes (its path by halves) or not (its node steps).
   constexpr std::size_t count = 8192;
@@ -661,7 +680,8 @@ TEMPLATE_LIST_TEST_CASE("an allreduce by halves gives recursive doubling's bits"
   for (const std::vector<int>& nodes :
        {std::vector<int>{0, 0}, std::vector<int>{0, 1, 2}, std::vector<int>{0, 0, 1, 1},
         std::vector<int>{0, 0, 1, 1, 2}, std::vector<int>{0, 0, 0, 1, 1, 1},
-        std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}, std::vector<int>{0, 1, 2, 3, 4, 5, 6}}) {
+        std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}, std::vector<int>{0, 1, 2, 3, 4, 5, 6},
+        std::vector<int>{0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2}}) {
     REQUIRE_NOTHROW(commx::test::inproc_job<comm>(
         static_cast<int>(nodes.size()),
         [](comm& world) {

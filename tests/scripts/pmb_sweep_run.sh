@@ -32,4 +32,13 @@ PMB_FRESH_INPUT=1 python3 "$scripts/pmb_sweep.py" --build-dir "$build" --results
   --rounds 1 --ranks 2 --stacks shm tcp --filter '^Allgather/.*/65536/' --timeout 120
 python3 "$scripts/pmb_report.py" "$out"/fresh/round1/*.json > "$out/fresh/report.txt"
 grep -Eq '^ +Allgather +2 +65536 ' "$out/fresh/report.txt"
+# MPICH's collectives beside shm's where MPICH is installed (the sweep compiles its driver):
+# the report has a column for it, with a time on the point.
+if command -v mpicxx.mpich > /dev/null; then
+  python3 "$scripts/pmb_sweep.py" --build-dir "$build" --results "$out/mpich" --rounds 1 \
+    --ranks 2 --stacks shm mpich --filter '^Allreduce/.*/8/' --timeout 120
+  python3 "$scripts/pmb_report.py" "$out"/mpich/round1/*.json > "$out/mpich/report.txt"
+  grep -Eq '^ +bench +np +bytes .* mpich ' "$out/mpich/report.txt"
+  grep -Eq '^ +Allreduce +2 +8 +([0-9.]+ +)+' "$out/mpich/report.txt"
+fi
 echo "pmb_sweep_run: tables for shm and tcp made from one round"

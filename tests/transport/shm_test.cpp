@@ -554,3 +554,39 @@ TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is
   CHECK_FALSE(own.spin(arrives_at(1000), far));
   CHECK(polls == waiting::shared_spins);
 }
+
+TEST_CASE("large messages are read by cma where 8 or more ranks share a core, copied elsewhere",
+          "[shm][large]") {
+  using commx::detail::shm::large_path;
+  using commx::detail::shm::options;
+  CHECK(options::by_load(2, 2) == large_path::copy);
+  CHECK(options::by_load(14, 2) == large_path::copy);
+  CHECK(options::by_load(15, 2) == large_path::cma);  // one of the cores runs 8
+  CHECK(options::by_load(16, 2) == large_path::cma);
+  CHECK(options::by_load(2048, 256) == large_path::cma);
+  CHECK(options::by_load(2048, 293) == large_path::copy);
+
+  // A job's ranks as threads of this process, each making its endpoint: what they chose.
+  const auto cma_chosen = [](int ranks, std::optional<large_path> large) {
+    const std::string name =
+        "commx_test_large_" + std::to_string(::getpid()) + "_" + std::to_string(ranks);
+    std::vector<int> chosen(static_cast<std::size_t>(ranks), -1);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        commx::transport::shm::options opts;
+        opts.large = large;
+        opts.startup_timeout = 60s;
+        const commx::transport::shm t(name, r, ranks, opts);
+        chosen[static_cast<std::size_t>(r)] = t.cross_memory_enabled() ? 1 : 0;
+      });
+    }
+    for (auto& t : threads) t.join();
+    return chosen;
+  };
+  const int crowded = commx::detail::queued_core * commx::detail::shm::waiting::usable_cores();
+  CHECK(cma_chosen(2, std::nullopt) == std::vector<int>(2, 0));
+  CHECK(cma_chosen(crowded, std::nullopt) == std::vector<int>(std::size_t(crowded), 1));
+  CHECK(cma_chosen(crowded, large_path::copy) == std::vector<int>(std::size_t(crowded), 0));
+  CHECK(cma_chosen(2, large_path::cma) == std::vector<int>(2, 1));
+}

@@ -791,15 +791,23 @@ class Launcher {
     reap();  // SIGCHLDs coalesce, so always collect every exited child
   }
 
+  // Every exited child is collected before any is reported, and those a signal killed are
+  // reported first: a rank killed by a signal is the likelier cause of its peers' failures
+  // (they exit once they see it gone, often before this process wakes), and waitpid(-1) hands
+  // children back in the order they were started, not the order they ended.
   void reap() {
+    std::vector<std::pair<int, int>> ended;  // (rank, wait status)
     for (;;) {
       int status = 0;
       const pid_t pid = ::waitpid(-1, &status, WNOHANG);
       if (pid < 0 && errno == EINTR) continue;
       if (pid <= 0) break;
       const auto it = by_pid_.find(pid);
-      if (it != by_pid_.end()) on_exit(it->second, status);
+      if (it != by_pid_.end()) ended.emplace_back(it->second, status);
     }
+    std::stable_partition(ended.begin(), ended.end(),
+                          [](const auto& e) { return WIFSIGNALED(e.second); });
+    for (const auto& [rank, status] : ended) on_exit(rank, status);
   }
 
   void on_exit(int rank, int status) {

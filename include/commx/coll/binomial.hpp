@@ -25,10 +25,13 @@
 #include "commx/coll/detail/by_halves.hpp"
 #include "commx/coll/detail/combine.hpp"
 #include "commx/coll/detail/inline_list.hpp"
+#include "commx/coll/detail/node_load.hpp"
 #include "commx/coll/detail/pattern/binomial_tree.hpp"
 #include "commx/coll/detail/pattern/recursive_doubling.hpp"
 #include "commx/coll/detail/pattern/ring.hpp"
+#include "commx/coll/detail/two_waves.hpp"
 #include "commx/coll/flat.hpp"
+#include "commx/detail/shared_core.hpp"
 
 namespace commx::coll {
 
@@ -48,6 +51,21 @@ struct binomial {
   /// The smallest allreduce that goes by halves: below it, the extra rounds' latency outweighs
   /// the folds and copies saved (PMB on shm: bench/HISTORY.md).
   static constexpr std::size_t by_halves_bytes = std::size_t{32} << 10;
+
+  /// Bytes an allreduce may carry per rank of a core and still go in two waves.
+  static constexpr std::size_t two_waves_bytes_per_turn = std::size_t{16} << 10;
+
+  /// Whether an allreduce of `bytes` goes in two waves (detail/two_waves.hpp) rather than by
+  /// halves, on a node whose cores run `ranks_per_core` of the job's ranks in turns: from
+  /// commx::detail::queued_core ranks to a core and by_halves_bytes, up to 16 KiB per rank of a
+  /// core. By halves waits for every rank's turn 2 L times, the waves twice, and the waves move
+  /// 2 (L - 1) n more bytes and fold (L - 1) n more: they win while 2 k t > n (2 b + g), k
+  /// ranks to a core taking turns of t (about 2.5 us on shm, 15 on tcp; cost_model.hpp) and
+  /// b + g about 0.3 ns per byte, i.e. n below about k x 12.5 KiB on shm and more on tcp.
+  [[nodiscard]] static constexpr bool in_two_waves(std::size_t bytes, int ranks_per_core) {
+    return ranks_per_core >= commx::detail::queued_core && bytes >= by_halves_bytes &&
+           bytes <= two_waves_bytes_per_turn * static_cast<std::size_t>(ranks_per_core);
+  }
 
   /// A dissemination barrier: ceil(log2 p) rounds of one message.
   template <class Port>
@@ -106,9 +124,15 @@ struct binomial {
   /// Recursive doubling, with the ranks beyond the largest power of two folded in first and
   /// served last; combines in rank order. From `by_halves_bytes` on, by halves
   /// (detail/by_halves.hpp): the same partners and the same bits, each rank folding and
-  /// sending about one message's worth in all rather than one per round.
+  /// sending about one message's worth in all rather than one per round; or, where ranks take
+  /// turns on crowded cores, in two waves up and down a tree (`in_two_waves`), the same bits
+  /// again. Every rank of a node reads the same load (detail/node_load.hpp), so all choose alike.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
+    if (in_two_waves(data.size_bytes(), detail::this_node().ranks_per_core(p.size()))) {
+      detail::allreduce_in_two_waves(p, data, op);
+      return;
+    }
     if (data.size_bytes() >= by_halves_bytes) {
       detail::allreduce_by_halves(p, data, op);
       return;

@@ -38,7 +38,6 @@
 #include "commx/coll/binomial.hpp"
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
-#include "commx/coll/detail/by_halves.hpp"
 #include "commx/coll/detail/sub_port.hpp"
 #include "commx/coll/detail/two_site_pipeline.hpp"
 #include "commx/ops.hpp"
@@ -125,7 +124,8 @@ struct hierarchical_over : Inner {
   /// all ranks when that would break rank order for an op that is not commutative). Across two
   /// sites, a message of two segments or more (detail/two_site_pipeline.hpp) goes in segments,
   /// the site leaders exchanging each while the sites reduce the next. Within one site, a message
-  /// of `binomial::by_halves_bytes` or more goes by halves over all ranks (detail/by_halves.hpp)
+  /// of `binomial::by_halves_bytes` or more goes as binomial's over all ranks, by halves
+  /// (detail/by_halves.hpp; in two waves where ranks crowd the cores, binomial::in_two_waves)
   /// where that folds as the node and leader steps do (folds_as_by_halves): the first rounds
   /// pair the ranks of each node, the last ones cross between nodes with every rank carrying its
   /// share, where the leaders alone would carry the whole message and fold it twice (MD on two
@@ -143,7 +143,7 @@ struct hierarchical_over : Inner {
       }
     }
     if (data.size_bytes() >= binomial::by_halves_bytes && folds_as_by_halves(p)) {
-      detail::allreduce_by_halves(p, data, op);
+      binomial::allreduce(p, data, op);
       return;
     }
     auto [local, leaders, is_leader] = split(p);

@@ -16,6 +16,21 @@
 
 namespace commx::detail {
 
+/// Ranks a core holds from which a step that waits for another rank's turn costs more than
+/// moving the bytes again: shm's large messages are read by cma, with no turn of their sender's
+/// (transport/detail/shm/options.hpp), and binomial's allreduce goes in two waves instead of by
+/// halves (coll/detail/two_waves.hpp). Measured on 2 cores (bench/HISTORY.md, 2026-11-29): the
+/// 64 KiB allreduce at 16 to 256 ranks took 0.5-0.8x by halves' time that way; at 8 ranks
+/// either way within the noise; at 4 ranks (2 to a core) cma took 1.1-1.3x copy's time in
+/// PMB's large collectives.
+inline constexpr int queued_core = 8;
+
+/// Ranks per core of `ranks` on `cores` (rounded up).
+inline constexpr int ranks_per_core(int ranks, int cores) {
+  const int c = cores > 0 ? cores : 1;
+  return (ranks + c - 1) / c;
+}
+
 /// Ranks a core holds beyond which a wait yields for longer than `base_yield`.
 inline constexpr int crowded_core = 16;
 inline constexpr std::chrono::microseconds base_yield{200};
@@ -23,7 +38,7 @@ inline constexpr std::chrono::microseconds yield_per_rank{40};
 
 /// How long a wait yields before it sleeps with `ranks` on `cores` (more ranks than cores).
 inline std::chrono::microseconds yield_before_sleep(int ranks, int cores) {
-  const int per_core = (ranks + cores - 1) / (cores > 0 ? cores : 1);
+  const int per_core = ranks_per_core(ranks, cores);
   return per_core > crowded_core ? per_core * yield_per_rank : base_yield;
 }
 

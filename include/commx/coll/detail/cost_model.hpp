@@ -18,7 +18,7 @@
 /// | barrier | 2(p-1) a | L a (dissemination) | = binomial |
 /// | bcast | (p-1)(a + n b) | L (a + n b) | L a + 2 (p-1)/p n b + (p-1) a (scatter, ring allgather) from 64 KiB and 4 ranks (and as many elements as ranks, which the model takes for granted); else binomial |
 /// | reduce | (p-1)(a + n b + n g) | L (a + n b + n g) | = binomial |
-/// | allreduce | reduce + bcast, flat | L (a + n b + n g) below 32 KiB; by halves 2 L a + 2 n b + n g above; m > 0 adds 2 (a + n b) | 2 (p-1) a + 2 (p-1)/p n b + (p-1)/p n g |
+/// | allreduce | reduce + bcast, flat | L (a + n b + n g) below 32 KiB; by halves 2 L a + 2 n b + n g above; m > 0 adds 2 (a + n b); in two waves (where ranks crowd the cores: binomial::in_two_waves) 2 L (a + n b) + L n g | 2 (p-1) a + 2 (p-1)/p n b + (p-1)/p n g |
 /// | gather, scatter | (p-1)(a + n b) | L a + (p-1) n b | = binomial |
 /// | allgather | gather + bcast of p n, flat | L a + (p-1) n b (recursive doubling; m > 0 adds 2 (a + p n b)) | (p-1)(a + n b) |
 /// | alltoall | (p-1)(a + n b), all at once | (p-1)(a + n b), pairwise | = binomial |
@@ -41,7 +41,7 @@
 /// | collective | flat | binomial | ring |
 /// |---|---|---|---|
 /// | barrier | 2 | L | L |
-/// | allreduce | 2 | L below 32 KiB, 2 L above; m > 0 adds 2 | 2 (p-1) |
+/// | allreduce | 2 | L below 32 KiB, 2 L above; m > 0 adds 2; in two waves 2 | 2 (p-1) |
 /// | allgather | 2 | L; m > 0 adds 2 | p-1 |
 /// | reduce_scatter | 2 | 2 | p-1 |
 /// | alltoall, alltoallv | 1 | p-1 | p-1 |
@@ -92,14 +92,14 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
 /// The rounds of `a` that every rank must take part in before any goes on (R in the file
 /// comment); hierarchical has binomial's and one more.
 [[nodiscard]] inline double all_rank_rounds(algorithm a, stats::op collective, int ranks,
-                                            std::size_t bytes) {
+                                            std::size_t bytes, int ranks_per_core = 1) {
   if (ranks <= 1) return 0.0;
   const auto up = static_cast<unsigned>(ranks);
   const double p = ranks;
   const double L = std::bit_width(up - 1);
   const double edges = std::has_single_bit(up) ? 0.0 : 2.0;
   if (a == algorithm::hierarchical) {
-    return all_rank_rounds(algorithm::binomial, collective, ranks, bytes) + 1;
+    return all_rank_rounds(algorithm::binomial, collective, ranks, bytes, ranks_per_core) + 1;
   }
   using op = stats::op;
   switch (collective) {
@@ -108,6 +108,7 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
     case op::allreduce:
       if (a == algorithm::flat) return 2;
       if (a == algorithm::ring) return 2 * (p - 1);
+      if (binomial::in_two_waves(bytes, ranks_per_core)) return 2;
       return (bytes >= binomial::by_halves_bytes ? 2 * L : L) + edges;
     case op::allgather:
       return a == algorithm::flat ? 2 : a == algorithm::ring ? p - 1 : L + edges;
@@ -125,7 +126,8 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
 
 // The postal model's part: rounds' latencies and the bytes on the critical path.
 [[nodiscard]] inline double postal_cost(algorithm a, stats::op collective, int ranks,
-                                        std::size_t bytes, const link_cost& c) {
+                                        std::size_t bytes, const link_cost& c,
+                                        int ranks_per_core = 1) {
   if (ranks <= 1) return 0.0;
   // Integer arithmetic for the logarithms: every rank computes the same costs, so chooses the
   // same algorithm, whatever its libm.
@@ -140,7 +142,7 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
   const auto msg = [&](double b) { return al + b * be; };
   const auto fold = [&](double b) { return al + b * be + b * ga; };
   if (a == algorithm::hierarchical)
-    return postal_cost(algorithm::binomial, collective, ranks, bytes, c) + al;
+    return postal_cost(algorithm::binomial, collective, ranks, bytes, c, ranks_per_core) + al;
   using op = stats::op;
   switch (collective) {
     case op::barrier:
@@ -157,6 +159,7 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
       if (a == algorithm::flat) return (p - 1) * fold(n) + (p - 1) * msg(n);
       if (a == algorithm::ring)
         return 2 * (p - 1) * al + 2 * (p - 1) / p * n * be + (p - 1) / p * n * ga;
+      if (binomial::in_two_waves(bytes, ranks_per_core)) return 2 * L * msg(n) + L * n * ga;
       const double edges = beyond > 0 ? 2 * msg(n) : 0.0;
       if (bytes >= binomial::by_halves_bytes) {
         return 2 * L * al + 2 * n * be + n * ga + edges;
@@ -227,10 +230,10 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
                                           std::size_t bytes, const link_cost& c,
                                           int ranks_per_core = 1) {
   if (ranks <= 1) return 0.0;
-  const double waits = all_rank_rounds(a, collective, ranks, bytes) +
+  const double waits = all_rank_rounds(a, collective, ranks, bytes, ranks_per_core) +
                        root_handshakes(a, collective, ranks, bytes, c.eager_bytes);
   const double turns = ranks_per_core > 1 ? waits * ranks_per_core * c.turn_us : 0.0;
-  return turns + postal_cost(a, collective, ranks, bytes, c);
+  return turns + postal_cost(a, collective, ranks, bytes, c, ranks_per_core);
 }
 
 /// The algorithm with the lowest modelled cost: the first of flat, binomial, ring within a

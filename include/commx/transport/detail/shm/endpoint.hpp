@@ -127,6 +127,8 @@ class endpoint {
     }
     departures_seen_ = segment_.header().departures.load(std::memory_order_acquire);
     last_liveness_ = clock::now();
+    cma_required_ = opts_.large == large_path::cma;  // said, not chosen by load
+    if (!opts_.large) opts_.large = options::by_load(size_, waiting::usable_cores());
     probe_cross_memory();
     COMMX_LOG(debug, log_, "joined segment {}: {} ranks, {}-byte rings, messages above {} bytes {}",
               segment_.name(), size_, ring, eager_limit_,
@@ -511,6 +513,7 @@ class endpoint {
   std::uint64_t window_ = 0;    // eager credit per pair (credit.hpp)
   std::size_t held_bytes_ = 0;  // small messages queued, as credit counts them
   bool cross_memory_ = false;
+  bool cma_required_ = false;  // COMMX_SHM_LARGE=cma: start-up fails without it
   bool left_ = false;
 
   std::vector<ring_producer> producers_;        // to each peer

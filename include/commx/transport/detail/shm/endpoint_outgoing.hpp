@@ -202,6 +202,14 @@ inline void endpoint::probe_cross_memory() {
                   ? fmt::format("process_vm_readv read a wrong value from rank {}'s memory", asked)
                   : std::string("no other rank's process was left to ask"));
   }
+  if (!cross_memory_ && opts_.large == large_path::cma && !cma_required_) {
+    COMMX_LOG(info, log_,
+              "{} ranks crowd the cores, but messages above {} bytes are copied through the "
+              "ring: the kernel does not let this process read rank {}'s memory "
+              "(process_vm_readv)",
+              size_, eager_limit_, asked);
+    opts_.large = large_path::copy;
+  }
   if (!cross_memory_ && opts_.large == large_path::cma) {
     throw error(errc::bootstrap_failed,
                 fmt::format("shm: rank {}: COMMX_SHM_LARGE=cma, but the kernel does not let "

@@ -5,7 +5,7 @@
 ///
 /// | variable | meaning | default |
 /// |---|---|---|
-/// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: the receiver takes cma or pieces through the ring, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; pieces when the kernel refuses cma) | copy (bench/HISTORY.md: auto measured within a few percent of it, better or worse by collective) |
+/// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: the receiver takes cma or pieces through the ring, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; pieces when the kernel refuses cma) | copy; cma (where the kernel allows it) while 8 or more ranks share a core (bench/HISTORY.md: auto measured within a few percent of copy, better or worse by collective) |
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768 |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, 4 KiB to 16 MiB); same on every rank | by rank count |
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "commx/bootstrap.hpp"
+#include "commx/detail/shared_core.hpp"
 #include "commx/error.hpp"
 
 namespace commx::detail::shm {
@@ -41,8 +42,8 @@ struct options {
   /// (2026-11-28: Allgather 1 MiB 97 against 115 us). `automatic` measures and chooses
   /// (path_choice.hpp): it finds cma for those exchanges (2026-11-29: 0.84-0.86x copy's time at
   /// 1 MiB in the slow mode), but its retries cost 2-8% elsewhere and it misses the 4 MiB ones,
-  /// so `copy` stays the default (bench/HISTORY.md).
-  large_path large = large_path::copy;
+  /// so it is not the default (bench/HISTORY.md). None: `by_load`'s choice.
+  std::optional<large_path> large;
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
   /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/HISTORY.md.
   std::size_t large_threshold = std::size_t{32} << 10;
@@ -64,6 +65,16 @@ struct options {
   std::optional<std::chrono::microseconds> yield_period;
   /// How often a waiting rank checks that its peers' processes still exist.
   std::chrono::milliseconds liveness_period{20};
+
+  /// How large messages travel unless COMMX_SHM_LARGE says: copied through the ring, or read by
+  /// cma while `ranks` crowd `cores` (commx/detail/shared_core.hpp's queued_core or more to a
+  /// core). There a copy waits for its sender's turn to stream each piece, a turn of a run queue
+  /// of 8 or more, where cma needs nothing of the sender but its offer.
+  [[nodiscard]] static large_path by_load(int ranks, int cores) {
+    return commx::detail::ranks_per_core(ranks, cores) >= commx::detail::queued_core
+               ? large_path::cma
+               : large_path::copy;
+  }
 
   /// The defaults, overridden by the COMMX_SHM_* variables `get` finds.
   static options from_env(const bootstrap::lookup& get = bootstrap::process_env) {
