@@ -63,11 +63,13 @@ def program_for(stack: str, folder: Path, name: str) -> Path:
 
 def built_against_mpich(source: Path, libs: tuple[str, ...] = ()) -> Path | None:
     """`source` (one of bench/'s raw-MPI drivers) compiled against MPICH into build/mpich/, once
-    per change of the source; None when MPICH's compiler wrapper is not installed. By hand: the
-    CMake build finds one MPI, Open MPI, and a second one would need a build tree of its own."""
+    per change of it or of bench/'s headers; None when MPICH's compiler wrapper is not installed.
+    By hand: the CMake build finds one MPI, Open MPI, and a second one would need a build tree of
+    its own."""
     root = Path(__file__).resolve().parent.parent
     out = root / "build" / "mpich" / source.stem
-    if out.exists() and out.stat().st_mtime >= source.stat().st_mtime:
+    newest = max(f.stat().st_mtime for f in [source, *source.parent.glob("*.hpp")])
+    if out.exists() and out.stat().st_mtime >= newest:
         return out
     if shutil.which("mpicxx.mpich") is None:
         return None
