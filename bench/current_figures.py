@@ -42,7 +42,7 @@ AREAS = [
     ("main_job", "The main job's time"),
     ("md", "MD (the main job)"),
     ("nbody", "N-body (the main job)"),
-    ("collectives_shm_slow", "Collectives on shm against Open MPI, cross-die"),
+    ("collectives_shm_slow", "Collectives on shm against Open MPI and MPICH, cross-die"),
     ("collectives_shm_fast", "Collectives on shm against Open MPI, one die"),
     ("scale", "Jobs of 8 to 256 ranks"),
     ("shm_p2p", "shm point to point"),

@@ -253,10 +253,9 @@ struct tuned {
     static constexpr detail::link_cost link = detail::link_cost_for(stack_of<Port>());
     // The node matters where the table's rules were measured with ranks taking turns, and
     // beyond the table, where the model charges the turns.
-    const bool turns =
-        (ranks > cores || ranks > measured) && detail::this_node().oversubscribed(ranks);
-    const measured_where where{measured, cores, turns,
-                               turns ? detail::this_node().ranks_per_core(ranks) : 1};
+    const int per_core =
+        ranks > cores || ranks > measured ? detail::this_node().ranks_per_core(ranks) : 1;
+    const measured_where where{measured, cores, per_core > 1, per_core};
     switch (choose_from(rules[static_cast<std::size_t>(collective)], where, link, collective, ranks,
                         bytes)) {
       case detail::algorithm::flat:
