@@ -30,6 +30,10 @@ from launching import RANK_PREFIX, STACKS, launched, program_for  # noqa: E402  
 UNIT = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
+class NotACost(ValueError):
+    """A fitted line whose latency or time per byte is not positive."""
+
+
 def fit(points: dict[int, float]) -> tuple[float, float, float]:
     """(alpha s, beta s/byte, worst relative misfit) of C(n) = alpha + n * beta through
     `points` (bytes -> seconds), minimising the sum of ((C(n) - t) / t)^2; ValueError when the
@@ -53,7 +57,7 @@ def fit(points: dict[int, float]) -> tuple[float, float, float]:
     alpha = (r0 * s2 - r1 * s1) / det
     beta = (s0 * r1 - s1 * r0) / det
     if alpha <= 0 or beta <= 0:
-        raise ValueError(f"alpha {alpha:.3g} s, beta {beta:.3g} s/B: not a cost")
+        raise NotACost(f"alpha {alpha:.3g} s, beta {beta:.3g} s/B: not a cost")
     worst = max(abs(alpha + beta * n - t) / t for n, t in points.items())
     return alpha, beta, worst
 
@@ -88,6 +92,25 @@ def measure(stack: str, build_dir: Path, repetitions: int, min_time: float,
         elif b.get("run_type") == "iteration":
             single[size] = seconds
     return medians or single
+
+
+# How many times a stack is measured while its fit comes out as no cost.
+FIT_ATTEMPTS = 3
+
+
+def measured_fit(stack: str, args) -> tuple[dict[int, float], tuple[float, float, float]]:
+    """`stack`'s points and fit. A noisy spell of a shared machine can bury the bytes' cost
+    under its latencies (a line that is flat or falls): then it is measured again, at most
+    FIT_ATTEMPTS times in all, and the last ValueError stands."""
+    for attempt in range(1, FIT_ATTEMPTS + 1):
+        points = measure(stack, args.build_dir, args.repetitions, args.min_time, args.timeout)
+        try:
+            return points, fit(points)
+        except NotACost as e:
+            if attempt == FIT_ATTEMPTS:
+                raise ValueError(f"{e} in each of {attempt} measurements") from e
+            print(f"alpha_beta: {stack}: {e}; measuring again", file=sys.stderr)
+    raise AssertionError("unreachable")
 
 
 def plot(results: dict[str, tuple[dict[int, float], float, float]], path: Path) -> bool:
@@ -142,9 +165,7 @@ def main() -> int:
           f"{'worst misfit':>13}")
     for stack in stacks:
         try:
-            points = measure(stack, args.build_dir, args.repetitions, args.min_time,
-                             args.timeout)
-            alpha, beta, worst = fit(points)
+            points, (alpha, beta, worst) = measured_fit(stack, args)
         except (OSError, RuntimeError, ValueError, KeyError, IndexError,
                 subprocess.TimeoutExpired) as e:
             print(f"{stack:<12} failed: {e}")
