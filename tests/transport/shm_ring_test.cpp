@@ -279,6 +279,12 @@ TEST_CASE("records of every size, taken at random moments, arrive whole and in o
   int taken = 0;
   std::size_t started_over = 0;  // records after a jump longer than a skip before a header
   std::uint64_t expected_at = 0;
+  // The buffer's bytes below this offset written so far, as the producer counts them (from the
+  // records in order; a skip's cell too).
+  std::size_t written_up_to = 0;
+  const auto written_to = [&](std::size_t offset, std::size_t bytes) {
+    written_up_to = std::max(written_up_to, std::min(offset + bytes, large_ring::capacity));
+  };
   bool draining = false;  // now and then the consumer takes everything, so the ring empties
   while (taken < 3000) {
     if (!draining && next_random(40) == 0) draining = true;
@@ -304,11 +310,23 @@ TEST_CASE("records of every size, taken at random moments, arrive whole and in o
     std::vector<std::byte> bytes(got.payload);
     ring->consumer.read_payload(got, 0, bytes.data(), bytes.size());
     REQUIRE(bytes == filled(got.payload, got.tag));
-    if (got.stamp - 1 > expected_at + shm::cache_line) ++started_over;
-    expected_at = got.stamp - 1 + shm::record_bytes(got.kind, got.payload);
+    const std::size_t span = shm::record_bytes(got.kind, got.payload);
+    if (got.stamp - 1 > expected_at + shm::cache_line) {
+      // Only a record that would have reached bytes never written starts over, and only from
+      // far enough into the buffer that it fits before where it would have gone.
+      const auto from = static_cast<std::size_t>(expected_at % large_ring::capacity);
+      CHECK(from + span > written_up_to);
+      CHECK(from >= span + shm::cell);
+      CHECK(ring->offset_of(got) == 0);
+      written_to(from, shm::cell);  // the skip
+      ++started_over;
+    }
+    written_to(ring->offset_of(got), span);
+    expected_at = got.stamp - 1 + span;
     ring->consumer.pop(got);
     in_flight.erase(in_flight.begin());
     ++taken;
   }
-  CHECK(started_over > 0);  // only until the whole ring has been written once
+  CHECK(started_over > 0);
+  CHECK(written_up_to == large_ring::capacity);  // records went round the whole buffer too
 }
