@@ -93,7 +93,16 @@ int main(int argc, char** argv) {
   }
 
   if (bound.all_pairs) {
-    world.barrier();  // no rank dials another before everyone has counted its descriptors
+    // No rank dials a new peer (the barrier below does) before every rank has counted its
+    // descriptors: a token goes twice round the ring, over the connections the ring made. (A
+    // barrier alone let a rank that counted early dial one that had not counted yet.)
+    for (int lap = 0; lap < 2 && n > 1; ++lap) {
+      int token = lap;
+      if (me == 0) world.send(right, 5, token);
+      world.recv(left, 5, token);
+      if (me != 0) world.send(right, 5, token);
+    }
+    world.barrier();
     std::vector<int> heard(static_cast<std::size_t>(n), -1);
     std::vector<commx::variant::communicator::request> sends;
     for (int r = 0; r < n; ++r) {
