@@ -37,6 +37,12 @@ from launching import built_against_mpich, cache_line_ns, launched, program_for 
 STACKS = [*COMMX_STACKS, "openmpi", "openmpi-tcp", "mpich"]
 
 
+def mpich_driver() -> Path | None:
+    """bench_mpi_collectives' source built against MPICH (None without MPICH)."""
+    return built_against_mpich(Path(__file__).resolve().parent.parent / "bench" /
+                               "mpi_collectives_bench.cpp", ("-lbenchmark", "-lpthread"))
+
+
 def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
             extra: list[str]) -> tuple[list[str], dict]:
     bench = build_dir / "bench"
@@ -52,10 +58,8 @@ def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
             cmd[1:1] = ["--mca", "btl", "self,tcp"]
         return cmd, env
     if stack == "mpich":
-        driver = built_against_mpich(Path(__file__).resolve().parent.parent / "bench" /
-                                     "mpi_collectives_bench.cpp", ("-lbenchmark", "-lpthread"))
-        if driver is None:
-            raise SystemExit("pmb_sweep: --stacks mpich needs MPICH (apt-get install mpich)")
+        driver = mpich_driver()
+        assert driver is not None, "main() checked"
         env = dict(os.environ, MPIR_CVAR_POLLS_BEFORE_YIELD="1")
         return ["mpiexec.mpich", "-bind-to", "none", "-n", str(ranks), str(driver), *flags], env
     commxrun = build_dir / "tools" / "commxrun" / "commxrun"
@@ -75,6 +79,8 @@ def main() -> int:
     p.add_argument("--filter", help="--benchmark_filter for every run")
     args = p.parse_args()
     extra = [f"--benchmark_filter={args.filter}"] if args.filter else []
+    if "mpich" in args.stacks and mpich_driver() is None:  # said before any round, not in one
+        p.error("--stacks mpich needs MPICH's compiler wrapper (apt-get install mpich)")
     failed = 0
     print(f"pmb_sweep: {args.rounds} rounds of {' '.join(args.stacks)} at "
           f"{' '.join(map(str, args.ranks))} ranks; load average {os.getloadavg()[0]:.2f}",

@@ -16,7 +16,6 @@
 #include <tuple>
 #include <vector>
 
-#include "commx/coll/detail/two_waves.hpp"
 #include "commx/ops.hpp"
 #include "coll/policies.hpp"
 #include "support/check.hpp"
@@ -659,7 +658,7 @@ struct binomial_in_two_waves : commx::coll::binomial {
       binomial::allreduce(p, data, op);
       return;
     }
-    commx::coll::detail::allreduce_in_two_waves(p, data, op);
+    allreduce_in_two_waves(p, data, op);
   }
 };
 

@@ -93,6 +93,15 @@ struct binomial {
     p.wait_all(pending.view());
   }
 
+  /// A reduce up recursive doubling's tree, then bcast from its root (detail/two_waves.hpp):
+  /// what allreduce does where `in_two_waves` says, here whatever the load.
+  template <class Port, class E, class Op>
+  static void allreduce_in_two_waves(Port& p, std::span<E> data, Op op) {
+    if (p.size() == 1) return;
+    detail::reduce_up_doubling_tree(p, data, op);
+    bcast(p, data, detail::wave_root(p.size()));
+  }
+
   /// A binomial tree onto rank 0 that combines contiguous rank ranges (rank order); a root
   /// other than 0 gets the result in one more message.
   template <class Port, class E, class Op>
@@ -129,12 +138,12 @@ struct binomial {
   /// again. Every rank of a node reads the same load (detail/node_load.hpp), so all choose alike.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
-    if (in_two_waves(data.size_bytes(), detail::this_node().ranks_per_core(p.size()))) {
-      detail::allreduce_in_two_waves(p, data, op);
-      return;
-    }
     if (data.size_bytes() >= by_halves_bytes) {
-      detail::allreduce_by_halves(p, data, op);
+      if (in_two_waves(data.size_bytes(), detail::this_node().ranks_per_core(p.size()))) {
+        allreduce_in_two_waves(p, data, op);
+      } else {
+        detail::allreduce_by_halves(p, data, op);
+      }
       return;
     }
     const detail::pattern::doubling plan(p.size());

@@ -10,7 +10,8 @@
 /// COMMX_SHM_LARGE_THRESHOLD, 32 KiB by default) are copied once, straight from the sender's
 /// memory with process_vm_readv (the default where 8 or more ranks share a core), or in
 /// pipelined pieces through the ring (the default elsewhere), or by whichever has cost the
-/// receiver less lately (COMMX_SHM_LARGE=auto, detail/shm/path_choice.hpp). Messages nobody asked for yet go to a private queue in the
+/// receiver less lately (COMMX_SHM_LARGE=auto, detail/shm/path_choice.hpp). Messages nobody
+/// asked for yet go to a private queue in the
 /// receiving process, so senders never deadlock; what it holds of each sender's is
 /// bounded by eager credit (COMMX_SHM_EAGER_WINDOW, 1 MiB), beyond which messages wait in the
 /// sender's memory as large ones do (detail/shm/credit.hpp). A waiting rank spins briefly,

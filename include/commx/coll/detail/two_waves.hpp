@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// An allreduce in two waves: a reduce up a binomial tree over recursive doubling's core ranks
-/// (pattern/recursive_doubling.hpp: the ranks beyond the largest power of two fold in first),
-/// then a broadcast of the result down a binomial tree over all ranks. Core rank c's children
+/// An allreduce's first wave, of two: a reduce up a binomial tree over recursive doubling's core
+/// ranks (pattern/recursive_doubling.hpp: the ranks beyond the largest power of two fold in
+/// first) onto `wave_root`; the second is binomial's bcast from there (binomial.hpp). Core rank c's children
 /// are c + 1, c + 2, c + 4, ... and it folds them in that order, lower range on the left: the
 /// grouping recursive doubling and by halves make, so the bits are `binomial::allreduce`'s.
 ///
@@ -27,41 +27,36 @@
 
 namespace commx::coll::detail {
 
-/// Every rank's `data` becomes the reduction of all ranks' `data` (see the file comment).
+/// The rank the first wave ends at: core rank 0.
+[[nodiscard]] constexpr int wave_root(int ranks) {
+  return pattern::doubling(ranks).rank_of_core(0);
+}
+
+/// The first wave: `data` at wave_root(p.size()) becomes the reduction of all ranks' `data`
+/// (see the file comment); elsewhere it holds partial results.
 template <class Port, class E, class Op>
-void allreduce_in_two_waves(Port& p, std::span<E> data, Op& op) {
+void reduce_up_doubling_tree(Port& p, std::span<E> data, Op& op) {
   using namespace pattern;
   const doubling plan(p.size());
   const int r = p.rank();
-  if (p.size() == 1) return;
-  const int root = plan.rank_of_core(0);
   if (plan.sits_out(r)) {
     p.send(plan.fold_partner(r), std::span<const E>(data));
-  } else {
-    const int c = plan.core_rank(r);
-    const children kids = binomial_children(c, plan.core);
-    const bool folds_pair = r < 2 * plan.extra;  // the odd rank of a folded pair
-    const scratch<E> room(folds_pair || kids.count > 0 ? data.size() : 0);
-    const std::span<E> incoming = room.view();
-    if (folds_pair) {  // x(r-1) op x(r)
-      p.recv(plan.fold_partner(r), incoming);
-      combine_from_left(std::span<const E>(incoming), data, op);
-    }
-    for (int child : kids) {
-      p.recv(plan.rank_of_core(child), incoming);
-      combine_into(data, std::span<const E>(incoming), op);
-    }
-    if (c != 0) p.send(plan.rank_of_core(binomial_parent(c)), std::span<const E>(data));
+    return;
   }
-  // Down: a binomial tree from the root, the largest subtree served first.
-  const int v = relative_rank(r, root, p.size());
-  if (v != 0) p.recv(absolute_rank(binomial_parent(v), root, p.size()), data);
-  pending_list<Port> pending;
-  const children down = binomial_children(v, p.size());
-  for (int i = down.count - 1; i >= 0; --i) {
-    pending.push_back(p.isend(absolute_rank(down[i], root, p.size()), std::span<const E>(data)));
+  const int c = plan.core_rank(r);
+  const children kids = binomial_children(c, plan.core);
+  const bool folds_pair = r < 2 * plan.extra;  // the odd rank of a folded pair
+  const scratch<E> room(folds_pair || kids.count > 0 ? data.size() : 0);
+  const std::span<E> incoming = room.view();
+  if (folds_pair) {  // x(r-1) op x(r)
+    p.recv(plan.fold_partner(r), incoming);
+    combine_from_left(std::span<const E>(incoming), data, op);
   }
-  p.wait_all(pending.view());
+  for (int child : kids) {
+    p.recv(plan.rank_of_core(child), incoming);
+    combine_into(data, std::span<const E>(incoming), op);
+  }
+  if (c != 0) p.send(plan.rank_of_core(binomial_parent(c)), std::span<const E>(data));
 }
 
 }  // namespace commx::coll::detail
