@@ -2,7 +2,7 @@
 // A job of many ranks (64, 128) that starts, passes one message around a ring, and reports to
 // rank 0: every rank talks to two peers (its neighbours) and to rank 0. Built for each stack
 // by commx_add_variants; run by commxrun (tests/CMakeLists.txt) and by stranger_flood.py.
-//   scale_job [descriptors=K] [megabytes=M] [large=BYTES] [all_pairs]
+//   scale_job [descriptors=K] [megabytes=M] [large=BYTES] [all_pairs] [allreduce]
 // With `descriptors=K`, each rank but 0 checks that joining and talking to its peers opened at
 // most K descriptors (rank 0 may hold one more per rank: the rendezvous's connections); with
 // `megabytes=M`, that its resident memory grew by at most M MiB (rank 0: 100 KiB more per
@@ -10,14 +10,17 @@
 // state for peers it never talks to is small and holds no descriptor. With `all_pairs`, after
 // those checks every rank sends to and hears from every other (each peer's endpoint is right).
 // With `large=BYTES`, a message of that size goes around the ring too, before the counting
-// (wan opens a path's data streams on its first large message). Exits 0 when every rank's
-// check passed, as rank 0 saw.
+// (wan opens a path's data streams on its first large message). With `allreduce`, after the
+// checks every rank sums 64 KiB of doubles with all others and checks every element (where
+// ranks crowd the cores, binomial's two waves and shm's reads by cma). Exits 0 when every
+// rank's check passed, as rank 0 saw.
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -35,6 +38,7 @@ struct limits {
   int descriptors = -1;  // none
   double megabytes = -1.0;
   bool all_pairs = false;
+  bool allreduce = false;
   std::size_t large = 0;  // bytes; none
 };
 
@@ -45,6 +49,7 @@ limits parse(int argc, char** argv) {
     if (arg.starts_with("descriptors=")) l.descriptors = std::atoi(argv[i] + 12);
     if (arg.starts_with("megabytes=")) l.megabytes = std::atof(argv[i] + 10);
     if (arg == "all_pairs") l.all_pairs = true;
+    if (arg == "allreduce") l.allreduce = true;
     if (arg.starts_with("large=")) l.large = std::strtoull(argv[i] + 6, nullptr, 10);
   }
   return l;
@@ -92,16 +97,29 @@ int main(int argc, char** argv) {
         fmt::format(" resident memory grew {:.1f} MiB, bound {:.1f} MiB;", grown, allowed_mb);
   }
 
-  if (bound.all_pairs) {
-    // No rank dials a new peer (the barrier below does) before every rank has counted its
-    // descriptors: a token goes twice round the ring, over the connections the ring made. (A
-    // barrier alone let a rank that counted early dial one that had not counted yet.)
+  if (bound.all_pairs || bound.allreduce) {
+    // No rank dials a new peer (the barrier and the allreduce below do) before every rank has
+    // counted its descriptors: a token goes twice round the ring, over the connections the ring
+    // made. (A barrier alone let a rank that counted early dial one that had not counted yet.)
     for (int lap = 0; lap < 2 && n > 1; ++lap) {
       int token = lap;
       if (me == 0) world.send(right, 5, token);
       world.recv(left, 5, token);
       if (me != 0) world.send(right, 5, token);
     }
+  }
+  if (bound.allreduce) {
+    constexpr std::size_t count = 8192;  // 64 KiB
+    std::vector<double> sum(count);
+    for (std::size_t i = 0; i < count; ++i) sum[i] = me + static_cast<double>(i % 7);
+    world.allreduce(sum, std::plus<>{});
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      wrong += sum[i] != n * (n - 1) / 2.0 + n * static_cast<double>(i % 7);
+    }
+    if (wrong != 0) verdict += fmt::format(" {} of the allreduce's sums wrong;", wrong);
+  }
+  if (bound.all_pairs) {
     world.barrier();
     std::vector<int> heard(static_cast<std::size_t>(n), -1);
     std::vector<commx::variant::communicator::request> sends;
