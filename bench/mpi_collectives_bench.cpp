@@ -81,8 +81,9 @@ class pattern {
     } else if (bench_ == "Allreduce") {
       check(MPI_Allreduce(MPI_IN_PLACE, out, n_, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
     } else if (bench_ == "Reduce") {
-      check(MPI_Reduce(me == 0 ? MPI_IN_PLACE : out, me == 0 ? out : nullptr, n_, MPI_DOUBLE,
-                       MPI_SUM, 0, comm),
+      const int root = pmb::next_root(calls_, p_);
+      check(MPI_Reduce(me == root ? MPI_IN_PLACE : out, me == root ? out : nullptr, n_, MPI_DOUBLE,
+                       MPI_SUM, root, comm),
             "MPI_Reduce");
     } else if (bench_ == "Reduce_scatter") {
       check(MPI_Reduce_scatter_block(out, in, n_ / p_, MPI_DOUBLE, MPI_SUM, comm),
@@ -96,7 +97,7 @@ class pattern {
     } else if (bench_ == "Alltoall") {
       check(MPI_Alltoall(out, n_, MPI_DOUBLE, in, n_, MPI_DOUBLE, comm), "MPI_Alltoall");
     } else if (bench_ == "Bcast") {
-      check(MPI_Bcast(out, n_, MPI_DOUBLE, 0, comm), "MPI_Bcast");
+      check(MPI_Bcast(out, n_, MPI_DOUBLE, pmb::next_root(calls_, p_), comm), "MPI_Bcast");
     } else if (bench_ == "Barrier") {
       check(MPI_Barrier(comm), "MPI_Barrier");
     }
@@ -106,6 +107,7 @@ class pattern {
   std::string_view bench_;
   int n_;
   int p_;
+  int calls_ = 0;  // every rank runs the pattern as often as the others: all agree on the root
   std::vector<double> a_;
   std::vector<double> b_;
   std::vector<int> counts_;

@@ -18,10 +18,20 @@
 namespace {
 
 using steady = std::chrono::steady_clock;
+constexpr int start_line_tag = 7;
 
 template <class Step>
 double per_call_us(int calls, Step&& step) {
-  MPI_Barrier(MPI_COMM_WORLD);
+  int rank = 0;
+  int size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  scale_probe::start_line(rank, size, [](int to, int from) {
+    char token = 0;
+    char taken = 0;
+    MPI_Sendrecv(&token, 1, MPI_CHAR, to, start_line_tag, &taken, 1, MPI_CHAR, from, start_line_tag,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  });
   const auto t0 = steady::now();
   for (int i = 0; i < calls; ++i) step(i);
   double mine = std::chrono::duration<double, std::micro>(steady::now() - t0).count() / calls;

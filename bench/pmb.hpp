@@ -34,6 +34,17 @@ constexpr bool point_to_point(std::string_view name) {
   return two_ranks_only(name) || name == "Sendrecv" || name == "Exchange";
 }
 
+/// The root of a rooted pattern's next call (Reduce, Bcast): it turns round-robin, call after
+/// call, as in IMB. A fixed root lets it run ahead by several calls while the others still
+/// receive, which measures how many calls a tree keeps in flight, not how long one takes: with
+/// root 0 fixed, flat's 8 B bcast won PMB's table at 16 ranks, and took 1.5x binomial's time
+/// where roots turn (bench/scale_bench.cpp).
+inline int next_root(int& calls, int ranks) {
+  const int root = calls % ranks;
+  calls = root + 1;
+  return root;
+}
+
 /// Calls `f(bench, bytes)` for every point of the set, in the order the drivers run them.
 template <class F>
 void for_each_point(F&& f) {

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "pmb.hpp"
+
 namespace pmb {
 
 // One PMB pattern with its buffers, allocated once per job so the timed loop only communicates.
@@ -61,7 +63,7 @@ class commx_pattern {
     } else if (bench_ == "Allreduce") {
       world.allreduce(out, std::plus<>{});
     } else if (bench_ == "Reduce") {
-      world.reduce(out, std::plus<>{}, 0);
+      world.reduce(out, std::plus<>{}, next_root());
     } else if (bench_ == "Reduce_scatter") {
       world.reduce_scatter_block(std::span<const double>(a_.data(), (n_ / p_) * p_),
                                  std::span<double>(b_.data(), n_ / p_), std::plus<>{});
@@ -74,16 +76,20 @@ class commx_pattern {
       world.alltoall(std::span<const double>(a_.data(), n_ * p_),
                      std::span<double>(b_.data(), n_ * p_));
     } else if (bench_ == "Bcast") {
-      world.bcast(out, 0);
+      world.bcast(out, next_root());
     } else if (bench_ == "Barrier") {
       world.barrier();
     }
   }
 
  private:
+  // Every rank runs the pattern as often as the others, so all agree on the root.
+  int next_root() { return pmb::next_root(calls_, static_cast<int>(p_)); }
+
   std::string_view bench_;
   std::size_t n_;
   std::size_t p_;
+  int calls_ = 0;
   std::vector<double> a_;
   std::vector<double> b_;
   std::vector<std::size_t> counts_;

@@ -6,12 +6,15 @@
 // the same program in raw MPI calls).
 //   commxrun -n 64 ./bench_scale_tcp_binomial [rounds]
 // Rank 0 prints one line: ranks, start-up (the slowest rank's seconds from its process's start
-// to the end of the first barrier), each collective's time per call (the slowest rank's mean,
-// in microseconds), and the largest descriptor count and resident set of any rank.
+// to the end of the first barrier), each collective's time per call from a common start
+// (scale_probe::start_line; the slowest rank's mean, in microseconds), and the largest
+// descriptor count and resident set of any rank.
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -27,10 +30,16 @@ namespace {
 
 using comm = commx::variant::communicator;
 using steady = std::chrono::steady_clock;
+constexpr int start_line_tag = 7;
 
 template <class Step>
 double per_call_us(comm& world, int calls, Step&& step) {
-  world.barrier();
+  std::array<std::byte, 1> token{};
+  std::array<std::byte, 1> taken{};
+  scale_probe::start_line(world.rank(), world.size(), [&](int to, int from) {
+    world.sendrecv(to, start_line_tag, std::span<const std::byte>(token), from, start_line_tag,
+                   std::span(taken));
+  });
   const auto t0 = steady::now();
   for (int i = 0; i < calls; ++i) step(i);
   const double mine = std::chrono::duration<double, std::micro>(steady::now() - t0).count() / calls;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 #pragma once
-// What a rank of a scale run reads about itself from /proc (Linux): shared by
-// scale_bench.cpp and mpi_scale_bench.cpp, so both stacks are measured alike.
+// What a rank of a scale run reads about itself from /proc (Linux), and how it lines up with
+// the others before a timed phase: shared by scale_bench.cpp and mpi_scale_bench.cpp, so both
+// stacks are measured alike.
 
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +27,19 @@ inline double seconds_since_process_start() {
   timespec now{};
   clock_gettime(CLOCK_BOOTTIME, &now);
   return double(now.tv_sec) + double(now.tv_nsec) * 1e-9 - ticks / double(sysconf(_SC_CLK_TCK));
+}
+
+/// Brings every rank to the same moment before a timed phase: a dissemination barrier of
+/// point-to-point exchanges, `exchange(to, from)` sending one token to `to` and taking one from
+/// `from`, the same in every program. The job's own barrier is not used: a policy's barrier may
+/// release ranks far apart (a flat barrier's root releases them one after another, each woken
+/// in its turn on an oversubscribed node), and that spread would be charged to the phase timed
+/// after it (tuned's flat barrier on tcp at 16 ranks made its 8 B bcast 1.3x binomial's).
+template <class Exchange>
+void start_line(int rank, int size, Exchange&& exchange) {
+  for (int distance = 1; distance < size; distance *= 2) {
+    exchange((rank + distance) % size, (rank + size - distance) % size);
+  }
 }
 
 /// Descriptors this process holds open.
