@@ -14,6 +14,8 @@ packages=(
   # commx::pmix: network stacks started by mpirun or srun --mpi=pmix take their endpoints from
   # the launcher's PMIx server (include/commx/bootstrap/pmix.hpp).
   libpmix-dev
+  # commx::simgrid: a simulated cluster as a stack (include/commx/transport/simgrid.hpp).
+  libsimgrid-dev
   # The main job's chart (scripts/md_compare.py).
   python3-matplotlib
   # The N-body example's particle-mesh solve (examples/nbody_wide).

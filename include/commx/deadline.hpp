@@ -7,13 +7,32 @@
 /// latest when the call first has to wait, so a collective made of many messages has one
 /// deadline, not one per message.
 
+#include <atomic>
 #include <chrono>
 #include <type_traits>
 
 namespace commx {
 
-/// The clock every deadline and timeout is measured on.
-using clock = std::chrono::steady_clock;
+namespace detail {
+/// What `commx::clock::now()` reads instead of the steady clock, when set: a simulated stack
+/// (transport/simgrid.hpp) sets it to the simulation's clock for the process's whole life, so
+/// deadlines, timeouts and a program's own timings run in simulated time.
+using time_source = std::chrono::steady_clock::time_point (*)() noexcept;
+inline std::atomic<time_source> clock_source{nullptr};
+}  // namespace detail
+
+/// The clock every deadline and timeout is measured on: the steady clock, or in a simulated
+/// job the simulation's (detail::clock_source). Its time points are the steady clock's, so a
+/// program that never simulates sees no difference but one predictable branch.
+struct clock : std::chrono::steady_clock {
+  static time_point now() noexcept {
+    if (const detail::time_source source = detail::clock_source.load(std::memory_order_relaxed))
+        [[unlikely]] {
+      return source();
+    }
+    return std::chrono::steady_clock::now();
+  }
+};
 
 /// `timeout` as a clock duration, saturating instead of overflowing: a timeout of years means
 /// "wait as long as it takes", not a wrapped-around negative number.

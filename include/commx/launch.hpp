@@ -38,6 +38,15 @@ concept on_threads = std::is_constructible_v<T, transport::inproc&&> && requires
   t.fail();
 };
 
+/// A transport whose ranks run inside this process by means of its own (transport::simgrid:
+/// actors of a simulation): `T::job_runner::run<Comm>(n, fn, nodes, options, report)` runs a job
+/// of n ranks and returns when it ends, `T::job_runner::ranks_from_env()` says how many ranks
+/// `commx::run` starts.
+template <class T>
+concept runs_own_jobs = requires {
+  typename T::job_runner;
+};
+
 /// Runs `fn(world)` on `n` threads, one rank each, and returns when all have returned. If a
 /// rank throws, its peers stop waiting for it (their pending operations on it raise
 /// errc::peer_lost), and once every thread has finished the first exception thrown is rethrown.
@@ -87,14 +96,19 @@ inline int inproc_ranks_from_env() {
 }  // namespace detail
 
 /// Runs `fn(world)` as Comm's stack runs: on COMMX_INPROC_RANKS threads (default 1) for the
-/// in-process transport, or as this process's rank of a job started by commxrun, srun or
+/// in-process transport, as the job a transport that runs its own starts (a simulation of
+/// COMMX_SIMGRID_RANKS ranks), or as this process's rank of a job started by commxrun, srun or
 /// mpirun for the others.
 template <class Comm, class Fn>
 void run(Fn&& fn, options opts = {}) {
-  if constexpr (on_threads<typename Comm::transport_type>) {
+  using T = typename Comm::transport_type;
+  if constexpr (on_threads<T>) {
     inproc_options job;
     job.comm = opts;
     run_inproc<Comm>(detail::inproc_ranks_from_env(), std::forward<Fn>(fn), std::move(job));
+  } else if constexpr (runs_own_jobs<T>) {
+    T::job_runner::template run<Comm>(T::job_runner::ranks_from_env(), std::forward<Fn>(fn), {},
+                                      opts, /*report=*/true);
   } else {
     Comm world = Comm::from_env(opts);
     fn(world);

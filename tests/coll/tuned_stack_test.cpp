@@ -113,7 +113,12 @@ TEST_CASE("tuned follows the table measured on the stack it runs over", "[coll][
     if (tuned.empty()) continue;  // not rank 0 of this job
     for (const auto& [what, got] : tuned) {
       const auto [kind, bytes] = what;
-      const algorithm named = commx::coll::tuned::choose(stack::name, kind, n, bytes);
+      // As the policy sees the node: this machine's load, or a core per rank when simulated.
+      const algorithm named =
+          commx::coll::tuned::choose(stack::name, kind, n, bytes,
+                                     commx::coll::simulated_stack<stack>()
+                                         ? 1
+                                         : commx::coll::detail::this_node().ranks_per_core(n));
       INFO(commx::stats::name(kind)
            << " of " << bytes << " B on " << n << " ranks of " << stack::name
            << ": the table names " << commx::coll::detail::name(named));

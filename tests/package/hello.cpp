@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The smallest commx application, built by the packaging tests once per stack: every rank checks
 // the sum of ranks, so a job that runs but computes wrong fails too. inproc runs its ranks as
-// threads (COMMX_INPROC_RANKS); the other stacks are started by commxrun or mpirun.
+// threads (COMMX_INPROC_RANKS), simgrid as simulated actors (COMMX_SIMGRID_RANKS); the other
+// stacks are started by commxrun or mpirun.
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>

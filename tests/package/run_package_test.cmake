@@ -94,6 +94,16 @@ foreach(stack IN LISTS components)
   if(stack STREQUAL "inproc")
     run(${CMAKE_COMMAND} -E env COMMX_INPROC_RANKS=4 ${program})
     set(expected "sum of ranks 0..3 = 6")
+  elseif(stack STREQUAL "simgrid")
+    # 4 simulated ranks on the shipped fat tree, named: find_package's target says where the
+    # platforms are installed; pkg-config's flags cannot carry a path, so its user says.
+    set(platforms "")
+    if(MODE STREQUAL "pkg_config")
+      set(platforms COMMX_SIMGRID_PLATFORM_DIR=${PREFIX}/share/commx/simgrid)
+    endif()
+    run(${CMAKE_COMMAND} -E env COMMX_SIMGRID_RANKS=4 COMMX_SIMGRID_PLATFORM=fat-tree ${platforms}
+        ${program})
+    set(expected "sum of ranks 0..3 = 6")
   elseif(stack STREQUAL "mpi")
     if(NOT mpi_launch)
       message(FATAL_ERROR "MPI_LAUNCH is needed to run hello_mpi")

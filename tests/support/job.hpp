@@ -60,8 +60,11 @@ using stats_under_test = stats::COMMX_TEST_STATS;
 using stats_under_test = stats::none;
 #endif
 
+/// True when the transport runs a job's ranks itself, inside this process (a simulation).
+inline constexpr bool own_jobs = runs_own_jobs<transport_under_test>;
+
 /// True when the ranks of a job are the processes a launcher started.
-inline constexpr bool multi_process = !on_threads<transport_under_test>;
+inline constexpr bool multi_process = !on_threads<transport_under_test> && !own_jobs;
 
 namespace job_internals {
 
@@ -113,7 +116,11 @@ void job(int n, Fn&& fn, std::vector<int> nodes = {}, std::vector<int> sites = {
                 "a test job runs on the transport under test");
   static_assert(!multi_process || std::is_same_v<typename Comm::stats_type, stats_under_test>,
                 "a launched test's jobs use the stats policy under test (COMMX_TEST_STATS)");
-  if constexpr (!multi_process) {
+  if constexpr (own_jobs) {
+    // A simulated job has the sites its platform has; nodes name hosts.
+    using runner = typename Comm::transport_type::job_runner;
+    runner::template run<Comm>(n, std::forward<Fn>(fn), nodes, job_options().comm);
+  } else if constexpr (!multi_process) {
     inproc_job<Comm>(n, std::forward<Fn>(fn), std::move(nodes), std::move(sites));
   } else {
     auto& world = job_internals::process_world<typename Comm::stats_type>();

@@ -139,7 +139,7 @@ struct binomial {
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     if (data.size_bytes() >= by_halves_bytes) {
-      if (in_two_waves(data.size_bytes(), detail::this_node().ranks_per_core(p.size()))) {
+      if (in_two_waves(data.size_bytes(), detail::ranks_per_core_for<Port>(p.size()))) {
         allreduce_in_two_waves(p, data, op);
       } else {
         detail::allreduce_by_halves(p, data, op);

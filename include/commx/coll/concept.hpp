@@ -88,6 +88,17 @@ template <class P>
   }
 }
 
+/// Whether port P's ranks run on a simulated platform (`P::simulated`, from a transport's
+/// `T::simulated`), each on a core of its simulated host, not on this machine's cores.
+template <class P>
+[[nodiscard]] constexpr bool simulated_stack() {
+  if constexpr (requires { P::simulated; }) {
+    return P::simulated;
+  } else {
+    return false;
+  }
+}
+
 /// A port with nothing behind it: the concept below checks policies against it, so a policy is
 /// checked without instantiating any communicator. Declared only, never called.
 struct port_archetype {

@@ -254,7 +254,7 @@ struct tuned {
     // The node matters where the table's rules were measured with ranks taking turns, and
     // beyond the table, where the model charges the turns.
     const int per_core =
-        ranks > cores || ranks > measured ? detail::this_node().ranks_per_core(ranks) : 1;
+        ranks > cores || ranks > measured ? detail::ranks_per_core_for<Port>(ranks) : 1;
     const measured_where where{measured, cores, per_core > 1, per_core};
     switch (choose_from(rules[static_cast<std::size_t>(collective)], where, link, collective, ranks,
                         bytes)) {

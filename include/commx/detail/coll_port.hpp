@@ -90,6 +90,8 @@ class coll_port {
 
   /// The stack's name, by which coll::tuned picks its table.
   static constexpr std::string_view stack = T::name;
+  /// Whether the stack's ranks run on a simulated platform (transport::simgrid).
+  static constexpr bool simulated = requires { requires T::simulated; };
 
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return group_.size(); }

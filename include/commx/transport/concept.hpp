@@ -59,6 +59,7 @@
 /// | `T::shares_node_memory` | `bool`, constexpr | true when ranks with equal `node_of` may map each other's POSIX shared memory; windows then map theirs (window.hpp). Without it, false |
 /// | `t.bytes_sent_to(p)` | `std::uint64_t` | payload bytes this endpoint has handed to sends to `p` so far, so a test can see which pairs, and so which levels, traffic crossed |
 /// | `t.layout_of(p)` | `data_layout` | how `p`'s machine lays out values (byte order; sizes of long, long double, wchar_t: data_layout.hpp), as it said when the job started; the communicator converts raw data received from a rank whose layout differs from this rank's. Without it, every rank has this one's (one machine type: inproc, shm; MPI converts nothing commx sends as bytes) |
+/// | `T::simulated` | `bool`, constexpr | true when ranks run on a simulated platform (transport::simgrid): each on a core of its simulated host, so this machine's load does not apply (coll::tuned). Without it, false |
 /// | `t.failed_peers()` | `std::vector<int>` | the world ranks this endpoint knows failed (gone without finishing: a process that died, a connection that broke, a rank that threw), in the order it learned of them (`knows_failures`); the communicator's `known_lost()` and its errc::peer_lost messages report them. Without it, none are known (an MPI job ends as a whole) |
 ///
 /// Optional progress without waiting, which a transport composed of others

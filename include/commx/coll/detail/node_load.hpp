@@ -96,4 +96,16 @@ inline const node_load& this_node() {
   return load;
 }
 
+/// How many ranks each core runs in turn for a communicator of `ranks` ranks over port P:
+/// this machine's load, or 1 on a simulated platform, whose ranks each have a core of a
+/// simulated host whatever this machine has.
+template <class P>
+[[nodiscard]] int ranks_per_core_for(int ranks) {
+  if constexpr (requires { requires P::simulated; }) {
+    return 1;
+  } else {
+    return this_node().ranks_per_core(ranks);
+  }
+}
+
 }  // namespace commx::coll::detail

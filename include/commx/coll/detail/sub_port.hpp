@@ -21,6 +21,7 @@ class sub_port {
  public:
   using pending = typename Port::pending;
   static constexpr std::string_view stack = stack_of<Port>();
+  static constexpr bool simulated = simulated_stack<Port>();
 
   /// `members` are parent ranks in the order they get sub-port ranks; `me` is this rank's
   /// index among them.
@@ -70,6 +71,7 @@ class site_level_port {
  public:
   using pending = typename Port::pending;
   static constexpr std::string_view stack = stack_of<Port>();
+  static constexpr bool simulated = simulated_stack<Port>();
 
   explicit site_level_port(Port& below) : below_(below) {}
 

@@ -131,6 +131,14 @@ class hub {
     return op;
   }
 
+  /// A send to `to` completed with errc::peer_lost if `to` has left, else null: for a
+  /// transport that delivers into this hub later, when the message arrives (simgrid).
+  std::shared_ptr<operation> send_to_gone(int from, int to, context_id ctx, int tag) {
+    std::lock_guard lock(mutex_);
+    if (boxes_[index(to)].state == presence::present) return nullptr;
+    return completed(operation::kind::send, from, to, ctx, tag, lost(to, 0));
+  }
+
   std::shared_ptr<operation> recv(int owner, int from, context_id ctx, int tag,
                                   const recv_buffer& buffer) {
     std::lock_guard lock(mutex_);
@@ -206,8 +214,9 @@ class hub {
   }
 
   /// The rank's endpoint is going away: it finished (`failed == false`) or threw. Its peers stop
-  /// waiting for it; what it sent eagerly is still delivered. Idempotent.
-  void leave(int rank, bool failed) {
+  /// waiting for it; what it sent eagerly is still delivered. Idempotent. `woken`, if given,
+  /// gets the ranks whose posted receives this ended.
+  void leave(int rank, bool failed, std::vector<int>* woken = nullptr) {
     std::lock_guard lock(mutex_);
     mailbox& leaving = boxes_[index(rank)];
     if (leaving.state != presence::present) return;
@@ -236,6 +245,7 @@ class hub {
       std::erase_if(box.posted, [&](const std::shared_ptr<operation>& op) {
         if (op->peer != rank && !(failed && op->peer == any_source)) return false;
         finish(*op, lost(rank, 0));
+        if (woken != nullptr && (woken->empty() || woken->back() != other)) woken->push_back(other);
         return true;
       });
       box.events.fetch_add(1, std::memory_order_relaxed);

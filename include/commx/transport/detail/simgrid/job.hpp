@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// What every rank of one simulated job shares: a SimGrid mailbox per rank that the network
+/// delivers into, commx's matching (the in-process hub's: posted receives, queued messages,
+/// ranks gone), and the envelopes still travelling.
+///
+/// A message is an envelope: source, context, tag, its place in the order of its sender's
+/// messages to this receiver, and a copy of the payload, carried by a SimGrid communication of
+/// the payload's size, so the network model times it and the receiver computes on real data.
+/// Arrival is not delivery: a receiver takes what its mailbox holds whenever it calls into the
+/// transport, restores each sender's order (a small message may overtake a large one on the
+/// wire) and hands the messages to the matching, which completes a posted receive or queues
+/// them.
+
+#include <simgrid/s4u/Actor.hpp>
+#include <simgrid/s4u/Comm.hpp>
+#include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Mailbox.hpp>
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/transport/detail/inproc/hub.hpp"
+#include "commx/transport/detail/simgrid/simulation.hpp"
+
+namespace commx::detail::simgrid {
+
+/// What travels: a message, or a poke that only wakes its receiver (a peer left).
+struct envelope {
+  enum class kind : unsigned char { message, poke };
+  kind what = kind::message;
+  int source = 0;
+  context_id ctx = 0;
+  int tag = 0;
+  std::uint64_t order = 0;  ///< the sender's count of its earlier messages to this receiver
+  std::vector<std::byte> payload;
+};
+
+/// A send whose transfer the sender waits for (larger than the eager size).
+struct send_state {
+  s4u::CommPtr comm;
+  transport::op_result result;
+  bool done = false;
+};
+
+/// Messages up to this size complete at the sender at once, as MPI's eager sends do (and as
+/// SMPI's detached sends do below its default threshold of the same size); larger ones
+/// complete when their last byte reaches the receiver's host.
+inline constexpr std::size_t eager_bytes = std::size_t{64} << 10;
+
+/// The shared state of one simulated job.
+class job {
+ public:
+  job(simulation& sim, int ranks, const std::vector<int>& nodes)
+      : sim_(sim),
+        host_of_(sim.place(ranks, nodes)),
+        matching_(ranks, matching_options(sim, host_of_)),
+        id_(next_id()) {
+    mailboxes_.reserve(host_of_.size());
+    for (std::size_t r = 0; r < host_of_.size(); ++r) {
+      mailboxes_.push_back(s4u::Mailbox::by_name(fmt::format("commx.{}.{}", id_, r)));
+    }
+  }
+  job(const job&) = delete;
+  job& operator=(const job&) = delete;
+  ~job() {
+    for (envelope* e : travelling_) delete e;  // sent to ranks that ended before taking them
+  }
+
+  [[nodiscard]] int size() const { return static_cast<int>(host_of_.size()); }
+  [[nodiscard]] s4u::Host* host(int rank) const { return sim_.hosts()[index(rank)]; }
+  [[nodiscard]] int node_of(int rank) const { return static_cast<int>(host_of_[index(rank)]); }
+  [[nodiscard]] int site_of(int rank) const { return sim_.site_of_host(host_of_[index(rank)]); }
+  [[nodiscard]] s4u::Mailbox* mailbox(int rank) const { return mailboxes_[index(rank)]; }
+  [[nodiscard]] inproc::hub& matching() { return matching_; }
+  [[nodiscard]] bool measures_compute() const { return sim_.config().measure_compute; }
+  /// Where the receive a rank keeps posted on its mailbox puts what it takes: the job's, so a
+  /// receive that completes after its endpoint is gone writes into memory that still exists.
+  [[nodiscard]] envelope*& arrival_slot(int rank) { return arrival_slots_[index(rank)]; }
+
+  /// A new envelope, owned by the job until its receiver takes it (`taken`).
+  envelope* make_envelope() {
+    auto* e = new envelope();
+    travelling_.insert(e);
+    return e;
+  }
+  /// The receiver has it: it is freed.
+  void taken(envelope* e) {
+    travelling_.erase(e);
+    delete e;
+  }
+
+  /// Whether `rank` is blocked in the simulation, waiting for its mailbox or its sends: set
+  /// with no simulation call between its last look at its events and the wait, so that a peer
+  /// that ends meanwhile knows to poke it.
+  void set_waiting(int rank, bool blocked) { waiting_[index(rank)] = blocked ? 1 : 0; }
+  /// The source `rank`'s last fruitless probe named (any_source included), or `no_probe`: a
+  /// rank that waits after it learns from a poke that the source ended.
+  void set_probing(int rank, int source) { probing_[index(rank)] = source; }
+  static constexpr int no_probe = -3;
+
+  /// A message from `from` to `to` is on its way.
+  void sent(int from, int to) {
+    ++undelivered_[index(from)];
+    ++undelivered_between_[pair(from, to)];
+  }
+  /// `to` handed it to its matching (or will never: it left).
+  void delivered(int from, int to) { forget(from, to, 1); }
+
+  /// `rank` ends, having finished or (`failed`) not. What it sent still arrives: its peers learn
+  /// that it is gone once the last of its messages is delivered (or its receiver left too).
+  /// `can_send`: false while the rank's actor unwinds, when it must not call into SimGrid.
+  void leave(int rank, bool failed, bool can_send) {
+    can_send_ = can_send;
+    leaving_.emplace(rank, failed);
+    // What was still on its way to this rank will never be taken.
+    for (auto it = leaving_.begin(); it != leaving_.end();) {
+      const int sender = it->first;
+      ++it;
+      const auto between = undelivered_between_.find(pair(sender, rank));
+      if (between != undelivered_between_.end()) forget(sender, rank, between->second);
+    }
+    if (undelivered_[index(rank)] == 0) gone(rank);
+  }
+
+ private:
+  static std::uint64_t pair(int from, int to) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(from)) << 32) |
+           static_cast<std::uint32_t>(to);
+  }
+
+  void forget(int from, int to, std::uint64_t messages) {
+    const auto between = undelivered_between_.find(pair(from, to));
+    if (between == undelivered_between_.end()) return;
+    between->second -= messages;
+    if (between->second == 0) undelivered_between_.erase(between);
+    undelivered_[index(from)] -= messages;
+    if (undelivered_[index(from)] == 0 && leaving_.contains(from)) gone(from);
+  }
+
+  // The matching completes the receives that waited for `rank`; each rank blocked in a wait
+  // that this ends (a receive of its ended, or it waits to probe for `rank`, or for anyone and
+  // `rank` failed) is poked, so it wakes. The others see the change at their next call: poking
+  // every waiting rank at every end made a 1,024-rank job's end quadratic in pokes.
+  void gone(int rank) {
+    const auto it = leaving_.find(rank);
+    const bool failed = it->second;
+    leaving_.erase(it);
+    std::vector<int> woken;
+    matching_.leave(rank, failed, &woken);
+    if (!can_send_) return;
+    for (int r = 0; r < size(); ++r) {
+      const int probing = probing_[index(r)];
+      if (waiting_[index(r)] != 0 && (probing == rank || (failed && probing == any_source))) {
+        woken.push_back(r);
+      }
+    }
+    std::sort(woken.begin(), woken.end());
+    woken.erase(std::unique(woken.begin(), woken.end()), woken.end());
+    for (int r : woken) {
+      if (r == rank || waiting_[index(r)] == 0) continue;
+      envelope* poke = make_envelope();
+      poke->what = envelope::kind::poke;
+      poke->source = rank;
+      mailbox(r)->put_init(poke, 0)->detach();
+    }
+  }
+
+  static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
+
+  static inproc::hub_options matching_options(const simulation& sim,
+                                              const std::vector<std::size_t>& host_of) {
+    inproc::hub_options o;
+    // The matching copies every message it queues: the envelope it came in is freed at once.
+    o.eager_threshold = SIZE_MAX;
+    o.eager_limit = SIZE_MAX;
+    for (std::size_t h : host_of) {
+      o.nodes.push_back(static_cast<int>(h));
+      o.sites.push_back(sim.site_of_host(h));
+    }
+    return o;
+  }
+
+  static std::uint64_t next_id() {
+    static std::atomic<std::uint64_t> jobs{0};
+    return jobs.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  simulation& sim_;
+  std::vector<std::size_t> host_of_;  // host index per rank
+  inproc::hub matching_;
+  std::uint64_t id_;
+  std::vector<s4u::Mailbox*> mailboxes_;
+  std::unordered_set<envelope*> travelling_;
+  std::vector<envelope*> arrival_slots_ = std::vector<envelope*>(host_of_.size());
+  std::vector<char> waiting_ = std::vector<char>(host_of_.size());
+  std::vector<int> probing_ = std::vector<int>(host_of_.size(), no_probe);
+  std::vector<std::uint64_t> undelivered_ = std::vector<std::uint64_t>(host_of_.size());
+  std::unordered_map<std::uint64_t, std::uint64_t> undelivered_between_;  // by (from, to)
+  std::map<int, bool> leaving_;  // ranks that ended, their messages still travelling: failed?
+  bool can_send_ = true;
+};
+
+/// The compute a rank did between two calls into the transport, taken as simulated time on its
+/// host (COMMX_SIMGRID_COMPUTE=measured): the thread's CPU time from the end of one call to the
+/// start of the next. Only one rank runs at a time, so that time is this rank's own.
+class compute_clock {
+ public:
+  explicit compute_clock(bool measured) : measured_(measured) { mark(); }
+
+  /// At the start of a call: the compute since the last one passes in simulated time.
+  void enter() {
+    if (!measured_) return;
+    owed_ += cpu_seconds() - last_;
+    if (owed_ < threshold_seconds) return;  // too short to be worth a simulation event
+    s4u::this_actor::execute(owed_ * s4u::this_actor::get_host()->get_speed());
+    owed_ = 0;
+  }
+  /// At the end of a call.
+  void mark() {
+    if (measured_) last_ = cpu_seconds();
+  }
+
+ private:
+  static constexpr double threshold_seconds = 1e-6;  // SMPI's smpi/cpu-threshold
+
+  static double cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+  }
+
+  bool measured_;
+  double last_ = 0;
+  double owed_ = 0;
+};
+
+}  // namespace commx::detail::simgrid

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+// A simulated job of COMMX_SIMGRID_RANKS ranks (transport::simgrid) as a program runs one,
+// through commx::run: an allreduce of 8 KiB, broadcasts of 8 B from turning roots, an alltoall
+// of 64 B per pair (unless the argument says `no-alltoall`: at 1,024 ranks its million
+// concurrent flows cost SimGrid's bandwidth-sharing solver minutes) and a barrier, each result
+// checked at every rank. Rank 0 prints each phase's
+// simulated seconds (commx::clock is the simulation's) and a digest of the results: with
+// COMMX_SIMGRID_COMPUTE=skip two runs must print the same line (simgrid_determinism.sh).
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <span>
+#include <stdexcept>
+#include <string_view>
+#include <vector>
+
+#include "commx/coll/tuned.hpp"
+#include "commx/communicator.hpp"
+#include "commx/launch.hpp"
+#include "commx/ops.hpp"
+#include "commx/transport/simgrid.hpp"
+
+namespace {
+
+using comm = commx::communicator<commx::transport::simgrid, commx::coll::tuned>;
+
+double seconds_since(commx::clock::time_point start) {
+  return std::chrono::duration<double>(commx::clock::now() - start).count();
+}
+
+void expect(bool holds, int rank, const char* what) {
+  if (!holds) throw std::runtime_error(fmt::format("rank {}: wrong {}", rank, what));
+}
+
+bool with_alltoall = true;
+
+void job(comm& world) {
+  const int me = world.rank();
+  const int n = world.size();
+  std::uint64_t digest = 0;
+
+  auto start = commx::clock::now();
+  std::vector<std::int64_t> sums(1024, me);
+  world.allreduce(std::span(sums), std::plus<>{});
+  const double allreduce_s = seconds_since(start);
+  for (std::int64_t v : sums) expect(v == std::int64_t{n} * (n - 1) / 2, me, "allreduce");
+  digest += static_cast<std::uint64_t>(sums.front());
+
+  start = commx::clock::now();
+  std::vector<std::int64_t> value(1);
+  for (int call = 0; call < 10; ++call) {
+    const int root = call % n;
+    value[0] = me == root ? 1000 + root : -1;
+    world.bcast(std::span(value), root);
+    expect(value[0] == 1000 + root, me, "bcast");
+    digest = digest * 31 + static_cast<std::uint64_t>(value[0]);
+  }
+  const double bcast_s = seconds_since(start);
+
+  start = commx::clock::now();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(n) * 8);
+  std::vector<std::int64_t> in(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = me * 1000000 + static_cast<int>(i / 8);
+  if (with_alltoall) {
+    world.alltoall(std::span<const std::int64_t>(out), std::span(in));
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      expect(in[i] == static_cast<std::int64_t>(i / 8) * 1000000 + me, me, "alltoall");
+    }
+  }
+  world.barrier();
+  const double alltoall_s = seconds_since(start);
+  digest = digest * 31 + static_cast<std::uint64_t>(in.back());
+
+  if (me == 0) {
+    std::printf("ranks=%d allreduce_s=%.9f bcast_s=%.9f alltoall_barrier_s=%.9f digest=%llu\n", n,
+                allreduce_s, bcast_s, alltoall_s, static_cast<unsigned long long>(digest));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  with_alltoall = !(argc > 1 && std::string_view(argv[1]) == "no-alltoall");
+  try {
+    commx::run<comm>(&job);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "simgrid_job: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
