@@ -25,6 +25,7 @@ inline std::atomic<time_source> clock_source{nullptr};
 /// job the simulation's (detail::clock_source). Its time points are the steady clock's, so a
 /// program that never simulates sees no difference but one predictable branch.
 struct clock : std::chrono::steady_clock {
+  /// Now: the steady clock's, or the simulation's in a process that simulates.
   static time_point now() noexcept {
     if (const detail::time_source source = detail::clock_source.load(std::memory_order_relaxed))
         [[unlikely]] {

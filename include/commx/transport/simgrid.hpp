@@ -73,8 +73,8 @@ class simgrid {
   /// A receive (or a send that ended at once with an error): the matching's operation; a send
   /// that waits for its transfer: its state; neither: a send that completed at once.
   struct request {
-    std::shared_ptr<matching_op> op;
-    std::shared_ptr<send_state> send;
+    std::shared_ptr<matching_op> op;   ///< a receive, or a send that failed at once
+    std::shared_ptr<send_state> send;  ///< a send that waits for its transfer
   };
 
   /// Rank `rank`'s endpoint of `shared`; made inside that rank's actor.
@@ -84,6 +84,7 @@ class simgrid {
     // permanent receiver; MPI and TCP behave so).
     job_->mailbox(rank_)->set_receiver(::simgrid::s4u::Actor::self());
   }
+  /// Takes over `other`'s endpoint; `other` then owns nothing.
   simgrid(simgrid&& other) noexcept
       : job_(std::move(other.job_)),
         rank_(other.rank_),
