@@ -23,8 +23,8 @@
 /// 64 KiB complete at once (eager); larger ones when their last byte reaches the receiver's host
 /// (the payload was copied at the send; no rendezvous waits for the matching receive). A rank
 /// whose function throws fails: its peers' receives naming it, and unmatched any_source ones,
-/// end with errc::peer_lost, as on every stack. Polling (test, iprobe) that finds nothing twice
-/// in a row costs a simulated microsecond, so a loop of polls lets simulated time pass.
+/// end with errc::peer_lost, as on every stack. Polling (test, iprobe) that finds nothing 16
+/// times in a row costs a simulated microsecond, so a loop of polls lets simulated time pass.
 ///
 /// Footprint: per rank, its matching state and a map entry per peer it sends to or hears from;
 /// the process holds every rank's, and the payloads in flight.
@@ -137,7 +137,7 @@ class simgrid {
     job_->sent(rank_, dest);
     if (data.size() <= detail::simgrid::eager_bytes) {
       // Not detached: SimGrid 3.32 keeps detached communications in one list that each one
-      // searches as it ends, which made a 256-rank alltoall take 37 s of wall time.
+      // searches as it ends, quadratic in the messages in flight (bench/HISTORY.md).
       eager_in_flight_.push_back(job_->mailbox(dest)->put_async(e, data.size()));
       if (eager_in_flight_.size() > eager_reap_above) reap_eager();
       return {};
@@ -241,6 +241,7 @@ class simgrid {
   };
 
   static constexpr double fruitless_poll_seconds = 1e-6;
+  static constexpr int polls_per_microsecond = 16;
   static constexpr std::size_t eager_reap_above = 32;
 
   [[nodiscard]] static bool finished(const request& req) {
@@ -248,8 +249,13 @@ class simgrid {
     return !req.op || req.op->done.load(std::memory_order_acquire);
   }
 
+  // Every polls_per_microsecond-th fruitless poll in a row lets a simulated microsecond pass:
+  // a program that only polls must let the simulation go on, and one that polls many requests
+  // in turn (an active-message engine, a request per peer) should not pay a microsecond each.
   void poll_found_nothing() {
-    if (++polls_ >= 2) ::simgrid::s4u::this_actor::sleep_for(fruitless_poll_seconds);
+    if (++polls_ % polls_per_microsecond == 0) {
+      ::simgrid::s4u::this_actor::sleep_for(fruitless_poll_seconds);
+    }
   }
 
   // Takes what the network delivered into this rank's mailbox, and notes finished sends.
@@ -294,6 +300,7 @@ class simgrid {
 
   // One envelope off the wire: delivered if it is its sender's next, else kept until it is.
   void arrive(envelope* e) {
+    polls_ = 0;  // something happened: the polls before it were not in vain
     if (e->what == envelope::kind::poke) {
       job_->taken(e);
       ++local_events_;

@@ -127,14 +127,16 @@ class job {
   void leave(int rank, bool failed, bool can_send) {
     can_send_ = can_send;
     leaving_.emplace(rank, failed);
-    // What was still on its way to this rank will never be taken.
-    for (auto it = leaving_.begin(); it != leaving_.end();) {
-      const int sender = it->first;
-      ++it;
-      const auto between = undelivered_between_.find(pair(sender, rank));
-      if (between != undelivered_between_.end()) forget(sender, rank, between->second);
+    // What was still on its way to this rank will never be taken: its senders stop waiting for
+    // it to be (a sender that ended too is then gone).
+    std::vector<std::pair<int, std::uint64_t>> stranded;
+    for (const auto& [between, messages] : undelivered_between_) {
+      if (static_cast<int>(between & 0xffffffffU) == rank) {
+        stranded.emplace_back(static_cast<int>(between >> 32), messages);
+      }
     }
-    if (undelivered_[index(rank)] == 0) gone(rank);
+    for (const auto& [sender, messages] : stranded) forget(sender, rank, messages);
+    if (leaving_.contains(rank) && undelivered_[index(rank)] == 0) gone(rank);
   }
 
  private:
