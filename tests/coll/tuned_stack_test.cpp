@@ -114,11 +114,8 @@ TEST_CASE("tuned follows the table measured on the stack it runs over", "[coll][
     for (const auto& [what, got] : tuned) {
       const auto [kind, bytes] = what;
       // As the policy sees the node: this machine's load, or a core per rank when simulated.
-      const algorithm named =
-          commx::coll::tuned::choose(stack::name, kind, n, bytes,
-                                     commx::coll::simulated_stack<stack>()
-                                         ? 1
-                                         : commx::coll::detail::this_node().ranks_per_core(n));
+      const algorithm named = commx::coll::tuned::choose(
+          stack::name, kind, n, bytes, commx::coll::detail::ranks_per_core_for<stack>(n));
       INFO(commx::stats::name(kind)
            << " of " << bytes << " B on " << n << " ranks of " << stack::name
            << ": the table names " << commx::coll::detail::name(named));

@@ -88,8 +88,8 @@ template <class P>
   }
 }
 
-/// Whether port P's ranks run on a simulated platform (`P::simulated`, from a transport's
-/// `T::simulated`), each on a core of its simulated host, not on this machine's cores.
+/// Whether port (or transport) P's ranks run on a simulated platform (`P::simulated`), each on
+/// a core of its simulated host, not on this machine's cores.
 template <class P>
 [[nodiscard]] constexpr bool simulated_stack() {
   if constexpr (requires { P::simulated; }) {

@@ -91,7 +91,7 @@ class coll_port {
   /// The stack's name, by which coll::tuned picks its table.
   static constexpr std::string_view stack = T::name;
   /// Whether the stack's ranks run on a simulated platform (transport::simgrid).
-  static constexpr bool simulated = requires { requires T::simulated; };
+  static constexpr bool simulated = coll::simulated_stack<T>();
 
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return group_.size(); }

@@ -89,13 +89,12 @@ class simgrid {
       : job_(std::move(other.job_)),
         rank_(other.rank_),
         compute_(other.compute_),
-        next_order_to_(std::move(other.next_order_to_)),
+        sent_to_(std::move(other.sent_to_)),
         next_order_from_(std::move(other.next_order_from_)),
         early_(std::move(other.early_)),
         waiting_sends_(std::move(other.waiting_sends_)),
         arrival_(std::move(other.arrival_)),
         eager_in_flight_(std::move(other.eager_in_flight_)),
-        sent_to_(std::move(other.sent_to_)),
         local_events_(other.local_events_),
         polls_(other.polls_),
         closed_(std::exchange(other.closed_, true)) {}
@@ -115,7 +114,7 @@ class simgrid {
   /// The payload bytes this endpoint has sent to `peer` so far.
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const {
     const auto it = sent_to_.find(peer);
-    return it == sent_to_.end() ? 0 : it->second;
+    return it == sent_to_.end() ? 0 : it->second.bytes;
   }
   /// The ranks that failed (their function threw), in the order they did.
   [[nodiscard]] std::vector<int> failed_peers() const { return job_->matching().failed_ranks(); }
@@ -123,7 +122,8 @@ class simgrid {
   /// Starts sending `data` to `dest` on (`ctx`, `tag`) (transport concept).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
     call_scope call(*this);
-    sent_to_[dest] += data.size();
+    sent_to& to = sent_to_[dest];
+    to.bytes += data.size();
     if (dest == rank_) {  // no network: straight into the matching, in order with the rest
       return {job_->matching().send(rank_, rank_, ctx, tag, data), nullptr};
     }
@@ -132,7 +132,7 @@ class simgrid {
     e->source = rank_;
     e->ctx = ctx;
     e->tag = tag;
-    e->order = next_order_to_[dest]++;
+    e->order = to.messages++;
     e->payload.assign(data.begin(), data.end());
     job_->sent(rank_, dest);
     if (data.size() <= detail::simgrid::eager_bytes) {
@@ -180,10 +180,7 @@ class simgrid {
     call_scope call(*this);
     if (req.op) return job_->matching().cancel(*req.op);
     if (req.send && !req.send->done) {
-      try {
-        req.send->comm->wait();
-      } catch (const ::simgrid::Exception&) {  // its receiver left: take_arrivals says so
-      }
+      wait_out(req.send->comm);  // if its receiver left, take_arrivals says so
       take_arrivals();
     }
     return false;
@@ -216,13 +213,14 @@ class simgrid {
     // One receive stays posted on the mailbox from one wait to the next: cancelling it would
     // cancel the message it is already matched with, still on the wire.
     if (!arrival_) arrival_ = job_->mailbox(rank_)->get_async<envelope>(&job_->arrival_slot(rank_));
-    std::vector<::simgrid::s4u::CommPtr> comms{arrival_};
-    for (const auto& s : waiting_sends_) comms.push_back(s->comm);
+    wait_list_.assign(1, arrival_);
+    for (const auto& s : waiting_sends_) wait_list_.push_back(s->comm);
     const bool forever = when == clock::time_point::max() || left > 1e9;
     try {
-      (void)::simgrid::s4u::Comm::wait_any_for(comms, forever ? -1.0 : left);
+      (void)::simgrid::s4u::Comm::wait_any_for(wait_list_, forever ? -1.0 : left);
     } catch (const ::simgrid::Exception&) {  // a send whose receiver left: take_arrivals says so
     }
+    wait_list_.clear();
     job_->set_waiting(rank_, false);
     take_arrivals();
   }
@@ -277,24 +275,38 @@ class simgrid {
     }
   }
 
-  // Forgets the eager sends whose transfer ended, oldest first.
+  // Forgets the eager sends whose transfer ended, oldest first (one whose receiver left has
+  // nobody to tell).
   void reap_eager() {
-    while (!eager_in_flight_.empty()) {
-      try {
-        if (!eager_in_flight_.front()->test()) return;
-      } catch (const ::simgrid::Exception&) {  // its receiver left: nothing to tell anyone
-      }
+    bool lost = false;
+    while (!eager_in_flight_.empty() && ended(eager_in_flight_.front(), lost)) {
       eager_in_flight_.pop_front();
     }
   }
 
   // Whether a send's transfer ended: delivered, or cancelled because its receiver left.
   static bool transferred(send_state& s) {
+    bool lost = false;
+    if (!ended(s.comm, lost)) return false;
+    if (lost) s.result.error = make_error_code(errc::peer_lost);
+    return true;
+  }
+
+  // Whether `comm` ended; `lost` when it ended because its receiver left (SimGrid throws then).
+  static bool ended(const ::simgrid::s4u::CommPtr& comm, bool& lost) {
     try {
-      return s.comm->test();
+      return comm->test();
     } catch (const ::simgrid::Exception&) {
-      s.result.error = make_error_code(errc::peer_lost);
+      lost = true;
       return true;
+    }
+  }
+
+  // Waits for `comm` to end, however it ends.
+  static void wait_out(const ::simgrid::s4u::CommPtr& comm) {
+    try {
+      comm->wait();
+    } catch (const ::simgrid::Exception&) {
     }
   }
 
@@ -330,12 +342,7 @@ class simgrid {
     const bool unwinding = std::uncaught_exceptions() != 0;
     if (!unwinding) {
       // A rank that ends lingers until what it sent has reached its receivers' hosts.
-      for (auto& comm : eager_in_flight_) {
-        try {
-          comm->wait();
-        } catch (const ::simgrid::Exception&) {
-        }
-      }
+      for (const auto& comm : eager_in_flight_) wait_out(comm);
     }
     eager_in_flight_.clear();
     if (arrival_ && !unwinding) {
@@ -350,15 +357,19 @@ class simgrid {
   std::shared_ptr<job> job_;
   int rank_ = 0;
   detail::simgrid::compute_clock compute_;
-  std::unordered_map<int, std::uint64_t> next_order_to_;
+  struct sent_to {
+    std::uint64_t messages = 0;  // over the network: the next one's place in the order
+    std::uint64_t bytes = 0;     // payload, self-sends included
+  };
+  std::unordered_map<int, sent_to> sent_to_;  // per peer sent to
   std::unordered_map<int, std::uint64_t> next_order_from_;
   std::map<std::pair<int, std::uint64_t>, envelope*> early_;  // arrived ahead of their turn
   std::vector<std::shared_ptr<send_state>> waiting_sends_;
   ::simgrid::s4u::CommPtr arrival_;  // the receive posted on the mailbox, if any
   std::deque<::simgrid::s4u::CommPtr> eager_in_flight_;  // eager sends, oldest first
-  std::unordered_map<int, std::uint64_t> sent_to_;
-  std::uint64_t local_events_ = 0;  // pokes taken and sends finished
-  int polls_ = 0;                   // fruitless polls in a row
+  std::vector<::simgrid::s4u::CommPtr> wait_list_;       // reused by wait_for_event
+  std::uint64_t local_events_ = 0;                       // pokes taken and sends finished
+  int polls_ = 0;                                        // fruitless polls in a row
   bool closed_ = false;
 
  public:

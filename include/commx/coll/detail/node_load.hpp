@@ -29,6 +29,8 @@
 #include <cstdlib>
 #include <optional>
 
+#include "commx/coll/concept.hpp"
+
 namespace commx::coll::detail {
 
 /// What the launcher says of this machine, read once per process.
@@ -101,7 +103,7 @@ inline const node_load& this_node() {
 /// simulated host whatever this machine has.
 template <class P>
 [[nodiscard]] int ranks_per_core_for(int ranks) {
-  if constexpr (requires { requires P::simulated; }) {
+  if constexpr (simulated_stack<P>()) {
     return 1;
   } else {
     return this_node().ranks_per_core(ranks);
