@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// Wall time spent in each phase of a step, per rank.
+/// Time spent in each phase of a step, per rank: commx::clock's, so simulated seconds on a
+/// simulated stack (transport::simgrid), the steady clock's elsewhere.
 
 #include <chrono>
+
+#include "commx/deadline.hpp"
 
 namespace md {
 
@@ -18,12 +21,10 @@ struct phase_seconds {
 /// Adds the time from its construction to its destruction to one counter.
 class scoped_phase {
  public:
-  explicit scoped_phase(double& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
+  explicit scoped_phase(double& total) : total_(total), start_(commx::clock::now()) {}
   scoped_phase(const scoped_phase&) = delete;
   scoped_phase& operator=(const scoped_phase&) = delete;
-  ~scoped_phase() {
-    total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
+  ~scoped_phase() { total_ += std::chrono::duration<double>(commx::clock::now() - start_).count(); }
 
  private:
   double& total_;

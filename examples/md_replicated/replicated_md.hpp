@@ -12,6 +12,8 @@
 #include <span>
 #include <vector>
 
+#include "commx/deadline.hpp"
+
 #include "integrator.hpp"
 #include "lattice.hpp"
 #include "lj_force.hpp"
@@ -102,9 +104,9 @@ class replicated_md {
       buffer_[3 * n] = sums.energy;
       buffer_[3 * n + 1] = sums.virial;
     }
-    const auto arrive = std::chrono::steady_clock::now();
+    const auto arrive = commx::clock::now();
     world_.allreduce(std::span<double>(buffer_), std::plus<>{});
-    const auto leave = std::chrono::steady_clock::now();
+    const auto leave = commx::clock::now();
     seconds_.allreduce += std::chrono::duration<double>(leave - arrive).count();
     sums_.record(arrive, leave);
   }

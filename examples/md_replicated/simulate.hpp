@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "commx/deadline.hpp"
+
 #include "combine_cost.hpp"
 #include "rank_figures.hpp"
 #include "replicated_md.hpp"
@@ -62,7 +64,7 @@ run_outcome simulate(Comm& world, const run_config& config, OnThermo&& on_thermo
   world.barrier();  // every rank starts the clock together
   md.reset_seconds();
   if constexpr (Comm::stats_type::enabled) world.stats().reset();
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = commx::clock::now();
   for (long step = 1; step <= config.steps; ++step) {
     md.step();
     if (config.prints_thermo(step)) {
@@ -71,7 +73,7 @@ run_outcome simulate(Comm& world, const run_config& config, OnThermo&& on_thermo
     }
   }
   rank_figures mine;
-  mine.loop = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  mine.loop = std::chrono::duration<double>(commx::clock::now() - start).count();
   add_phases(mine, md.seconds());
   add_stats(mine, world.stats());
   mine.pairs = static_cast<double>(md.my_pairs());

@@ -24,6 +24,8 @@
 
 #include <fmt/format.h>
 
+#include "commx/deadline.hpp"
+
 #include "decomposition.hpp"
 #include "force_params.hpp"
 #include "particle.hpp"
@@ -77,11 +79,11 @@ class simulation {
 
   /// Runs the steps; `report` sees each step (on every rank) as its figures arrive.
   void run(const report_fn& report) {
-    auto start = std::chrono::steady_clock::now();
+    auto start = commx::clock::now();
     compute_forces();
     record_figures(since(start));
     for (int step = 1; step <= config_.steps; ++step) {
-      start = std::chrono::steady_clock::now();
+      start = commx::clock::now();
       {
         auto timed = clock_.time(part::compute);
         kick(own_, acceleration_, 0.5 * config_.dt);
@@ -114,7 +116,7 @@ class simulation {
   }
 
   static double since(std::chrono::steady_clock::time_point start) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::chrono::duration<double>(commx::clock::now() - start).count();
   }
 
   // A particle that left the finite numbers takes the run with it: stop where it happened.
@@ -166,7 +168,7 @@ class simulation {
     std::vector<particle> remote = links_.finish_exchange();
     refuse_strangers(remote);
 
-    auto tree_start = std::chrono::steady_clock::now();
+    auto tree_start = commx::clock::now();
     std::optional<short_range_tree> tree;
     {
       auto timed = clock_.time(part::compute);
@@ -179,14 +181,14 @@ class simulation {
                 [](const particle& a, const particle& b) { return a.id < b.id; });
       acceleration_.assign(own_.size(), vec3{0, 0, 0});
       potential_.assign(own_.size(), 0.0);
-      tree_start = std::chrono::steady_clock::now();
+      tree_start = commx::clock::now();
       tree.emplace(config_.forces, sources);
     }
     tree_seconds_ = since(tree_start);
     const std::span<const particle> targets(own_);
     for (std::size_t first = 0; first < own_.size(); first += config_.chunk) {
       const std::size_t n = std::min(config_.chunk, own_.size() - first);
-      const auto chunk_start = std::chrono::steady_clock::now();
+      const auto chunk_start = commx::clock::now();
       {
         auto timed = clock_.time(part::compute);
         tree->accelerate(targets.subspan(first, n), std::span(acceleration_).subspan(first, n),

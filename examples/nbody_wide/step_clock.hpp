@@ -6,6 +6,8 @@
 
 #include <chrono>
 
+#include "commx/deadline.hpp"
+
 namespace nbody {
 
 struct step_split {
@@ -21,13 +23,11 @@ class step_clock {
   /// Adds the time from its construction to its destruction to one part.
   class scope {
    public:
-    scope(step_clock& clock, part p)
-        : clock_(clock), part_(p), start_(std::chrono::steady_clock::now()) {}
+    scope(step_clock& clock, part p) : clock_(clock), part_(p), start_(commx::clock::now()) {}
     scope(const scope&) = delete;
     scope& operator=(const scope&) = delete;
     ~scope() {
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      const double seconds = std::chrono::duration<double>(commx::clock::now() - start_).count();
       clock_.add(part_, seconds);
     }
 

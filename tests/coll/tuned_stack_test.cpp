@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // coll::tuned on the transport under test (support/job.hpp) follows the table measured on that
 // stack (coll/tuned_tables/<stack>.hpp): at each size where the table changes its choice, rank 0
-// sends exactly the messages and bytes of the algorithm the table names.
+// sends exactly the messages and bytes of the algorithm the table names. On a stack that models
+// its links (transport::simgrid), of the algorithm the cost model names with the platform's cost.
 
 #include <catch2/catch.hpp>
 
@@ -11,6 +12,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <utility>
@@ -98,6 +100,22 @@ footprint footprint_of(int n, const std::set<std::size_t>& sizes) {
   return result;
 }
 
+// The platform's cost between a job of n ranks' first and last rank, where the stack models it.
+template <class T = stack>
+std::optional<commx::coll::detail::link_cost> modelled_link([[maybe_unused]] int n) {
+  if constexpr (requires(T & t) { t.modelled_link(); }) {
+    std::optional<commx::coll::detail::link_cost> link;
+    commx::test::job<counted<commx::coll::flat>>(n, [&](auto& world) {
+      const auto route = world.transport().modelled_link();
+      if (world.rank() == 0)
+        link = commx::coll::detail::link_cost{route.latency_us, route.us_per_byte};
+    });
+    return link;
+  } else {
+    return std::nullopt;
+  }
+}
+
 }  // namespace
 
 TEST_CASE("tuned follows the table measured on the stack it runs over", "[coll][tuned]") {
@@ -111,11 +129,15 @@ TEST_CASE("tuned follows the table measured on the stack it runs over", "[coll][
         {algorithm::hierarchical, footprint_of<commx::coll::hierarchical>(n, sizes)}};
     const footprint tuned = footprint_of<commx::coll::tuned>(n, sizes);
     if (tuned.empty()) continue;  // not rank 0 of this job
+    const auto modelled = modelled_link(n);
     for (const auto& [what, got] : tuned) {
       const auto [kind, bytes] = what;
-      // As the policy sees the node: this machine's load, or a core per rank when simulated.
-      const algorithm named = commx::coll::tuned::choose(
-          stack::name, kind, n, bytes, commx::coll::detail::ranks_per_core_for<stack>(n));
+      // As the policy sees the node: this machine's load, or a core per rank when simulated;
+      // by the platform's cost where the stack models its links.
+      const algorithm named =
+          modelled ? commx::coll::detail::cheapest(kind, n, bytes, *modelled)
+                   : commx::coll::tuned::choose(stack::name, kind, n, bytes,
+                                                commx::coll::detail::ranks_per_core_for<stack>(n));
       INFO(commx::stats::name(kind)
            << " of " << bytes << " B on " << n << " ranks of " << stack::name
            << ": the table names " << commx::coll::detail::name(named));

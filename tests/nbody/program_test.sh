@@ -84,6 +84,20 @@ case $mode in
       results+=("$(run_case shm_tcp_wan-2-sites "$commxrun" -n 4 --nodes 2 --sites 2 \
                    "$programs/nbody_wide_shm_tcp_wan" "${args[@]}")")
     fi
+    if [[ -x $programs/nbody_wide_simgrid ]]; then
+      # Two simulated sites joined by a 50 ms wide link (transport::simgrid), 2 ranks each.
+      printf 'a-0\na-1\nb-0\nb-1\n' >"$work/two_sites.hosts"
+      results+=("$(run_case simgrid-2-sites env COMMX_SIMGRID_PLATFORM=two-sites \
+                   COMMX_SIMGRID_RANKS=4 COMMX_SIMGRID_HOSTFILE="$work/two_sites.hosts" \
+                   "$programs/nbody_wide_simgrid" "${args[@]}")")
+      grep -q "sites in one communicator" "$work/simgrid-2-sites.out" ||
+        fail "the simulated run was not at two sites"
+      # Each step waits for the mesh sum across the wide link: at least its 50 ms.
+      awk '/^nbody result/ { for (i = 1; i <= NF; i++) if ($i ~ /^step_ms=/) {
+             split($i, kv, "="); ok = kv[2] >= 50 } } END { exit !ok }' \
+        "$work/simgrid-2-sites.out" ||
+        fail "a simulated step was shorter than the wide link's latency"
+    fi
     if [[ -x $programs/nbody_wide_mpi ]] && command -v mpirun >/dev/null; then
       results+=("$(run_case mpi-4 env OMPI_ALLOW_RUN_AS_ROOT=1 \
                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 4 --oversubscribe \

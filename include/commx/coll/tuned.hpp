@@ -6,7 +6,9 @@
 /// (tuned_table.hpp: one table per stack, chosen at compile time by the port's stack), and
 /// beyond the rank counts the table was measured at, by the cost model (detail/cost_model.hpp:
 /// the stack's fitted latency and time per byte, each algorithm's rounds and bytes, and where
-/// ranks take turns on the cores, the rounds that wait for every rank's turn). The
+/// ranks take turns on the cores, the rounds that wait for every rank's turn). On a simulated
+/// platform (a transport with `modelled_link()`: transport::simgrid) the cost model chooses at
+/// every count, with the platform's latency and bandwidth between the job's farthest ranks. The
 /// choice can be forced per collective from the environment, e.g. COMMX_COLL_ALLREDUCE=ring
 /// or COMMX_COLL_BCAST=flat; every rank must see the same setting.
 ///
@@ -113,84 +115,83 @@ struct tuned {
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port>
   static void barrier(Port& p) {
-    dispatch<Port>(stats::op::barrier, p.size(), 0, [&](auto algo) { algo.barrier(p); });
+    dispatch(p, stats::op::barrier, p.size(), 0, [&](auto algo) { algo.barrier(p); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
-    dispatch<Port>(stats::op::bcast, p.size(), data.size_bytes(),
-                   [&](auto algo) { algo.bcast(p, data, root); });
+    dispatch(p, stats::op::bcast, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.bcast(p, data, root); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
-    dispatch<Port>(stats::op::reduce, p.size(), data.size_bytes(),
-                   [&](auto algo) { algo.reduce(p, data, op, root); });
+    dispatch(p, stats::op::reduce, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.reduce(p, data, op, root); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
-    dispatch<Port>(stats::op::allreduce, p.size(), data.size_bytes(),
-                   [&](auto algo) { algo.allreduce(p, data, op); });
+    dispatch(p, stats::op::allreduce, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.allreduce(p, data, op); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void gather(Port& p, std::span<const E> in, std::span<E> out, int root) {
-    dispatch<Port>(stats::op::gather, p.size(), in.size_bytes(),
-                   [&](auto algo) { algo.gather(p, in, out, root); });
+    dispatch(p, stats::op::gather, p.size(), in.size_bytes(),
+             [&](auto algo) { algo.gather(p, in, out, root); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void scatter(Port& p, std::span<const E> in, std::span<E> out, int root) {
-    dispatch<Port>(stats::op::scatter, p.size(), out.size_bytes(),
-                   [&](auto algo) { algo.scatter(p, in, out, root); });
+    dispatch(p, stats::op::scatter, p.size(), out.size_bytes(),
+             [&](auto algo) { algo.scatter(p, in, out, root); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
-    dispatch<Port>(stats::op::allgather, p.size(), in.size_bytes(),
-                   [&](auto algo) { algo.allgather(p, in, out); });
+    dispatch(p, stats::op::allgather, p.size(), in.size_bytes(),
+             [&](auto algo) { algo.allgather(p, in, out); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E>
   static void alltoall(Port& p, std::span<const E> in, std::span<E> out) {
-    dispatch<Port>(stats::op::alltoall, p.size(),
-                   in.size_bytes() / static_cast<std::size_t>(p.size()),
-                   [&](auto algo) { algo.alltoall(p, in, out); });
+    dispatch(p, stats::op::alltoall, p.size(), in.size_bytes() / static_cast<std::size_t>(p.size()),
+             [&](auto algo) { algo.alltoall(p, in, out); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void scan(Port& p, std::span<E> data, Op op) {
-    dispatch<Port>(stats::op::scan, p.size(), data.size_bytes(),
-                   [&](auto algo) { algo.scan(p, data, op); });
+    dispatch(p, stats::op::scan, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.scan(p, data, op); });
   }
   /// The algorithm chosen for this rank count and message size, or the forced one.
   template <class Port, class E, class Op>
   static void exscan(Port& p, std::span<E> data, Op op) {
-    dispatch<Port>(stats::op::exscan, p.size(), data.size_bytes(),
-                   [&](auto algo) { algo.exscan(p, data, op); });
+    dispatch(p, stats::op::exscan, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.exscan(p, data, op); });
   }
   /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void gatherv(Port& p, std::span<const E> in, std::span<E> out,
                       std::span<const std::size_t> counts, std::span<const std::size_t> displs,
                       int root) {
-    dispatch<Port>(stats::op::gatherv, p.size(), 0,
-                   [&](auto algo) { algo.gatherv(p, in, out, counts, displs, root); });
+    dispatch(p, stats::op::gatherv, p.size(), 0,
+             [&](auto algo) { algo.gatherv(p, in, out, counts, displs, root); });
   }
   /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void scatterv(Port& p, std::span<const E> in, std::span<const std::size_t> counts,
                        std::span<const std::size_t> displs, std::span<E> out, int root) {
-    dispatch<Port>(stats::op::scatterv, p.size(), 0,
-                   [&](auto algo) { algo.scatterv(p, in, counts, displs, out, root); });
+    dispatch(p, stats::op::scatterv, p.size(), 0,
+             [&](auto algo) { algo.scatterv(p, in, counts, displs, out, root); });
   }
   /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
-    dispatch<Port>(stats::op::allgatherv, p.size(), 0,
-                   [&](auto algo) { algo.allgatherv(p, in, out, counts, displs); });
+    dispatch(p, stats::op::allgatherv, p.size(), 0,
+             [&](auto algo) { algo.allgatherv(p, in, out, counts, displs); });
   }
   /// The algorithm chosen for this rank count (all ranks choose alike), or the forced one.
   template <class Port, class E>
@@ -198,7 +199,7 @@ struct tuned {
                         std::span<const std::size_t> send_displs, std::span<E> out,
                         std::span<const std::size_t> recv_counts,
                         std::span<const std::size_t> recv_displs) {
-    dispatch<Port>(stats::op::alltoallv, p.size(), 0, [&](auto algo) {
+    dispatch(p, stats::op::alltoallv, p.size(), 0, [&](auto algo) {
       algo.alltoallv(p, in, send_counts, send_displs, out, recv_counts, recv_displs);
     });
   }
@@ -207,8 +208,8 @@ struct tuned {
   template <class Port, class E, class Op>
   static void reduce_scatter(Port& p, std::span<E> data, std::span<const std::size_t> counts,
                              Op op) {
-    dispatch<Port>(stats::op::reduce_scatter, p.size(), data.size_bytes(),
-                   [&](auto algo) { algo.reduce_scatter(p, data, counts, op); });
+    dispatch(p, stats::op::reduce_scatter, p.size(), data.size_bytes(),
+             [&](auto algo) { algo.reduce_scatter(p, data, counts, op); });
   }
 
  private:
@@ -242,7 +243,7 @@ struct tuned {
   // port's table is found and indexed by collective at compile time, so a call compares no
   // stack names and reads only its collective's rules.
   template <class Port, class Run>
-  static void dispatch(stats::op collective, int ranks, std::size_t bytes, Run&& run) {
+  static void dispatch(Port& port, stats::op collective, int ranks, std::size_t bytes, Run&& run) {
     static constexpr std::span<const detail::tuning_rule> table =
         detail::tuned_table_for(stack_of<Port>()).rules;
     static_assert(detail::grouped_by_collective(table),
@@ -253,11 +254,22 @@ struct tuned {
     static constexpr detail::link_cost link = detail::link_cost_for(stack_of<Port>());
     // The node matters where the table's rules were measured with ranks taking turns, and
     // beyond the table, where the model charges the turns.
-    const int per_core =
-        ranks > cores || ranks > measured ? detail::ranks_per_core_for<Port>(ranks) : 1;
-    const measured_where where{measured, cores, per_core > 1, per_core};
-    switch (choose_from(rules[static_cast<std::size_t>(collective)], where, link, collective, ranks,
-                        bytes)) {
+    const auto choice = [&] {
+      // A stack that models its links (transport::simgrid) is weighed by its platform's cost,
+      // at every count: the tables were measured on a real machine.
+      if constexpr (requires { port.endpoint().modelled_link().us_per_byte; }) {
+        const auto route = port.endpoint().modelled_link();
+        const detail::link_cost modelled{route.latency_us, route.us_per_byte};
+        return choose_from({}, {0, 0, false, 1}, modelled, collective, ranks, bytes);
+      } else {
+        const int per_core =
+            ranks > cores || ranks > measured ? detail::ranks_per_core_for<Port>(ranks) : 1;
+        const measured_where where{measured, cores, per_core > 1, per_core};
+        return choose_from(rules[static_cast<std::size_t>(collective)], where, link, collective,
+                           ranks, bytes);
+      }
+    };
+    switch (choice()) {
       case detail::algorithm::flat:
         return run(flat{});
       case detail::algorithm::binomial:

@@ -83,12 +83,13 @@ class simgrid {
     // Messages flow to this rank's host as soon as they are sent, not when it asks (SimGrid's
     // permanent receiver; MPI and TCP behave so).
     job_->mailbox(rank_)->set_receiver(::simgrid::s4u::Actor::self());
+    compute_.bind();
   }
   /// Takes over `other`'s endpoint; `other` then owns nothing.
   simgrid(simgrid&& other) noexcept
       : job_(std::move(other.job_)),
         rank_(other.rank_),
-        compute_(other.compute_),
+        compute_(std::move(other.compute_)),
         sent_to_(std::move(other.sent_to_)),
         next_order_from_(std::move(other.next_order_from_)),
         early_(std::move(other.early_)),
@@ -111,6 +112,10 @@ class simgrid {
   [[nodiscard]] int node_of(int peer) const { return job_->node_of(peer); }
   /// The zone under the platform's root that holds `peer`'s host.
   [[nodiscard]] int site_of(int peer) const { return job_->site_of(peer); }
+  /// What a message costs on the simulated platform between the job's farthest ranks
+  /// (job.hpp's route_cost): coll::tuned chooses by its cost model with it at every rank count,
+  /// as no table measured on a real machine holds for a modelled one.
+  [[nodiscard]] detail::simgrid::route_cost modelled_link() const { return job_->farthest_route(); }
   /// The payload bytes this endpoint has sent to `peer` so far.
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const {
     const auto it = sent_to_.find(peer);
@@ -138,12 +143,12 @@ class simgrid {
     if (data.size() <= detail::simgrid::eager_bytes) {
       // Not detached: SimGrid 3.32 keeps detached communications in one list that each one
       // searches as it ends, quadratic in the messages in flight (bench/HISTORY.md).
-      eager_in_flight_.push_back(job_->mailbox(dest)->put_async(e, data.size()));
+      eager_in_flight_.push_back(job_->mailbox(dest)->put_async(e, wire_bytes(data.size())));
       if (eager_in_flight_.size() > eager_reap_above) reap_eager();
       return {};
     }
     auto state = std::make_shared<send_state>();
-    state->comm = job_->mailbox(dest)->put_async(e, data.size());
+    state->comm = job_->mailbox(dest)->put_async(e, wire_bytes(data.size()));
     state->result = {dest, tag, data.size(), {}};
     waiting_sends_.push_back(state);
     return {nullptr, std::move(state)};
@@ -241,6 +246,12 @@ class simgrid {
   static constexpr double fruitless_poll_seconds = 1e-6;
   static constexpr int polls_per_microsecond = 16;
   static constexpr std::size_t eager_reap_above = 32;
+
+  // The size SimGrid is told a message has. A message with no payload (a barrier's) still
+  // crosses the route: SimGrid ends a communication of 0 bytes at once, without its latency.
+  static std::uint64_t wire_bytes(std::size_t payload) {
+    return std::max<std::uint64_t>(payload, 1);
+  }
 
   [[nodiscard]] static bool finished(const request& req) {
     if (req.send) return req.send->done;

@@ -16,17 +16,19 @@
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Comm.hpp>
 #include <simgrid/s4u/Host.hpp>
+#include <simgrid/s4u/Link.hpp>
 #include <simgrid/s4u/Mailbox.hpp>
-
-#include <time.h>
+#include <xbt/config.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <string>
+#include <limits>
 #include <map>
+#include <memory>
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -62,6 +64,15 @@ struct send_state {
 /// complete when their last byte reaches the receiver's host.
 inline constexpr std::size_t eager_bytes = std::size_t{64} << 10;
 
+/// What a message costs on the platform between two hosts, C(n) = latency + n / bandwidth: the
+/// sum of the route's link latencies, and the least of its links' bandwidths or of what TCP's
+/// window lets through on a path that long (SimGrid's CM02 caps a flow at
+/// network/TCP-gamma / (2 latency); a 50 ms wide link carries 4 MiB windows at 42 MB/s).
+struct route_cost {
+  double latency_us = 0;
+  double us_per_byte = 0;
+};
+
 /// The shared state of one simulated job.
 class job {
  public:
@@ -82,12 +93,19 @@ class job {
   }
 
   [[nodiscard]] int size() const { return static_cast<int>(host_of_.size()); }
-  [[nodiscard]] s4u::Host* host(int rank) const { return sim_.hosts()[index(rank)]; }
+  [[nodiscard]] s4u::Host* host(int rank) const { return sim_.hosts()[host_of_[index(rank)]]; }
   [[nodiscard]] int node_of(int rank) const { return static_cast<int>(host_of_[index(rank)]); }
   [[nodiscard]] int site_of(int rank) const { return sim_.site_of_host(host_of_[index(rank)]); }
   [[nodiscard]] s4u::Mailbox* mailbox(int rank) const { return mailboxes_[index(rank)]; }
   [[nodiscard]] inproc::hub& matching() { return matching_; }
   [[nodiscard]] bool measures_compute() const { return sim_.config().measure_compute; }
+  /// The cost of a message between the first and the last rank, whose route is the job's
+  /// longest where hosts are numbered by their place in the platform (across the top of a
+  /// fat-tree, between the sites of two): what coll::tuned's cost model weighs a round with.
+  [[nodiscard]] route_cost farthest_route() {
+    if (!farthest_) farthest_ = route_between(host(0), host(size() - 1));
+    return *farthest_;
+  }
   /// Where the receive a rank keeps posted on its mailbox puts what it takes: the job's, so a
   /// receive that completes after its endpoint is gone writes into memory that still exists.
   [[nodiscard]] envelope*& arrival_slot(int rank) { return arrival_slots_[index(rank)]; }
@@ -184,6 +202,20 @@ class job {
 
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
 
+  static route_cost route_between(s4u::Host* from, s4u::Host* to) {
+    std::vector<s4u::Link*> links;
+    double latency = 0;
+    from->route_to(to, links, &latency);
+    double bandwidth = std::numeric_limits<double>::infinity();
+    for (const s4u::Link* link : links) bandwidth = std::min(bandwidth, link->get_bandwidth());
+    if (latency > 0) {
+      const double gamma = ::simgrid::config::get_value<double>("network/TCP-gamma");
+      if (gamma > 0) bandwidth = std::min(bandwidth, gamma / (2 * latency));
+    }
+    if (!(bandwidth < std::numeric_limits<double>::infinity())) bandwidth = 1e12;
+    return {latency * 1e6, 1e6 / bandwidth};
+  }
+
   static inproc::hub_options matching_options(const simulation& sim,
                                               const std::vector<std::size_t>& host_of) {
     inproc::hub_options o;
@@ -215,40 +247,7 @@ class job {
   std::unordered_map<std::uint64_t, std::uint64_t> undelivered_between_;  // by (from, to)
   std::map<int, bool> leaving_;  // ranks that ended, their messages still travelling: failed?
   bool can_send_ = true;
-};
-
-/// The compute a rank did between two calls into the transport, taken as simulated time on its
-/// host (COMMX_SIMGRID_COMPUTE=measured): the thread's CPU time from the end of one call to the
-/// start of the next. Only one rank runs at a time, so that time is this rank's own.
-class compute_clock {
- public:
-  explicit compute_clock(bool measured) : measured_(measured) { mark(); }
-
-  /// At the start of a call: the compute since the last one passes in simulated time.
-  void enter() {
-    if (!measured_) return;
-    owed_ += cpu_seconds() - last_;
-    if (owed_ < threshold_seconds) return;  // too short to be worth a simulation event
-    s4u::this_actor::execute(owed_ * s4u::this_actor::get_host()->get_speed());
-    owed_ = 0;
-  }
-  /// At the end of a call.
-  void mark() {
-    if (measured_) last_ = cpu_seconds();
-  }
-
- private:
-  static constexpr double threshold_seconds = 1e-6;  // SMPI's smpi/cpu-threshold
-
-  static double cpu_seconds() {
-    timespec t{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-  }
-
-  bool measured_;
-  double last_ = 0;
-  double owed_ = 0;
+  std::optional<route_cost> farthest_;
 };
 
 }  // namespace commx::detail::simgrid
