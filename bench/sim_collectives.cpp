@@ -50,57 +50,55 @@ void study(Comm& world, const sim_study::plan& plan) {
   const int me = world.rank();
   const int p = world.size();
   const auto ranks = static_cast<std::size_t>(p);
-  for (collective c : plan.collectives) {
-    const std::vector<std::size_t> sizes =
-        c == collective::barrier ? std::vector<std::size_t>{0} : plan.sizes;
-    for (std::size_t bytes : sizes) {
-      const std::string skip = sim_study::skipped(plan, c, bytes, p);
-      std::string algorithm{Comm::collectives_type::name};
-      if (!skip.empty()) {
-        if (me == 0) sim_study::print_cell("commx", c, bytes, p, 0, algorithm, skip);
-        continue;
-      }
-      if constexpr (Comm::collectives_type::name == "tuned") {
-        const auto route = world.transport().modelled_link();
-        algorithm = commx::coll::detail::name(commx::coll::detail::cheapest(
-            stats_op(c), p, bytes, {route.latency_us, route.us_per_byte}));
-      }
-      const std::size_t elements = bytes / sizeof(double) + (bytes % sizeof(double) != 0);
-      std::vector<double> data(c == collective::barrier ? 0 : elements, 1.0);
-      std::vector<double> gathered;
-      if (c == collective::allgather || c == collective::alltoall) {
-        gathered.resize(elements * ranks);
-        if (c == collective::alltoall) data.assign(elements * ranks, 1.0);
-      }
-      std::array<std::byte, 1> token{};
-      std::array<std::byte, 1> taken{};
-      const double us = sim_study::time_cell(
-          me, p, plan.calls,
-          [&](int to, int from) {
-            world.sendrecv(to, start_line_tag, std::span<const std::byte>(token), from,
-                           start_line_tag, std::span(taken));
-          },
-          [] {
-            return std::chrono::duration<double>(commx::clock::now().time_since_epoch()).count();
-          },
-          [&](int call) {
-            switch (c) {
-              case collective::barrier:
-                return world.barrier();
-              case collective::bcast:
-                return world.bcast(std::span(data), (call + 1) % p);
-              case collective::allreduce:
-                return world.allreduce(std::span(data), std::plus<>{});
-              case collective::allgather:
-                return world.allgather(std::span<const double>(data), std::span(gathered));
-              case collective::alltoall:
-                return world.alltoall(std::span<const double>(data), std::span(gathered));
-            }
-          },
-          [&](double mine) { return world.allreduce_value(mine, commx::op::min{}); },
-          [&](double mine) { return world.allreduce_value(mine, commx::op::max{}); });
-      if (me == 0) sim_study::print_cell("commx", c, bytes, p, us, algorithm, {});
+  for (const auto& cell : sim_study::cells(plan)) {
+    const collective c = cell.first;  // named, not bound: lambdas below capture it
+    const std::size_t bytes = cell.second;
+    const std::string skip = sim_study::skipped(plan, c, bytes, p);
+    std::string algorithm{Comm::collectives_type::name};
+    if (!skip.empty()) {
+      if (me == 0) sim_study::print_cell("commx", c, bytes, p, 0, algorithm, skip);
+      continue;
     }
+    if constexpr (Comm::collectives_type::name == "tuned") {
+      const auto route = world.transport().modelled_link();
+      algorithm = commx::coll::detail::name(commx::coll::detail::cheapest(
+          stats_op(c), p, bytes, {route.latency_us, route.us_per_byte}));
+    }
+    const std::size_t elements = bytes / sizeof(double) + (bytes % sizeof(double) != 0);
+    std::vector<double> data(c == collective::barrier ? 0 : elements, 1.0);
+    std::vector<double> gathered;
+    if (c == collective::allgather || c == collective::alltoall) {
+      gathered.resize(elements * ranks);
+      if (c == collective::alltoall) data.assign(elements * ranks, 1.0);
+    }
+    std::array<std::byte, 1> token{};
+    std::array<std::byte, 1> taken{};
+    const double us = sim_study::time_cell(
+        me, p, plan.calls,
+        [&](int to, int from) {
+          world.sendrecv(to, start_line_tag, std::span<const std::byte>(token), from,
+                         start_line_tag, std::span(taken));
+        },
+        [] {
+          return std::chrono::duration<double>(commx::clock::now().time_since_epoch()).count();
+        },
+        [&](int call) {
+          switch (c) {
+            case collective::barrier:
+              return world.barrier();
+            case collective::bcast:
+              return world.bcast(std::span(data), (call + 1) % p);
+            case collective::allreduce:
+              return world.allreduce(std::span(data), std::plus<>{});
+            case collective::allgather:
+              return world.allgather(std::span<const double>(data), std::span(gathered));
+            case collective::alltoall:
+              return world.alltoall(std::span<const double>(data), std::span(gathered));
+          }
+        },
+        [&](double mine) { return world.allreduce_value(mine, commx::op::min{}); },
+        [&](double mine) { return world.allreduce_value(mine, commx::op::max{}); });
+    if (me == 0) sim_study::print_cell("commx", c, bytes, p, us, algorithm, {});
   }
 }
 

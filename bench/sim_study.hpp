@@ -26,6 +26,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "scale_probe.hpp"
@@ -97,6 +98,19 @@ inline plan parse_args(int argc, char** argv, int first) {
   }
   if (p.calls < 1) fail("--calls must be at least 1");
   return p;
+}
+
+/// The plan's cells in order: each collective at every size, the barrier once (size 0).
+inline std::vector<std::pair<collective, std::size_t>> cells(const plan& p) {
+  std::vector<std::pair<collective, std::size_t>> out;
+  for (collective c : p.collectives) {
+    if (c == collective::barrier) {
+      out.emplace_back(c, 0);
+      continue;
+    }
+    for (std::size_t bytes : p.sizes) out.emplace_back(c, bytes);
+  }
+  return out;
 }
 
 /// A rank's buffer bytes for `c` at n bytes on p ranks (its input and output, and the scratch

@@ -12,7 +12,7 @@
 /// | variable | meaning | default |
 /// |---|---|---|
 /// | COMMX_SIMGRID_RANKS | the job's rank count (commx::run) | 1 |
-/// | COMMX_SIMGRID_PLATFORM | a SimGrid platform file, or a shipped platform's name (`fat-tree`, `fat-tree-nodes`, `two-sites`) | `fat-tree` |
+/// | COMMX_SIMGRID_PLATFORM | a SimGrid platform file, or a shipped platform's name (`fat-tree`, `fat-tree-nodes`, `two-sites`, `this-machine-shm`, `this-machine-tcp`) | `fat-tree` |
 /// | COMMX_SIMGRID_RANKS_PER_HOST | ranks placed on each host, in rank order | the hosts' core count |
 /// | COMMX_SIMGRID_HOSTFILE | a file of host names, one per rank in rank order (as smpirun's -hostfile), instead | none |
 /// | COMMX_SIMGRID_COMPUTE | `measured`: the program's compute between two calls into commx becomes simulated time on its host; `skip`: only communication takes time | `measured` |
