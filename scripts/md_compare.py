@@ -83,6 +83,8 @@ def discover(build_dir: Path) -> list[tuple[str, str, Path, bool]]:
     for path in sorted(folder.iterdir()):
         if not (path.is_file() and os.access(path, os.X_OK)):
             continue
+        if path.name.startswith("md_replicated_simgrid"):
+            continue  # simulated seconds: no row of a table of measured ones (README.md)
         if m := VARIANT.match(path.name):
             found.append((m["stack"], m["policy"], path, False))
         elif m := EVERY_POLICY.match(path.name):
