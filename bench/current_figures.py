@@ -45,6 +45,7 @@ AREAS = [
     ("collectives_shm_slow", "Collectives on shm against Open MPI and MPICH, cross-die"),
     ("collectives_shm_fast", "Collectives on shm against Open MPI, one die"),
     ("scale", "Jobs of 8 to 256 ranks"),
+    ("sim_scale", "A simulated cluster"),
     ("shm_p2p", "shm point to point"),
     ("tcp", "tcp"),
     ("wan", "wan"),
