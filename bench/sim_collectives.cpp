@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,21 +28,13 @@ namespace {
 
 constexpr int start_line_tag = 7;
 
+// The study's collectives are named as commx::stats names them.
 commx::stats::op stats_op(sim_study::collective c) {
-  using sim_study::collective;
-  switch (c) {
-    case collective::barrier:
-      return commx::stats::op::barrier;
-    case collective::bcast:
-      return commx::stats::op::bcast;
-    case collective::allreduce:
-      return commx::stats::op::allreduce;
-    case collective::allgather:
-      return commx::stats::op::allgather;
-    case collective::alltoall:
-      return commx::stats::op::alltoall;
+  for (std::size_t i = 0; i < commx::stats::op_count; ++i) {
+    const auto kind = static_cast<commx::stats::op>(i);
+    if (commx::stats::name(kind) == sim_study::name(c)) return kind;
   }
-  return commx::stats::op::barrier;
+  throw std::logic_error("a study collective commx::stats does not name");
 }
 
 template <class Comm>
