@@ -13,17 +13,20 @@ times are simulated). The wall time of each run is kept too: what a study costs.
 
     /usr/bin/python3 bench/sim_scale.py [--build-dir build/release] [--ranks 16 64 256 1024 4096]
         [--sides flat binomial ring hierarchical tuned ompi mpich] [--results results/bench/sim_scale]
-    /usr/bin/python3 bench/sim_scale.py --report results/bench/sim_scale/cells.jsonl
+    /usr/bin/python3 bench/sim_scale.py --report results/bench/sim_scale/cells.jsonl [--summary 256]
 
 Writes cells.jsonl (a line per cell, appended as runs end, so a long study can be stopped and
 resumed: cells already there are not run again), report.md (per collective, size and count:
 every side's time, the best commx policy, tuned's choice and its ratio to the best policy and
-to the better SMPI selection) and, with matplotlib (Debian's python3-matplotlib), scale.png.
+to the better SMPI selection), with matplotlib (Debian's python3-matplotlib) scale.png, and with
+--summary N summaryN.csv (the cells at N ranks, a row per collective and size: bench/README.md's
+table, through bench/current_figures.py collect csv).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -188,6 +191,36 @@ def report(cells_path: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def summary_csv(cells_path: Path, ranks: int, path: Path) -> None:
+    """One row per collective and size at `ranks`: the best commx policy, tuned and its choice,
+    SMPI's two selections and tuned over the faster of them (bench/README.md's table, through
+    bench/current_figures.py collect csv)."""
+    cells = [json.loads(line) for line in cells_path.read_text().splitlines()]
+    by = {(c["side"], c["collective"], c["bytes"]): c for c in cells
+          if c["ranks"] == ranks and "us" in c}
+    keys = sorted({(c["collective"], c["bytes"]) for c in cells if c["ranks"] == ranks},
+                  key=lambda k: (COLLECTIVES.index(k[0]), k[1]))
+    with path.open("w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["collective", "size", "best policy", "tuned (its choice)", "SMPI ompi",
+                      "SMPI mpich", "tuned/SMPI"])
+        for collective, size in keys:
+            times = {s: by[(s, collective, size)]["us"] for s in COMMX_SIDES + SMPI_SIDES
+                     if (s, collective, size) in by}
+            tuned = by.get(("tuned", collective, size))
+            policies = {s: t for s, t in times.items() if s in COMMX_SIDES and s != "tuned"}
+            smpi = [times[s] for s in SMPI_SIDES if s in times]
+            if not tuned or not smpi:
+                continue
+            best = min(policies, key=policies.get) if policies else None
+            out.writerow([collective, human(size) if collective != "barrier" else "-",
+                          f"{best}: {policies[best]:.1f}" if best else "-",
+                          f"{tuned['us']:.1f} ({tuned.get('algorithm', '?')})",
+                          *(f"{times[s]:.1f}" if s in times else "-" for s in SMPI_SIDES),
+                          f"{tuned['us'] / min(smpi):.2f}"])
+    print(f"sim_scale: wrote {path}", file=sys.stderr)
+
+
 def plot(cells_path: Path, path: Path) -> None:
     try:
         import matplotlib
@@ -233,6 +266,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--results", type=Path, default=ROOT / "results/bench/sim_scale")
     ap.add_argument("--report", type=Path, help="only report (and plot) these cells")
+    ap.add_argument("--summary", type=int, metavar="RANKS",
+                    help="also write summary<RANKS>.csv: the cells at RANKS, one row per "
+                         "collective and size (bench/README.md's table)")
     args = ap.parse_args()
     args.platform = args.platform.resolve()
     cells_path = args.report or args.results / "cells.jsonl"
@@ -242,6 +278,8 @@ def main() -> None:
     (cells_path.parent / "report.md").write_text(text)
     print(text)
     plot(cells_path, cells_path.parent / "scale.png")
+    if args.summary:
+        summary_csv(cells_path, args.summary, cells_path.parent / f"summary{args.summary}.csv")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Every collective of every policy on the transport under test (support/job.hpp), over rank
 // counts {1, 2, 3, 4, 5, 7, 8} (one CTest each), sizes
-// {0, 1, 7, 4096, 1 MiB}, several roots, user types and user reduction ops. Expected values
+// {0, 1, 7, 4096, 10007 (78 KiB, uneven segments: ring's medium bcast), 1 MiB}, several roots, user types and user reduction ops. Expected values
 // are computed from each rank's known contribution, independently of the policy.
 
 #include <catch2/catch.hpp>
@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr std::size_t mib_of_doubles = (std::size_t{1} << 20) / sizeof(double);
-constexpr std::size_t sizes[] = {0, 1, 7, 4096, mib_of_doubles};
+constexpr std::size_t sizes[] = {0, 1, 7, 4096, 10007, mib_of_doubles};
 
 // Integers, so that sums are exact whatever the order.
 double contribution(int rank, std::size_t i) {

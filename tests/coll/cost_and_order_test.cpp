@@ -422,6 +422,11 @@ TEST_CASE("the cost model's formulas: rounds and bytes of each algorithm", "[col
   CHECK(modelled_cost(algorithm::ring, op::bcast, 64, 1 << 20, bytes_only) ==
         Approx(2.0 * 63 / 64 * (1 << 20)));
   CHECK(modelled_cost(algorithm::binomial, op::bcast, 64, 1 << 20, bytes_only) == 6.0 * (1 << 20));
+  // ring's bcast gathers by recursive doubling on a power of two from 8 ranks, else round a
+  // ring (its 2 (p-1)/p n bytes either way).
+  CHECK(modelled_cost(algorithm::ring, op::bcast, 64, 1 << 20, latency_only) == 2.0 * 6);
+  CHECK(modelled_cost(algorithm::ring, op::bcast, 48, 1 << 20, latency_only) == 6.0 + 47);
+  CHECK(modelled_cost(algorithm::ring, op::bcast, 4, 1 << 20, latency_only) == 2.0 + 3);
   // Beyond a power of two, recursive doubling folds the extra ranks in and serves them last.
   CHECK(modelled_cost(algorithm::binomial, op::allgather, 5, 8, latency_only) == 3.0 + 2.0);
   // Taking turns: each round every rank must run in costs k turns, k ranks to a core; rooted

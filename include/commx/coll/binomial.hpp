@@ -28,6 +28,7 @@
 #include "commx/coll/detail/node_load.hpp"
 #include "commx/coll/detail/pattern/binomial_tree.hpp"
 #include "commx/coll/detail/pattern/recursive_doubling.hpp"
+#include "commx/coll/detail/tree_sends.hpp"
 #include "commx/coll/detail/pattern/ring.hpp"
 #include "commx/coll/detail/two_waves.hpp"
 #include "commx/coll/flat.hpp"
@@ -85,12 +86,12 @@ struct binomial {
     using namespace detail::pattern;
     const int v = relative_rank(p.rank(), root, p.size());
     if (v != 0) p.recv(absolute_rank(binomial_parent(v), root, p.size()), data);
-    detail::pending_list<Port> pending;
+    detail::tree_sends<Port> sends(p);
     const children kids = binomial_children(v, p.size());
     for (int i = kids.count - 1; i >= 0; --i) {  // the largest subtree first: it has most to do
-      pending.push_back(p.isend(absolute_rank(kids[i], root, p.size()), std::span<const E>(data)));
+      sends.send(absolute_rank(kids[i], root, p.size()), std::span<const E>(data));
     }
-    p.wait_all(pending.view());
+    sends.finish();
   }
 
   /// A reduce up recursive doubling's tree, then bcast from its root (detail/two_waves.hpp):
@@ -242,7 +243,7 @@ struct binomial {
       block.resize(static_cast<std::size_t>(span) * n);
       p.recv(absolute_rank(binomial_parent(v), root, p.size()), std::span<E>(block));
     }
-    detail::pending_list<Port> pending;
+    detail::tree_sends<Port> sends(p);
     for (int i = kids.count - 1; i >= 0; --i) {  // the largest subtree first
       const int child = kids[i];
       const int ranks = subtree_size(child, p.size());
@@ -261,14 +262,14 @@ struct binomial {
         }
         run = std::span<const E>(block);
       }
-      pending.push_back(p.isend(absolute_rank(child, root, p.size()), *run));
+      sends.send(absolute_rank(child, root, p.size()), *run);
     }
     if (v == 0) {
       std::ranges::copy(nth_block(in, root, n), out.begin());
     } else {
       std::copy_n(block.begin(), n, out.begin());
     }
-    p.wait_all(pending.view());
+    sends.finish();
   }
 
   /// Recursive doubling on the whole output: in round k each core rank swaps the 2^k blocks it

@@ -5,7 +5,8 @@
 /// followed by a ring allgather (2(p-1) steps of n/p elements each, so every rank sends about
 /// 2n elements whatever p); allgather, allgatherv and reduce_scatter are rings too; a large
 /// bcast is a binomial scatter followed by a ring allgather (van de Geijn's, as MPICH's for long
-/// messages). Everything else is `binomial`'s.
+/// messages; by recursive doubling on a power of two, as MPICH's for medium ones). Everything
+/// else is `binomial`'s.
 ///
 /// Reduction order: a ring folds each segment in ring order starting after its owner, which is
 /// only right for commutative ops (`commx::commutative<Op, E>`); for other ops allreduce and
@@ -24,6 +25,7 @@
 #include "commx/coll/detail/cost_model.hpp"
 #include "commx/coll/detail/pattern/binomial_tree.hpp"
 #include "commx/coll/detail/pattern/ring.hpp"
+#include "commx/coll/detail/tree_sends.hpp"
 #include "commx/ops.hpp"
 
 namespace commx::coll {
@@ -53,8 +55,11 @@ struct ring : binomial {
   /// From detail::scatter_allgather_bcast_bytes on 4 ranks or more: the root's data cut into
   /// p segments, scattered down a binomial tree (each rank receives its subtree's segments,
   /// contiguous, in one message: L a + (p-1)/p n b), then a ring allgather ((p-1)(a + n/p b)):
-  /// about 2 n b in all, where binomial's tree sends n to each of L levels (L (a + n b)).
-  /// Below, or with fewer elements than ranks, binomial's tree.
+  /// about 2 n b in all, where binomial's tree sends n to each of L levels (L (a + n b)). Where
+  /// detail::scatter_doubling_bcast says (a power of two from 8 ranks: MPICH's medium
+  /// broadcast), the allgather goes by recursive doubling instead (L a + (p-1)/p n b): the
+  /// ring's p-1 latencies outweigh its segments. Below, or with fewer elements than
+  /// ranks, binomial's tree.
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
     const int size = p.size();
@@ -74,13 +79,25 @@ struct ring : binomial {
     if (v != 0) {
       p.recv(absolute_rank(binomial_parent(v), root, size), range(v, subtree_size(v, size)));
     }
-    detail::pending_list<Port> pending;
+    detail::tree_sends<Port> sends(p);
     const children kids = binomial_children(v, size);
     for (int i = kids.count - 1; i >= 0; --i) {
-      pending.push_back(p.isend(absolute_rank(kids[i], root, size),
-                                std::span<const E>(range(kids[i], subtree_size(kids[i], size)))));
+      sends.send(absolute_rank(kids[i], root, size),
+                 std::span<const E>(range(kids[i], subtree_size(kids[i], size))));
     }
-    p.wait_all(pending.view());  // the allgather writes into what these sends read
+    sends.finish();  // the allgather writes into what these sends read
+    if (detail::scatter_doubling_bcast(size)) {
+      // Relative ranks as cores: in round k, v and v ^ 2^k swap the 2^k segments they hold.
+      for (int k = 0; (1 << k) < size; ++k) {
+        const int width = 1 << k;
+        const int partner = v ^ width;
+        auto sent = p.isend(absolute_rank(partner, root, size),
+                            std::span<const E>(range(v & ~(width - 1), width)));
+        p.recv(absolute_rank(partner, root, size), range(partner & ~(width - 1), width));
+        p.wait_all(std::span(&sent, 1));
+      }
+      return;
+    }
     segments mine(index(size));
     for (int r = 0; r < size; ++r) mine[index(r)] = even[index(relative_rank(r, root, size))];
     allgather_segments(p, data, mine);

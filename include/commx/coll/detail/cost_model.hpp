@@ -16,7 +16,7 @@
 /// | collective | flat | binomial | ring |
 /// |---|---|---|---|
 /// | barrier | 2(p-1) a | L a (dissemination) | = binomial |
-/// | bcast | (p-1)(a + n b) | L (a + n b) | L a + 2 (p-1)/p n b + (p-1) a (scatter, ring allgather) from 64 KiB and 4 ranks (and as many elements as ranks, which the model takes for granted); else binomial |
+/// | bcast | (p-1)(a + n b) | L (a + n b) | L a + 2 (p-1)/p n b + (p-1) a (scatter, ring allgather) from 64 KiB and 4 ranks (and as many elements as ranks, which the model takes for granted); 2 L a + 2 (p-1)/p n b (scatter, recursive doubling) instead on a power of two from 8 ranks; else binomial |
 /// | reduce | (p-1)(a + n b + n g) | L (a + n b + n g) | = binomial |
 /// | allreduce | reduce + bcast, flat | L (a + n b + n g) below 32 KiB; by halves 2 L a + 2 n b + n g above; m > 0 adds 2 (a + n b); in two waves (where ranks crowd the cores: binomial::in_two_waves) 2 L (a + n b) + L n g | 2 (p-1) a + 2 (p-1)/p n b + (p-1)/p n g |
 /// | gather, scatter | (p-1)(a + n b) | L a + (p-1) n b | = binomial |
@@ -86,8 +86,19 @@ struct link_cost {
   std::size_t eager_bytes = std::numeric_limits<std::size_t>::max();
 };
 
-/// The smallest bcast that ring sends as a scatter and a ring allgather (ring.hpp).
+/// The smallest bcast that ring sends as a scatter and an allgather (ring.hpp).
 inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 10;
+
+/// Whether ring's bcast (from scatter_allgather_bcast_bytes) on `ranks` ranks gathers by
+/// recursive doubling rather than a ring: on a power of two from 8 ranks, as MPICH's medium
+/// broadcast does, here at every size. Both move (p-1)/p n bytes per rank; recursive doubling
+/// in L rounds, the ring in p-1 (at 1,024 simulated ranks a 1 MiB bcast took the ring's p-1
+/// latencies past a tree's: bench/HISTORY.md). A ring's neighbours are what it has for it, on
+/// a network where distant pairs share links; the model does not see links. Fewer ranks keep
+/// the ring the tables were measured with; other counts would need the fold (2 n b more).
+[[nodiscard]] constexpr bool scatter_doubling_bcast(int ranks) {
+  return ranks >= 8 && std::has_single_bit(static_cast<unsigned>(ranks));
+}
 
 /// The rounds of `a` that every rank must take part in before any goes on (R in the file
 /// comment); hierarchical has binomial's and one more.
@@ -150,6 +161,7 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
     case op::bcast:
       if (a == algorithm::flat) return (p - 1) * msg(n);
       if (a == algorithm::ring && bytes >= scatter_allgather_bcast_bytes && ranks >= 4) {
+        if (scatter_doubling_bcast(ranks)) return 2 * L * al + 2 * (p - 1) / p * n * be;
         return L * al + (p - 1) / p * n * be + (p - 1) * msg(n / p);
       }
       return L * msg(n);
