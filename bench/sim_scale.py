@@ -13,6 +13,7 @@ times are simulated). The wall time of each run is kept too: what a study costs.
 
     /usr/bin/python3 bench/sim_scale.py [--build-dir build/release] [--ranks 16 64 256 1024 4096]
         [--sides flat binomial ring hierarchical tuned ompi mpich] [--results results/bench/sim_scale]
+        [--eager-bytes N]
     /usr/bin/python3 bench/sim_scale.py --report results/bench/sim_scale/cells.jsonl [--summary 256]
 
 Writes cells.jsonl (a line per cell, appended as runs end, so a long study can be stopped and
@@ -75,6 +76,8 @@ def command(build: Path, side: str, ranks: int, collective: str, args, work: Pat
     if side in COMMX_SIDES:
         env = dict(os.environ, COMMX_SIMGRID_RANKS=str(ranks),
                    COMMX_SIMGRID_PLATFORM=str(args.platform), COMMX_SIMGRID_COMPUTE="skip")
+        if args.eager_bytes is not None:
+            env["COMMX_SIMGRID_EAGER_BYTES"] = str(args.eager_bytes)
         env.pop("COMMX_SIMGRID_CONFIG", None)  # CM02, as the SMPI side is told
         return [str(build / "bench/bench_sim_collectives_simgrid"), side] + common, env
     hosts = hostfile(work, args.platform, ranks)
@@ -264,6 +267,9 @@ def main() -> None:
     ap.add_argument("--memory-gib", type=float, default=4.0)
     ap.add_argument("--flows", type=float, default=65536)
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--eager-bytes", type=int,
+                    help="commx's eager size (COMMX_SIMGRID_EAGER_BYTES; default 0: every send "
+                         "waits for its transfer, which gives SMPI's times for the same algorithms)")
     ap.add_argument("--results", type=Path, default=ROOT / "results/bench/sim_scale")
     ap.add_argument("--report", type=Path, help="only report (and plot) these cells")
     ap.add_argument("--summary", type=int, metavar="RANKS",

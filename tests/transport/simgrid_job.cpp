@@ -3,12 +3,14 @@
 // through commx::run: an allreduce of 8 KiB, broadcasts of 8 B from turning roots, an alltoall
 // of 64 B per pair (unless the argument says `no-alltoall`: at 1,024 ranks its million
 // concurrent flows cost SimGrid's bandwidth-sharing solver minutes) and a barrier, each result
-// checked at every rank. Rank 0 prints each phase's
+// checked at every rank (or, with `send-time`, how long an eager and a waiting send take).
+// Rank 0 prints each phase's
 // simulated seconds (commx::clock is the simulation's) and a digest of the results: with
 // COMMX_SIMGRID_COMPUTE=skip two runs must print the same line (simgrid_determinism.sh).
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -80,11 +82,38 @@ void job(comm& world) {
   }
 }
 
+// `send-time EAGER`: rank 0's blocking send of 1 KiB to the last rank ends at once when
+// COMMX_SIMGRID_EAGER_BYTES lets 1 KiB go eagerly (EAGER is 1), and only once the transfer
+// has crossed the route (at least its latency) when it does not (EAGER is 0, the default).
+bool eager_sends = true;
+
+void send_time(comm& world) {
+  const int last = world.size() - 1;
+  std::vector<std::byte> kib(1024, std::byte{7});
+  if (world.rank() == 0) {
+    const double latency_s = world.transport().modelled_link().latency_us * 1e-6;
+    const auto start = commx::clock::now();
+    world.send(last, 1, std::span<const std::byte>(kib));
+    const double took = seconds_since(start);
+    std::printf("send of 1 KiB took %.9f s (route latency %.9f s)\n", took, latency_s);
+    expect(eager_sends ? took == 0.0 : took >= latency_s, 0, "send completion");
+  } else if (world.rank() == last) {
+    std::vector<std::byte> got(1024);
+    world.recv(0, 1, std::span(got));
+    expect(got == kib, last, "payload");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   with_alltoall = !(argc > 1 && std::string_view(argv[1]) == "no-alltoall");
   try {
+    if (argc > 2 && std::string_view(argv[1]) == "send-time") {
+      eager_sends = std::string_view(argv[2]) == "1";
+      commx::run<comm>(&send_time);
+      return 0;
+    }
     commx::run<comm>(&job);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "simgrid_job: %s\n", e.what());

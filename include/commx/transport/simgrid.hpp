@@ -19,9 +19,10 @@
 ///
 /// Semantics are the transport concept's, by the in-process transport's matching: order per
 /// sender (restored at the receiver, since a small message may overtake a large one on the
-/// wire), any_source, probe, cancel, truncation that keeps the message queued. Sends up to
-/// 64 KiB complete at once (eager); larger ones when their last byte reaches the receiver's host
-/// (the payload was copied at the send; no rendezvous waits for the matching receive). A rank
+/// wire), any_source, probe, cancel, truncation that keeps the message queued. A send completes
+/// when its last byte reaches the receiver's host (the payload was copied at the send; no
+/// rendezvous waits for the matching receive), or at once up to COMMX_SIMGRID_EAGER_BYTES
+/// (default none; detail/simgrid/job.hpp says why). A rank
 /// whose function throws fails: its peers' receives naming it, and unmatched any_source ones,
 /// end with errc::peer_lost, as on every stack. Polling (test, iprobe) that finds nothing 16
 /// times in a row costs a simulated microsecond, so a loop of polls lets simulated time pass.
@@ -140,7 +141,7 @@ class simgrid {
     e->order = to.messages++;
     e->payload.assign(data.begin(), data.end());
     job_->sent(rank_, dest);
-    if (data.size() <= detail::simgrid::eager_bytes) {
+    if (data.size() <= job_->eager_bytes()) {
       // Not detached: SimGrid 3.32 keeps detached communications in one list that each one
       // searches as it ends, quadratic in the messages in flight (bench/HISTORY.md).
       eager_in_flight_.push_back(job_->mailbox(dest)->put_async(e, wire_bytes(data.size())));
@@ -423,9 +424,11 @@ class simgrid {
       const double simulated = ::simgrid::s4u::Engine::get_clock() - started;
       if (report) {
         std::fprintf(
-            stderr, "simgrid: %d ranks on %s: %.6f s simulated (compute %s) in %.2f s\n", n,
-            sim.platform_path().c_str(), simulated,
-            sim.config().measure_compute ? "measured" : "skipped",
+            stderr,
+            "simgrid: %d ranks on %s: %.6f s simulated (compute %s, eager sends up to %zu B) "
+            "in %.2f s\n",
+            n, sim.platform_path().c_str(), simulated,
+            sim.config().measure_compute ? "measured" : "skipped", sim.config().eager_bytes,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count());
       }
       if (first_failure) std::rethrow_exception(first_failure);

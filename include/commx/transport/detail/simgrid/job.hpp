@@ -59,10 +59,17 @@ struct send_state {
   bool done = false;
 };
 
-/// Messages up to this size complete at the sender at once, as MPI's eager sends do (and as
-/// SMPI's detached sends do below its default threshold of the same size); larger ones
-/// complete when their last byte reaches the receiver's host.
-inline constexpr std::size_t eager_bytes = std::size_t{64} << 10;
+// When a send completes. A transfer starts at the send (each rank's mailbox is a permanent
+// receiver, so nothing waits for the receive to be posted) and, by default, the send completes
+// when the transfer ends. SMPI starts a transfer only once its receive is posted and lets a
+// small sender go on at once; in collectives whose rounds go in lock-step both come to the same
+// time (at 256 simulated ranks on the fat-tree, a 64 KiB allreduce by Rabenseifner's algorithm:
+// 28.47 us here, 28.59 under SMPI). Sends up to COMMX_SIMGRID_EAGER_BYTES (settings) complete
+// at the sender at once instead, as a NIC's eager sends do: a fast rank's next message then
+// loads a slower partner's links while it still takes in the previous round, and SimGrid's
+// fluid model with its cross traffic made that 64 KiB allreduce 46.4 us (bench/HISTORY.md).
+// Sends kept in flight that way also cost wall time: SimGrid 3.32 walks a list of them as each
+// one ends (ring's bcast at 256 ranks: 307 s eager, 15 s waiting).
 
 /// What a message costs on the platform between two hosts, C(n) = latency + n / bandwidth: the
 /// sum of the route's link latencies, and the least of its links' bandwidths or of what TCP's
@@ -99,6 +106,8 @@ class job {
   [[nodiscard]] s4u::Mailbox* mailbox(int rank) const { return mailboxes_[index(rank)]; }
   [[nodiscard]] inproc::hub& matching() { return matching_; }
   [[nodiscard]] bool measures_compute() const { return sim_.config().measure_compute; }
+  /// The largest send that completes at the sender at once (see eager sends above).
+  [[nodiscard]] std::size_t eager_bytes() const { return sim_.config().eager_bytes; }
   /// The cost of a message between the first and the last rank, whose route is the job's
   /// longest where hosts are numbered by their place in the platform (across the top of a
   /// fat-tree, between the sites of two): what coll::tuned's cost model weighs a round with.

@@ -17,6 +17,7 @@
 /// | COMMX_SIMGRID_HOSTFILE | a file of host names, one per rank in rank order (as smpirun's -hostfile), instead | none |
 /// | COMMX_SIMGRID_COMPUTE | `measured`: the program's compute between two calls into commx becomes simulated time on its host; `skip`: only communication takes time | `measured` |
 /// | COMMX_SIMGRID_CONFIG | SimGrid settings, `name:value` separated by spaces (`network/model:SMPI`) | none |
+/// | COMMX_SIMGRID_EAGER_BYTES | the largest send that completes at the sender at once; a larger one completes when its transfer ends (job.hpp) | 0 |
 ///
 /// Hosts are taken in the natural order of their names (`node-9` before `node-10`); rank r runs
 /// on host r / ranks_per_host, or on the host its line of the host file names. A host is a node (`node_of`); the zones directly under the
@@ -60,6 +61,7 @@ struct settings {
   std::string hostfile;
   bool measure_compute = true;
   std::vector<std::string> config;
+  std::size_t eager_bytes = 0;  // every send waits for its transfer (job.hpp)
 
   static settings from_env() {
     settings s;
@@ -79,6 +81,15 @@ struct settings {
                     fmt::format("COMMX_SIMGRID_COMPUTE='{}' is neither measured nor skip", mode));
       }
       s.measure_compute = mode == "measured";
+    }
+    if (const char* e = std::getenv("COMMX_SIMGRID_EAGER_BYTES"); e != nullptr && *e != '\0') {
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(e, &end, 10);
+      if (end == e || *end != '\0' || *e == '-' || n > (1ULL << 40)) {
+        throw error(errc::invalid_argument,
+                    fmt::format("COMMX_SIMGRID_EAGER_BYTES='{}' is not a byte count", e));
+      }
+      s.eager_bytes = static_cast<std::size_t>(n);
     }
     if (const char* c = std::getenv("COMMX_SIMGRID_CONFIG"); c != nullptr) {
       std::istringstream words(c);
@@ -162,6 +173,7 @@ class simulation {
     one.settings_.ranks_per_host = wanted.ranks_per_host;
     one.settings_.hostfile = wanted.hostfile;
     one.settings_.measure_compute = wanted.measure_compute;
+    one.settings_.eager_bytes = wanted.eager_bytes;
     return one;
   }
 
