@@ -74,6 +74,14 @@ TEST_CASE("message counts per algorithm", "[coll][cost]") {
         COMMX_CHECK_EQ(c.bytes_sent, 2 * (p - 1) * per_rank * sizeof(double));
         COMMX_CHECK_EQ(c.messages_received, 2 * (p - 1));
       });
+      // With fewer elements than ranks a ring's segments would be mostly empty: binomial's
+      // recursive doubling instead, at most L + 2 messages a rank rather than 2 (p-1).
+      commx::test::inproc_job<counted<commx::coll::ring>>(n, [&](auto& world) {
+        std::vector<double> one(1, 1.0);
+        world.allreduce(one, std::plus<>{});
+        COMMX_CHECK(one.front() == static_cast<double>(world.size()));
+        COMMX_CHECK(world.stats().of(op::allreduce).messages_sent <= log2p + 2);
+      });
     }
   }
 }

@@ -39,13 +39,15 @@ struct ring : binomial {
       "ring reduce-scatter + allgather for allreduce; ring allgather(v) and reduce_scatter";
 
   /// A ring reduce-scatter, then a ring allgather (2(p-1) steps of n/p elements); binomial's
-  /// rank-order allreduce for ops that are not commutative.
+  /// rank-order allreduce for ops that are not commutative and for fewer elements than ranks.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
     if constexpr (!commutative<Op, E>) {
       binomial::allreduce(p, data, op);
     } else {
       if (p.size() == 1) return;
+      // Fewer elements than ranks: the ring's 2 (p-1) steps would carry mostly empty segments.
+      if (data.size() < index(p.size())) return binomial::allreduce(p, data, op);
       const segments parts = even_segments(data.size(), p.size());
       reduce_scatter_segments(p, data, parts, op);
       allgather_segments(p, data, parts);

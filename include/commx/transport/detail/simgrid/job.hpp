@@ -68,8 +68,6 @@ struct send_state {
 // at the sender at once instead, as a NIC's eager sends do: a fast rank's next message then
 // loads a slower partner's links while it still takes in the previous round, and SimGrid's
 // fluid model with its cross traffic made that 64 KiB allreduce 46.4 us (bench/HISTORY.md).
-// Sends kept in flight that way also cost wall time: SimGrid 3.32 walks a list of them as each
-// one ends (ring's bcast at 256 ranks: 307 s eager, 15 s waiting).
 
 /// What a message costs on the platform between two hosts, C(n) = latency + n / bandwidth: the
 /// sum of the route's link latencies, and the least of its links' bandwidths or of what TCP's
