@@ -4,9 +4,9 @@
 // of 64 B per pair (unless the argument says `no-alltoall`: at 1,024 ranks its million
 // concurrent flows cost SimGrid's bandwidth-sharing solver minutes) and a barrier, each result
 // checked at every rank (or, with `send-time`, how long an eager and a waiting send take).
-// Rank 0 prints each phase's
-// simulated seconds (commx::clock is the simulation's) and a digest of the results: with
-// COMMX_SIMGRID_COMPUTE=skip two runs must print the same line (simgrid_determinism.sh).
+// Rank 0 prints each phase's simulated seconds (commx::clock is the simulation's) and a digest
+// of the results: with COMMX_SIMGRID_COMPUTE=skip two runs must print the same line
+// (simgrid_determinism.sh).
 
 #include <fmt/format.h>
 

@@ -60,8 +60,8 @@ struct ring : binomial {
   /// about 2 n b in all, where binomial's tree sends n to each of L levels (L (a + n b)). Where
   /// detail::scatter_doubling_bcast says (a power of two from 8 ranks: MPICH's medium
   /// broadcast), the allgather goes by recursive doubling instead (L a + (p-1)/p n b): the
-  /// ring's p-1 latencies outweigh its segments. Below, or with fewer elements than
-  /// ranks, binomial's tree.
+  /// ring's p-1 latencies outweigh its segments. Below, or with fewer elements than ranks,
+  /// binomial's tree.
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
     const int size = p.size();

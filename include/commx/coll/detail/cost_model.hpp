@@ -92,9 +92,10 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
 /// Whether ring's bcast (from scatter_allgather_bcast_bytes) on `ranks` ranks gathers by
 /// recursive doubling rather than a ring: on a power of two from 8 ranks, as MPICH's medium
 /// broadcast does, here at every size. Both move (p-1)/p n bytes per rank; recursive doubling
-/// in L rounds, the ring in p-1 (at 1,024 simulated ranks a 1 MiB bcast took the ring's p-1
-/// latencies past a tree's: bench/HISTORY.md). A ring's neighbours are what it has for it, on
-/// a network where distant pairs share links; the model does not see links. Fewer ranks keep
+/// in L rounds, the ring in p-1 (at 1,024 simulated ranks a 1 MiB bcast took 851 us down
+/// binomial's tree, which the model preferred to the ring's 1,023 latencies, and 201 us with
+/// recursive doubling: bench/README.md). A ring's neighbours are what it has for it, on a
+/// network where distant pairs share links; the model does not see links. Fewer ranks keep
 /// the ring the tables were measured with; other counts would need the fold (2 n b more).
 [[nodiscard]] constexpr bool scatter_doubling_bcast(int ranks) {
   return ranks >= 8 && std::has_single_bit(static_cast<unsigned>(ranks));
