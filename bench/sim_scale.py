@@ -164,12 +164,10 @@ def report(cells_path: Path) -> str:
                 row.append(f"{c['us']:.1f}")
             else:
                 row.append("-")
-        policies = {s: t for s, t in times.items() if s in COMMX_SIDES and s != "tuned"}
-        best = min(policies, key=policies.get) if policies else None
+        best, smpi = best_and_smpi(times)
         tuned = by.get(("tuned", collective, size, ranks), {})
-        smpi = [times[s] for s in SMPI_SIDES if s in times]
         ratio_best = times["tuned"] / times[best] if best and "tuned" in times else math.nan
-        ratio_smpi = times["tuned"] / min(smpi) if smpi and "tuned" in times else math.nan
+        ratio_smpi = times["tuned"] / smpi if smpi and "tuned" in times else math.nan
         if not math.isnan(ratio_smpi) and ranks >= 256:
             wins += ratio_smpi <= 1.0
             losses += ratio_smpi > 1.0
@@ -192,6 +190,14 @@ def report(cells_path: Path) -> str:
             row.append(f"{total:.0f}")
         out.append("| " + " | ".join(row) + " |")
     return "\n".join(out) + "\n"
+
+
+def best_and_smpi(times: dict) -> tuple[str | None, float | None]:
+    """Of one cell's times by side: the fastest commx policy (tuned aside) and the faster of
+    SMPI's selections (None where a side is missing)."""
+    policies = {s: t for s, t in times.items() if s in COMMX_SIDES and s != "tuned"}
+    smpi = [times[s] for s in SMPI_SIDES if s in times]
+    return (min(policies, key=policies.get) if policies else None), (min(smpi) if smpi else None)
 
 
 def ratio_text(ratio: float) -> str:
@@ -217,16 +223,14 @@ def summary_csv(cells_path: Path, ranks: int, path: Path) -> None:
             times = {s: by[(s, collective, size)]["us"] for s in COMMX_SIDES + SMPI_SIDES
                      if (s, collective, size) in by}
             tuned = by.get(("tuned", collective, size))
-            policies = {s: t for s, t in times.items() if s in COMMX_SIDES and s != "tuned"}
-            smpi = [times[s] for s in SMPI_SIDES if s in times]
-            if not tuned or not smpi:
+            best, smpi = best_and_smpi(times)
+            if not tuned or smpi is None:
                 continue
-            best = min(policies, key=policies.get) if policies else None
             out.writerow([collective, human(size) if collective != "barrier" else "-",
-                          f"{best}: {policies[best]:.1f}" if best else "-",
+                          f"{best}: {times[best]:.1f}" if best else "-",
                           f"{tuned['us']:.1f} ({tuned.get('algorithm', '?')})",
                           *(f"{times[s]:.1f}" if s in times else "-" for s in SMPI_SIDES),
-                          ratio_text(tuned["us"] / min(smpi))])
+                          ratio_text(tuned["us"] / smpi)])
     print(f"sim_scale: wrote {path}", file=sys.stderr)
 
 
