@@ -31,6 +31,7 @@
 
 #include "commx/coll/concept.hpp"
 #include "commx/deadline.hpp"
+#include "commx/detail/library_call.hpp"
 #include "commx/detail/local_shared.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/detail/timeout.hpp"
@@ -63,6 +64,7 @@ namespace detail {
 template <transport::transport T, class When>
 bool wait_until(T& endpoint, typename T::request& handle, When&& when,
                 running_collectives* running = nullptr) {
+  [[maybe_unused]] const auto inside = library_call(endpoint);
   std::optional<clock::time_point> until;
   for (;;) {
     const std::uint64_t seen = endpoint.event_count();
@@ -460,6 +462,7 @@ std::size_t wait_any(Range&& requests, deadline until) {
   if (first == std::ranges::end(requests)) return std::ranges::size(requests);
   auto& state = first->state_;
   const clock::time_point when = until.resolve(first->timeout_);
+  [[maybe_unused]] const auto inside = detail::library_call(state->endpoint);
   for (;;) {
     const std::uint64_t seen = state->endpoint.event_count();
     std::size_t index = 0;

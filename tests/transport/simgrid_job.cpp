@@ -3,13 +3,16 @@
 // through commx::run: an allreduce of 8 KiB, broadcasts of 8 B from turning roots, an alltoall
 // of 64 B per pair (unless the argument says `no-alltoall`: at 1,024 ranks its million
 // concurrent flows cost SimGrid's bandwidth-sharing solver minutes) and a barrier, each result
-// checked at every rank (or, with `send-time`, how long an eager and a waiting send take).
+// checked at every rank (or, with `send-time`, how long an eager and a waiting send take; with
+// `compute`, what measured compute charges: simgrid_compute.sh).
 // Rank 0 prints each phase's simulated seconds (commx::clock is the simulation's) and a digest
 // of the results: with COMMX_SIMGRID_COMPUTE=skip two runs must print the same line
 // (simgrid_determinism.sh).
 
 #include <fmt/format.h>
+#include <time.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -104,6 +107,38 @@ void send_time(comm& world) {
   }
 }
 
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// `compute`: rank 0 burns 2 ms of its thread's CPU time before a barrier, which every rank
+// then leaves no earlier than 2 simulated ms after it entered (busy_s) when compute is
+// measured; then 100 allreduces of 1 KiB back to back with nothing between (per_call_s), which
+// measured compute should leave about as they are when it is skipped: commx's own work inside
+// a call is not the program's compute.
+void compute_charge(comm& world) {
+  world.barrier();
+  auto start = commx::clock::now();
+  if (world.rank() == 0) {
+    const double until = thread_cpu_seconds() + 0.002;
+    while (thread_cpu_seconds() < until) {
+    }
+  }
+  world.barrier();
+  const double busy_s = seconds_since(start);
+  std::vector<double> values(128, 1.0);
+  start = commx::clock::now();
+  constexpr int calls = 100;
+  for (int call = 0; call < calls; ++call) world.allreduce(std::span(values), std::plus<>{});
+  const double per_call_s = seconds_since(start) / calls;
+  expect(values[0] == std::pow(double(world.size()), calls), world.rank(), "allreduce");
+  if (world.rank() == world.size() - 1) {
+    std::printf("busy_s=%.9f per_call_s=%.9f\n", busy_s, per_call_s);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,6 +147,10 @@ int main(int argc, char** argv) {
     if (argc > 2 && std::string_view(argv[1]) == "send-time") {
       eager_sends = std::string_view(argv[2]) == "1";
       commx::run<comm>(&send_time);
+      return 0;
+    }
+    if (argc > 1 && std::string_view(argv[1]) == "compute") {
+      commx::run<comm>(&compute_charge);
       return 0;
     }
     commx::run<comm>(&job);

@@ -20,6 +20,7 @@
 #include "commx/detail/call_check.hpp"
 #include "commx/detail/coll_port.hpp"
 #include "commx/detail/collective_task.hpp"
+#include "commx/detail/library_call.hpp"
 
 namespace commx {
 
@@ -292,6 +293,7 @@ inline std::uint32_t communicator<T, C, S>::number_call(stats::op kind) {
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 template <class Call>
 inline void communicator<T, C, S>::run(Call call, deadline until) {
+  [[maybe_unused]] const auto inside = detail::library_call(state_->endpoint);
   const auto kind = static_cast<stats::op>(call.signature.kind);
   const detail::stopwatch<S> watch;
   const std::uint32_t call_number = number_call(kind);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "commx/communicator.hpp"
+#include "commx/detail/library_call.hpp"
 #include "commx/detail/timeout.hpp"
 
 namespace commx {
@@ -25,6 +26,7 @@ inline status communicator<T, C, S>::probe(int source, int tag, deadline until) 
   const detail::stopwatch<S> watch;
   check_source(source, tag, "probe");
   if constexpr (S::enabled) state_->stats.on_call(stats::op::probe);
+  [[maybe_unused]] const auto inside = detail::library_call(state_->endpoint);
   for (;;) {
     const std::uint64_t seen = state_->endpoint.event_count();
     if (auto found = find_queued(source, tag, "probe")) {

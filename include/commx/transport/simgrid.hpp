@@ -64,6 +64,7 @@ class simgrid {
   using envelope = detail::simgrid::envelope;
   using send_state = detail::simgrid::send_state;
   using matching_op = detail::inproc::operation;
+  using compute_clock = detail::simgrid::compute_clock;
 
  public:
   /// The stack's name, as benches and examples print it.
@@ -127,7 +128,7 @@ class simgrid {
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`) (transport concept).
   request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
-    call_scope call(*this);
+    const compute_clock::call call(compute_);
     sent_to& to = sent_to_[dest];
     to.bytes += data.size();
     if (dest == rank_) {  // no network: straight into the matching, in order with the rest
@@ -157,7 +158,7 @@ class simgrid {
 
   /// Starts receiving from `source` (or any_source) with `tag` (or any_tag) on `ctx`.
   request irecv(int source, context_id ctx, int tag, const recv_buffer& buffer) {
-    call_scope call(*this);
+    const compute_clock::call call(compute_);
     job_->set_probing(rank_, job::no_probe);
     take_arrivals();
     return {job_->matching().recv(rank_, source, ctx, tag, buffer), nullptr};
@@ -166,7 +167,7 @@ class simgrid {
   /// Makes progress; true once `req` has completed.
   bool test(request& req) {
     if (finished(req)) return true;
-    call_scope call(*this);
+    const compute_clock::call call(compute_);
     take_arrivals();
     if (finished(req)) return true;
     poll_found_nothing();
@@ -183,7 +184,7 @@ class simgrid {
   /// Withdraws an unmatched receive (true). A send is on the wire from isend on: cancelling
   /// one waits for it to complete and returns false.
   bool cancel(request& req) {
-    call_scope call(*this);
+    const compute_clock::call call(compute_);
     if (req.op) return job_->matching().cancel(*req.op);
     if (req.send && !req.send->done) {
       wait_out(req.send->comm);  // if its receiver left, take_arrivals says so
@@ -194,7 +195,7 @@ class simgrid {
 
   /// The first queued message a receive with these arguments would match.
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
-    call_scope call(*this);
+    const compute_clock::call call(compute_);
     take_arrivals();
     auto found = job_->matching().probe(rank_, source, ctx, tag);
     job_->set_probing(rank_, found ? job::no_probe : source);
@@ -209,7 +210,7 @@ class simgrid {
 
   /// Waits in simulated time until event_count() != seen or `when` (simulated) passes.
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
-    call_scope call(*this);
+    const compute_clock::call call(compute_);
     polls_ = 0;
     take_arrivals();
     if (event_count() != seen) return;
@@ -231,19 +232,15 @@ class simgrid {
     take_arrivals();
   }
 
+  /// One blocking call of the program's (transport/concept.hpp): the transport's calls inside
+  /// it charge no compute (compute_clock.hpp). Every call of its own charges the compute before
+  /// it, as one such call.
+  [[nodiscard]] compute_clock::call library_call() { return compute_clock::call(compute_); }
+
   /// Marks this rank failed: peers stop waiting for it.
   void fail() { close(/*failed=*/true); }
 
  private:
-  // Every call charges the compute before it and ends the compute clock's interval.
-  struct call_scope {
-    explicit call_scope(simgrid& t) : self(t) { self.compute_.enter(); }
-    ~call_scope() { self.compute_.mark(); }
-    call_scope(const call_scope&) = delete;
-    call_scope& operator=(const call_scope&) = delete;
-    simgrid& self;
-  };
-
   static constexpr double fruitless_poll_seconds = 1e-6;
   static constexpr int polls_per_microsecond = 16;
   static constexpr std::size_t eager_reap_above = 32;
@@ -368,7 +365,7 @@ class simgrid {
 
   std::shared_ptr<job> job_;
   int rank_ = 0;
-  detail::simgrid::compute_clock compute_;
+  compute_clock compute_;
   struct sent_to {
     std::uint64_t messages = 0;  // over the network: the next one's place in the order
     std::uint64_t bytes = 0;     // payload, self-sends included
