@@ -123,6 +123,8 @@ class simgrid {
     const auto it = sent_to_.find(peer);
     return it == sent_to_.end() ? 0 : it->second.bytes;
   }
+  /// The simulated seconds this rank's measured compute has taken so far (0 when skipped).
+  [[nodiscard]] double compute_seconds() const { return compute_.charged(); }
   /// The ranks that failed (their function threw), in the order they did.
   [[nodiscard]] std::vector<int> failed_peers() const { return job_->matching().failed_ranks(); }
 

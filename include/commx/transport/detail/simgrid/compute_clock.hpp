@@ -52,7 +52,8 @@ class compute_clock {
       : measured_(other.measured_),
         open_calls_(other.open_calls_),
         last_cpu_(other.last_cpu_),
-        last_wall_(other.last_wall_) {
+        last_wall_(other.last_wall_),
+        charged_(other.charged_) {
     if (other.bound()) bind();
   }
   compute_clock& operator=(compute_clock&&) = delete;
@@ -72,8 +73,12 @@ class compute_clock {
     double gap = wall_seconds() - last_wall_;
     if (gap >= cpu_checked) gap = std::min(gap, cpu_seconds() - last_cpu_ - reading_seconds());
     if (gap < threshold_seconds) return;  // not charged (the file comment)
+    charged_ += gap;
     ::simgrid::s4u::this_actor::execute(gap * ::simgrid::s4u::this_actor::get_host()->get_speed());
   }
+
+  /// The compute charged so far, in seconds.
+  [[nodiscard]] double charged() const { return charged_; }
   /// At the end of a call (the transport's own work and its waits are not compute).
   void mark() {
     if (--open_calls_ > 0 || !measured_) return;
@@ -138,6 +143,7 @@ class compute_clock {
   int open_calls_ = 0;
   double last_cpu_ = 0;
   double last_wall_ = 0;
+  double charged_ = 0;
 };
 
 }  // namespace commx::detail::simgrid

@@ -16,7 +16,7 @@
 /// | COMMX_SIMGRID_RANKS_PER_HOST | ranks placed on each host, in rank order | the hosts' core count |
 /// | COMMX_SIMGRID_HOSTFILE | a file of host names, one per rank in rank order (as smpirun's -hostfile), instead | none |
 /// | COMMX_SIMGRID_COMPUTE | `measured`: the program's compute between two calls into commx becomes simulated time on its host; `skip`: only communication takes time | `measured` |
-/// | COMMX_SIMGRID_CONFIG | SimGrid settings, `name:value` separated by spaces (`network/model:SMPI`) | none |
+/// | COMMX_SIMGRID_CONFIG | SimGrid settings, `name:value` separated by spaces (`network/model:SMPI`; `contexts/factory:thread`: a thread per rank, which AddressSanitizer follows) | none |
 /// | COMMX_SIMGRID_EAGER_BYTES | the largest send that completes at the sender at once; a larger one completes when its transfer ends (job.hpp) | 0 |
 ///
 /// Hosts are taken in the natural order of their names (`node-9` before `node-10`); rank r runs
@@ -215,7 +215,7 @@ class simulation {
 
  private:
   explicit simulation(const settings& s)
-      : settings_(s), path_(platform_file(s.platform)), engine_(make_engine()) {
+      : settings_(s), path_(platform_file(s.platform)), engine_(make_engine(s)) {
     // The platforms' latencies are what a message sees: no calibration factors. SimGrid's
     // default (LV08) multiplies latency by 13 to fit TCP over Ethernet; its SMPI model fits one
     // TCP cluster. COMMX_SIMGRID_CONFIG=network/model:SMPI (or LV08) chooses otherwise.
@@ -224,7 +224,9 @@ class simulation {
       model_given = model_given || item.starts_with("network/model:");
     }
     if (!model_given) s4u::Engine::set_config("network/model:CM02");
-    for (const std::string& item : settings_.config) s4u::Engine::set_config(item);
+    for (const std::string& item : settings_.config) {
+      if (!item.starts_with("contexts/")) s4u::Engine::set_config(item);
+    }
     engine_.load_platform(path_.string());
     hosts_ = engine_.get_all_hosts();
     std::sort(hosts_.begin(), hosts_.end(), [](const s4u::Host* a, const s4u::Host* b) {
@@ -285,14 +287,23 @@ class simulation {
     return listed;
   }
 
-  static s4u::Engine make_engine() {
+  static s4u::Engine make_engine(const settings& s) {
     // SimGrid's own informational lines (its settings, its clock at the end) stay quiet; its
-    // warnings and errors still print.
-    static int argc = 2;
-    static char name[] = "commx";
-    static char quiet[] = "--log=root.thres:warning";
-    static char* argv[] = {name, quiet, nullptr};
-    return s4u::Engine(&argc, argv);
+    // warnings and errors still print. The settings SimGrid reads as its engine starts (how
+    // actors switch: contexts/factory:thread, which AddressSanitizer follows where it does not
+    // follow the default's stack switching) must come as arguments; the rest can come later.
+    static std::vector<std::string> words;
+    static std::vector<char*> argv;
+    words = {"commx", "--log=root.thres:warning"};
+    for (const std::string& item : s.config) {
+      if (item.starts_with("contexts/")) words.push_back("--cfg=" + item);
+    }
+    argv.clear();
+    for (std::string& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    static int argc = 0;
+    argc = static_cast<int>(words.size());
+    return s4u::Engine(&argc, argv.data());
   }
 
   // The running rank's compute up to this reading counts first (compute_clock.hpp). An
