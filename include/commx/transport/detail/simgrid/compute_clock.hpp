@@ -24,10 +24,10 @@
 /// where the monotonic clock takes 26 ns), and 1 reading in 200 took over 5 us. Read around
 /// every transport call, it took more wall time than the simulation (10 steps of MD on 256
 /// ranks: 9.1 s, 1.3 s with compute skipped), and its noise, charged to one of 64 ranks in most
-/// calls, made back-to-back 1 KiB allreduces 45 simulated us where they take 5.3 (now 5.5-6.0).
-/// So an interval is timed by the monotonic clock, which only a wait for a core lengthens by
-/// much, and one of `cpu_checked` or more is charged the lesser of that and its CPU time (less
-/// one reading's cost).
+/// calls, made back-to-back 1 KiB allreduces 45 simulated us where they take 5.3 (now 5.5-6.0
+/// on a quiet machine). So an interval is timed by the monotonic clock, which only a wait for a
+/// core lengthens by much, and one of `cpu_checked` or more is charged the lesser of that and
+/// its CPU time (less one reading's cost).
 
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Host.hpp>
@@ -76,15 +76,15 @@ class compute_clock {
     charged_ += gap;
     ::simgrid::s4u::this_actor::execute(gap * ::simgrid::s4u::this_actor::get_host()->get_speed());
   }
-
-  /// The compute charged so far, in seconds.
-  [[nodiscard]] double charged() const { return charged_; }
   /// At the end of a call (the transport's own work and its waits are not compute).
   void mark() {
     if (--open_calls_ > 0 || !measured_) return;
     last_cpu_ = cpu_seconds();
     last_wall_ = wall_seconds();  // after: a slow CPU reading is not in the next interval
   }
+
+  /// The compute charged so far, in seconds.
+  [[nodiscard]] double charged() const { return charged_; }
 
   /// One call, from construction to destruction: enter() then mark().
   class call {
