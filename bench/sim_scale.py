@@ -32,6 +32,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -103,14 +104,19 @@ def run_study(args) -> None:
                     continue
                 cmd, env = command(args.build_dir, side, ranks, collective, args, args.results)
                 started = time.monotonic()
-                try:
-                    out = subprocess.run(cmd, env=env, capture_output=True, text=True,
-                                         timeout=args.timeout)
-                    lines, failed = out.stdout.splitlines(), out.returncode != 0
-                    why = out.stderr.strip().splitlines()[-1:] if failed else []
-                except subprocess.TimeoutExpired as e:
-                    text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-                    lines, failed, why = text.splitlines(), True, [f"timeout {args.timeout} s"]
+                # A session of its own: smpirun is a shell script whose simulator (smpimain)
+                # would outlive a timeout that ends the script alone.
+                with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True) as run:
+                    try:
+                        stdout, stderr = run.communicate(timeout=args.timeout)
+                        lines, failed = stdout.splitlines(), run.returncode != 0
+                        why = stderr.strip().splitlines()[-1:] if failed else []
+                    except subprocess.TimeoutExpired:
+                        os.killpg(run.pid, signal.SIGKILL)
+                        stdout, _ = run.communicate()
+                        lines, failed, why = stdout.splitlines(), True, [f"timeout {args.timeout} s"]
                 wall = time.monotonic() - started
                 cells = [c for c in map(parse_cell, lines) if c]
                 seen = {c["bytes"] for c in cells}
