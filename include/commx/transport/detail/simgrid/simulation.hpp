@@ -225,7 +225,7 @@ class simulation {
     }
     if (!model_given) s4u::Engine::set_config("network/model:CM02");
     for (const std::string& item : settings_.config) {
-      if (!item.starts_with("contexts/")) s4u::Engine::set_config(item);
+      if (!read_as_engine_starts(item)) s4u::Engine::set_config(item);
     }
     engine_.load_platform(path_.string());
     hosts_ = engine_.get_all_hosts();
@@ -287,6 +287,11 @@ class simulation {
     return listed;
   }
 
+  // A setting SimGrid reads only as its engine starts (make_engine), not later.
+  static bool read_as_engine_starts(const std::string& item) {
+    return item.starts_with("contexts/");
+  }
+
   static s4u::Engine make_engine(const settings& s) {
     // SimGrid's own informational lines (its settings, its clock at the end) stay quiet; its
     // warnings and errors still print. The settings SimGrid reads as its engine starts (how
@@ -296,7 +301,7 @@ class simulation {
     static std::vector<char*> argv;
     words = {"commx", "--log=root.thres:warning"};
     for (const std::string& item : s.config) {
-      if (item.starts_with("contexts/")) words.push_back("--cfg=" + item);
+      if (read_as_engine_starts(item)) words.push_back("--cfg=" + item);
     }
     argv.clear();
     for (std::string& w : words) argv.push_back(w.data());
