@@ -38,6 +38,7 @@
 #include "commx/coll/concept.hpp"
 #include "commx/coll/flat.hpp"
 #include "commx/deadline.hpp"
+#include "commx/detail/agreement.hpp"
 #include "commx/detail/call_check.hpp"
 #include "commx/detail/collective_call.hpp"
 #include "commx/detail/communicator_nonblocking.hpp"
@@ -54,6 +55,9 @@ namespace commx {
 
 /// The color that leaves a rank out of every communicator `split` makes.
 inline constexpr int undefined_color = -1;
+
+/// Whether a shrink needs more than half of the old communicator (communicator::shrink).
+enum class shrink_quorum : std::uint8_t { majority, any };
 
 namespace detail {
 
@@ -245,6 +249,27 @@ class communicator
     if constexpr (S::enabled) state_->stats.on_call(stats::op::probe);
     return find_queued(source, tag, "iprobe");
   }
+
+  // --- after a failure (out of line: detail/communicator_recovery.hpp) ----------------------
+
+  /// Not collective: every pending and later operation on this communicator, at every
+  /// surviving member, ends with errc::revoked (agree and shrink still work; communicators
+  /// split from it are not revoked).
+  void revoke();
+  /// Whether this rank has seen the communicator revoked (takes in notices that arrived).
+  bool is_revoked();
+  /// Collective over the survivors, also on a revoked communicator: every rank that returns
+  /// gets the same value (`op` of the survivors' values) and the same lost ranks (detail/
+  /// agreement.hpp: uniform, also when ranks die during the call; its cost).
+  template <std::integral V, agreement_op Op>
+  agreement<V> agree(V value, Op op, deadline until = {});
+  /// Collective over the survivors, also on a revoked communicator: a new communicator of the
+  /// ranks that return, in this one's order, without every rank agreed lost. When the members
+  /// span nodes, survivors that are half of this communicator or less raise errc::no_majority
+  /// (a partition must not give two working halves) unless `quorum` is `any`.
+  communicator shrink(shrink_quorum quorum, deadline until = {});
+  /// shrink with the majority rule.
+  communicator shrink(deadline until = {}) { return shrink(shrink_quorum::majority, until); }
 
   // --- collectives (out of line: detail/communicator_collectives.hpp) -----------------------
 
@@ -586,4 +611,5 @@ class communicator
 #include "commx/detail/communicator_checks.hpp"       // IWYU pragma: export
 #include "commx/detail/communicator_collectives.hpp"  // IWYU pragma: export
 #include "commx/detail/communicator_p2p.hpp"          // IWYU pragma: export
+#include "commx/detail/communicator_recovery.hpp"     // IWYU pragma: export
 #include "commx/detail/communicator_split.hpp"        // IWYU pragma: export

@@ -29,6 +29,8 @@ enum class errc {
   collective_mismatch,    ///< ranks called a collective with different arguments
   cancelled,              ///< the operation was cancelled before it matched
   handler_failed,         ///< an active-message handler threw at the target (active_messages.hpp)
+  revoked,                ///< the communicator was revoked (communicator::revoke)
+  no_majority,            ///< a shrink kept half of the communicator or less (communicator::shrink)
 };
 
 namespace detail {
@@ -63,6 +65,10 @@ class error_category_impl final : public std::error_category {
         return "operation cancelled";
       case errc::handler_failed:
         return "active-message handler failed";
+      case errc::revoked:
+        return "communicator revoked";
+      case errc::no_majority:
+        return "survivors are not a majority";
     }
     return "unknown commx error";
   }

@@ -34,6 +34,7 @@
 #include "commx/detail/library_call.hpp"
 #include "commx/detail/local_shared.hpp"
 #include "commx/detail/rank_state.hpp"
+#include "commx/detail/recovery.hpp"
 #include "commx/detail/timeout.hpp"
 #include "commx/error.hpp"
 #include "commx/serialize.hpp"
@@ -206,6 +207,9 @@ std::byte* grow_container(void* container, std::size_t bytes, std::error_code& e
 template <transport::transport T, stats::policy S>
 class request {
  public:
+  /// The transport of the communicator that made it.
+  using transport_type = T;
+
   request() = default;
   /// Takes over `other`'s operation; `other` becomes empty. (Member by member: a request is
   /// moved into a container once per message, and a window of them is a hot path.)
@@ -332,9 +336,12 @@ class request {
       account_wait(watch.seconds());
       return collective_ended();
     }
-    const bool done = detail::wait_until(state_->endpoint, handle_, when, &state_->running);
+    const detail::wait_end end = detail::wait_watched(*state_, *group_, handle_, when);
     account_wait(watch.seconds());
-    if (!done && cancel()) {
+    if (end == detail::wait_end::revoked && cancel()) {
+      throw_error(errc::revoked, where(), "the communicator was revoked while this waited");
+    }
+    if (end == detail::wait_end::deadline && cancel()) {
       detail::throw_timeout(state_->endpoint, where(),
                             "the deadline passed before the operation completed");
     }
@@ -481,14 +488,34 @@ std::size_t wait_any(Range&& requests, deadline until) {
       }
       ++index;
     }
-    if (clock::now() >= when) {
+    const clock::time_point now = clock::now();
+    if constexpr (transport::knows_failures<
+                      typename std::remove_cvref_t<decltype(*first)>::transport_type>) {
+      if (state->recovery.due(seen, now)) {
+        for (auto& req : requests) {
+          if (req.active()) detail::look_for_recovery(*state, req.group_.get(), now);
+        }
+      }
+      for (auto& req : requests) {
+        if (req.active() && !req.task_ && req.group_->revoked() && req.cancel()) {
+          throw_error(errc::revoked, req.where(),
+                      "wait_any: the communicator was revoked while this waited");
+        }
+      }
+    }
+    if (now >= when) {
       detail::throw_timeout(state->endpoint, first->where(),
                             fmt::format("wait_any: none of {} requests completed before the "
                                         "deadline",
                                         std::ranges::size(requests)));
     }
     state->running.advance_all();  // the rank's collectives outside `requests` too
-    state->endpoint.wait_for_event(seen, when);
+    if constexpr (transport::knows_failures<
+                      typename std::remove_cvref_t<decltype(*first)>::transport_type>) {
+      state->endpoint.wait_for_event(seen, state->recovery.wake_by(seen, when));
+    } else {
+      state->endpoint.wait_for_event(seen, when);
+    }
   }
 }
 

@@ -221,16 +221,20 @@ class coll_port {
     bool done = false;
     if (driver_ != nullptr) {
       while (driver_->mode() == drive_mode::poll && !(done = state_.endpoint.test(p.handle_))) {
+        if (group_.revoked()) break;
         driver_->yield();
       }
       if (driver_->mode() == drive_mode::abandon) throw collective_abandoned{};
-      if (!done) {
-        done = detail::wait_until(state_.endpoint, p.handle_, driver_->deadline(), &state_.running);
+      if (!done && !group_.revoked()) {
+        done = settle(wait_watched(state_, group_, p.handle_, driver_->deadline()));
       }
     } else {
       // The call's deadline is resolved only if this message is not there at the first test.
-      done = detail::wait_until(
-          state_.endpoint, p.handle_, [this] { return when_->resolve(); }, &state_.running);
+      done = settle(wait_watched(state_, group_, p.handle_, [this] { return when_->resolve(); }));
+    }
+    if (!done && group_.revoked() && state_.endpoint.cancel(p.handle_)) {
+      p.endpoint_ = nullptr;
+      throw_error(errc::revoked, where(p), "the communicator was revoked during the collective");
     }
     if constexpr (S::enabled) {
       if (p.is_recv_)
@@ -275,6 +279,8 @@ class coll_port {
       }
     }
   }
+
+  static bool settle(wait_end end) { return end == wait_end::completed; }
 
   rank_state<T, S>& state_;
   const group& group_;

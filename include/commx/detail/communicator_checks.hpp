@@ -37,14 +37,15 @@ inline void communicator<T, C, S>::check_root(int root, const char* operation) c
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline void communicator<T, C, S>::check_dest(int dest, int tag, const char* operation) const {
-  if (state_ == nullptr || dest < 0 || dest >= size() || tag < 0 || tag > max_tag) [[unlikely]]
+  if (state_ == nullptr || dest < 0 || dest >= size() || tag < 0 || tag > max_tag ||
+      group_->revoked()) [[unlikely]]
     reject_peer(dest, tag, peer_role::dest, operation);
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline void communicator<T, C, S>::check_source(int source, int tag, const char* operation) const {
   if (state_ == nullptr || (source != any_source && (source < 0 || source >= size())) ||
-      (tag != any_tag && (tag < 0 || tag > max_tag))) [[unlikely]]
+      (tag != any_tag && (tag < 0 || tag > max_tag)) || group_->revoked()) [[unlikely]]
     reject_peer(source, tag, peer_role::source, operation);
 }
 
@@ -62,6 +63,10 @@ void communicator<T, C, S>::reject_peer(int peer, int tag, peer_role role,
                                         const char* operation) const {
   if (state_ == nullptr) {
     throw error(errc::invalid_argument, fmt::format("{} on a null communicator", operation));
+  }
+  if (group_->revoked()) {
+    throw_error(errc::revoked, where(operation, peer, tag, 0),
+                "the communicator was revoked (communicator::revoke); agree and shrink still work");
   }
   const bool wildcard = role == peer_role::source && peer == any_source;
   if (!wildcard && (peer < 0 || peer >= size())) {

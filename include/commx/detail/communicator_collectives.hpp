@@ -284,6 +284,8 @@ inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline std::uint32_t communicator<T, C, S>::number_call(stats::op kind) {
+  if (group_->revoked()) [[unlikely]]
+    reject_peer(unknown, unknown, peer_role::rank, stats::name(kind).data());
   if constexpr (S::enabled) state_->stats.on_call(kind);
   // In the tags, the number keeps what a failed call left in flight from being taken for a
   // later call's data.

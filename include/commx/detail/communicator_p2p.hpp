@@ -34,11 +34,23 @@ inline status communicator<T, C, S>::probe(int source, int tag, deadline until) 
       return *found;
     }
     if (!state_->running.empty()) state_->running.advance_all();
-    if (clock::now() >= when) {
+    const clock::time_point now = clock::now();
+    if constexpr (transport::knows_failures<T>) {
+      if (state_->recovery.due(seen, now)) detail::look_for_recovery(*state_, group_.get(), now);
+      if (group_->revoked()) {
+        throw_error(errc::revoked, where("probe", source, tag, 0),
+                    "the communicator was revoked while this waited");
+      }
+    }
+    if (now >= when) {
       detail::throw_timeout(state_->endpoint, where("probe", source, tag, 0),
                             "no matching message before the deadline");
     }
-    state_->endpoint.wait_for_event(seen, when);
+    if constexpr (transport::knows_failures<T>) {
+      state_->endpoint.wait_for_event(seen, state_->recovery.wake_by(seen, when));
+    } else {
+      state_->endpoint.wait_for_event(seen, when);
+    }
   }
 }
 

@@ -76,8 +76,8 @@ inline communicator<T, C, S> communicator<T, C, S>::child(context_id fresh,
                                                           std::vector<int> members,
                                                           int new_rank) const {
   communicator made = *this;
-  made.group_ =
-      detail::local_shared<const detail::group>::make(std::move(members), state_->endpoint.size());
+  made.group_ = detail::local_shared<const detail::group>::make(std::move(members),
+                                                                state_->endpoint.size(), fresh);
   made.ctx_ = fresh;
   made.rank_ = new_rank;
   made.collective_calls_ = std::make_shared<std::uint32_t>(0);

@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// What every communicator of one rank shares: the transport endpoint, the stats, and the next
-/// free context id; and a communicator's group, mapping its ranks to world ranks and back.
+/// What every communicator of one rank shares: the transport endpoint, the stats, the next
+/// free context id and what recovery keeps (recovery_state.hpp); and a communicator's group,
+/// mapping its ranks to world ranks and back, with its recovery channel and whether this rank
+/// has seen it revoked.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -12,6 +15,7 @@
 
 #include "commx/detail/collective_task.hpp"
 #include "commx/detail/convert_layout.hpp"
+#include "commx/detail/recovery_state.hpp"
 #include "commx/stats.hpp"
 #include "commx/transport/concept.hpp"
 
@@ -27,6 +31,9 @@ struct rank_state {
   explicit rank_state(T&& joined) : endpoint(std::move(joined)) {
     if constexpr (transport::knows_layouts<T>) mixed_layouts = layouts_differ(endpoint);
   }
+  rank_state(const rank_state&) = delete;
+  rank_state& operator=(const rank_state&) = delete;
+  ~rank_state() { recovery.abandon(endpoint); }
 
   T endpoint;
   // Whether some rank's machine lays out values otherwise than this one's: then raw data
@@ -40,19 +47,26 @@ struct rank_state {
   context_id next_context = 2;
   // The nonblocking collectives in flight on any of this rank's communicators.
   running_collectives running;
+  // Revocation notices on their way and agreements this rank may still have to answer.
+  recovery_state<T> recovery;
 };
 
 /// A communicator's members, as world ranks, and the reverse map.
 class group {
  public:
-  /// The world group of `size` ranks.
+  /// The world group of `size` ranks (contexts 0 and 1).
   explicit group(int size)
-      : world_of_(static_cast<std::size_t>(size)), local_of_(world_of_.size()) {
+      : world_of_(static_cast<std::size_t>(size)),
+        local_of_(world_of_.size()),
+        channel_(recovery_channel(0)) {
     for (int r = 0; r < size; ++r) world_of_[index(r)] = local_of_[index(r)] = r;
   }
 
-  group(std::vector<int> members, int world_size)
-      : world_of_(std::move(members)), local_of_(static_cast<std::size_t>(world_size), -1) {
+  /// The group of a communicator on contexts `ctx`, `ctx` + 1.
+  group(std::vector<int> members, int world_size, context_id ctx)
+      : world_of_(std::move(members)),
+        local_of_(static_cast<std::size_t>(world_size), -1),
+        channel_(recovery_channel(ctx)) {
     for (std::size_t local = 0; local < world_of_.size(); ++local) {
       local_of_[index(world_of_[local])] = static_cast<int>(local);
     }
@@ -72,11 +86,25 @@ class group {
     return fmt::format("world rank {} (not in this communicator)", world);
   }
 
+  /// The context of this communicator's revocation notices and agreements (recovery_state.hpp).
+  [[nodiscard]] context_id channel() const { return channel_; }
+  /// Whether this rank has seen the communicator revoked (here or by a notice).
+  [[nodiscard]] bool revoked() const { return revoked_; }
+  /// Marks it revoked; true the first time. Every handle onto the communicator shares its
+  /// group, so each sees it (a rank uses its communicators from one thread).
+  bool mark_revoked() const { return !std::exchange(revoked_, true); }
+  /// The number of this rank's next agreement on the communicator (every survivor calls agree
+  /// alike, whatever collectives a failure cut short, so agreements are numbered apart).
+  std::uint32_t next_agreement() const { return agreements_++; }
+
  private:
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
 
   std::vector<int> world_of_;
   std::vector<int> local_of_;
+  context_id channel_;
+  mutable bool revoked_ = false;
+  mutable std::uint32_t agreements_ = 0;
 };
 
 }  // namespace commx::detail

@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// communicator::agree's protocol: uniform agreement among the survivors, on a value and on the
+/// set of lost ranks, while ranks keep dying (a rotating coordinator with ballots, the
+/// "hierarchical uniform consensus" of Cachin, Guerraoui and Rodrigues, 5.4).
+///
+/// The coordinator is the lowest rank not known lost; a rank that finds its coordinator lost
+/// takes the next. Ballot b is coordinator b's, so later coordinators hold larger ballots.
+///
+/// | step | who | what |
+/// |---|---|---|
+/// | report | each participant, to every coordinator it takes | its value, the ranks it knows lost, the proposal it accepted last (if any) |
+/// | propose | the coordinator | if it accepted a proposal, that one; else, from every report (a rank lost meanwhile is added to the lost), the one with the highest ballot if any carries one, otherwise the op of all values and the union of all lost |
+/// | acknowledge | each participant | accepts the proposal (it replaces any older one) |
+/// | decide | the coordinator, once every rank it proposed to acknowledged or was lost | each participant returns the decision (it carries the proposal) |
+///
+/// Why uniform: a decision is sent only after every survivor accepted the proposal, so once
+/// any rank has returned (and may then die), every survivor holds that proposal, and a later
+/// coordinator, which holds it too, proposes it again without asking. A coordinator that
+/// holds nothing knows that nobody has returned, so everyone it waits for is still in the
+/// agreement and reports. Ranks that returned still answer, from their waits
+/// (recovery_state.hpp): a late proposal with an acknowledgement, and a report (they may be the
+/// lowest survivor, so the coordinator the others now take) with the decision.
+///
+/// The value and the lost set are decided together: a rank that died before its report
+/// reached the coordinator is in the set at every rank that returns; one that died later
+/// contributed its value and is not (the next agreement finds it). Ops must give the same
+/// result when a contribution arrives twice (and, or, min, max), so that a later protocol that
+/// folds in partial results (a tree) may use the same ops.
+///
+/// Cost without failures: 4 (p - 1) messages of 16 + p/8 bytes, all to or from the coordinator
+/// (report, propose, acknowledge, decide): four latencies and p - 1 messages through one rank
+/// at each. A coordinator's loss adds a round of reports to the next one.
+///
+/// The failure detector is the transport's: a receive from a rank that is gone ends with
+/// errc::peer_lost. A rank that stalls without dying holds the agreement until the deadline
+/// (errc::timeout); the agreement never declares a live rank lost by itself.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/deadline.hpp"
+#include "commx/detail/rank_state.hpp"
+#include "commx/detail/recovery.hpp"
+#include "commx/detail/timeout.hpp"
+#include "commx/error.hpp"
+#include "commx/ops.hpp"
+#include "commx/transport/concept.hpp"
+
+namespace commx {
+
+/// The ops agree takes: those whose result does not change when a contribution is counted
+/// twice.
+template <class Op>
+concept agreement_op = std::is_same_v<Op, std::bit_and<>> || std::is_same_v<Op, std::bit_or<>> ||
+    std::is_same_v<Op, op::min> || std::is_same_v<Op, op::max>;
+
+/// What `agree` returns, the same at every rank that returns: the value, and the ranks lost
+/// (in rank order).
+template <class V>
+struct agreement {
+  V value{};              ///< the op of the survivors' values (and of ranks lost later)
+  std::vector<int> lost;  ///< ranks that failed before they contributed, in rank order
+};
+
+namespace detail {
+
+/// One rank's run of agreement `number` on `members` (see the file comment).
+template <transport::transport T, stats::policy S, class V, class Op>
+class agreement_run {
+ public:
+  agreement_run(rank_state<T, S>& state, const group& members, int me, std::uint32_t number,
+                V value, Op op, clock::time_point until)
+      : state_(state),
+        members_(members),
+        me_(me),
+        number_(number),
+        op_(op),
+        until_(until),
+        value_(value),
+        lost_(static_cast<std::size_t>(members.size()), false) {
+    if constexpr (transport::knows_failures<T>) {
+      for (const int world : state.endpoint.failed_peers()) {
+        const int local = members.local_of(world);
+        if (local >= 0) lost_[index(local)] = true;
+      }
+    }
+  }
+
+  agreement_run(const agreement_run&) = delete;
+  agreement_run& operator=(const agreement_run&) = delete;
+  // A send still in flight when an error ends the run is withdrawn before it is destroyed.
+  ~agreement_run() {
+    for (sending& s : outgoing_) {
+      try {
+        if (!state_.endpoint.test(s.handle)) (void)state_.endpoint.cancel(s.handle);
+      } catch (...) {  // the transport failed too: nothing left to withdraw
+      }
+    }
+  }
+
+  agreement<V> run() {
+    const proposal decided = take_part();
+    state_.recovery.decided({members_.channel(), number_,
+                             std::make_shared<const std::vector<std::byte>>(
+                                 encode(agreement_kind::decision, decided))});
+    agreement<V> out{decided.value, {}};
+    for (int r = 0; r < members_.size(); ++r) {
+      if (decided.lost[index(r)]) out.lost.push_back(r);
+    }
+    return out;
+  }
+
+ private:
+  struct proposal {
+    int ballot = -1;
+    V value{};
+    std::vector<bool> lost;
+  };
+
+  static std::size_t index(int r) { return static_cast<std::size_t>(r); }
+  [[nodiscard]] std::size_t message_bytes() const {
+    return 16 + (static_cast<std::size_t>(members_.size()) + 7) / 8;
+  }
+  [[nodiscard]] int lowest_alive() const {
+    return static_cast<int>(std::ranges::find(lost_, false) - lost_.begin());
+  }
+
+  // Participant: reports to each coordinator it takes, until one decides, or it coordinates.
+  proposal take_part() {
+    for (;;) {
+      const int coordinator = lowest_alive();
+      if (coordinator == me_) return coordinate();
+      send(coordinator, recovery_tag::up(number_), encode(agreement_kind::report, mine()));
+      for (;;) {
+        std::optional<std::vector<std::byte>> m = receive(coordinator, recovery_tag::down(number_));
+        if (!m) {
+          lost_[index(coordinator)] = true;
+          break;
+        }
+        const agreement_kind kind = kind_of(*m);
+        if (kind == agreement_kind::proposal) {
+          accepted_ = decode(*m);
+          send(coordinator, recovery_tag::up(number_),
+               std::vector<std::byte>(acknowledgement_message.begin(),
+                                      acknowledgement_message.end()));
+        } else if (kind == agreement_kind::decision) {  // it carries what was decided
+          finish_sends();
+          return decode(*m);
+        }
+      }
+    }
+  }
+
+  // Coordinator: proposes what it accepted, or what the reports give; decides once all
+  // survivors accepted.
+  proposal coordinate() {
+    proposal chosen = accepted_ ? *accepted_ : gather_reports();
+    chosen.ballot = me_;
+    accepted_ = chosen;
+    const std::vector<std::byte> offer = encode(agreement_kind::proposal, chosen);
+    std::vector<int> told;
+    for (int r = 0; r < members_.size(); ++r) {
+      if (r == me_ || chosen.lost[index(r)] || lost_[index(r)]) continue;
+      send(r, recovery_tag::down(number_), offer);
+      told.push_back(r);
+    }
+    std::vector<int> accepting;
+    for (const int r : told) {
+      if (await(r, agreement_kind::acknowledgement)) accepting.push_back(r);
+    }
+    const std::vector<std::byte> decision = encode(agreement_kind::decision, chosen);
+    for (const int r : accepting) send(r, recovery_tag::down(number_), decision);
+    finish_sends();
+    return chosen;
+  }
+
+  proposal gather_reports() {
+    proposal combined = mine();
+    std::optional<proposal> held;
+    for (int r = 0; r < members_.size(); ++r) {
+      if (r == me_ || lost_[index(r)]) continue;
+      std::optional<std::vector<std::byte>> m = await(r, agreement_kind::report);
+      if (!m) {
+        combined.lost[index(r)] = true;
+        continue;
+      }
+      const proposal theirs = decode(*m);
+      if (theirs.ballot >= 0) {
+        if (!held || theirs.ballot > held->ballot) held = theirs;
+        continue;
+      }
+      combined.value = op_(combined.value, theirs.value);
+      for (std::size_t i = 0; i < lost_.size(); ++i) {
+        if (theirs.lost[i]) combined.lost[i] = true;
+      }
+    }
+    if (held) return *held;
+    for (std::size_t i = 0; i < lost_.size(); ++i) lost_[i] = lost_[i] || combined.lost[i];
+    return combined;
+  }
+
+  [[nodiscard]] proposal mine() const {
+    return accepted_ ? *accepted_ : proposal{-1, value_, lost_};
+  }
+
+  // The next message of `kind` from `r` to this coordinator; nothing if `r` is lost.
+  std::optional<std::vector<std::byte>> await(int r, agreement_kind kind) {
+    for (;;) {
+      std::optional<std::vector<std::byte>> m = receive(r, recovery_tag::up(number_));
+      if (!m) {
+        lost_[index(r)] = true;
+        return std::nullopt;
+      }
+      if (kind_of(*m) == kind) return m;
+    }
+  }
+
+  static agreement_kind kind_of(const std::vector<std::byte>& m) {
+    return m.empty() ? agreement_kind{} : static_cast<agreement_kind>(m[0]);
+  }
+
+  // [kind][1 if it carries an accepted proposal][2 unused][ballot: 4][value: 8][lost: p bits]
+  [[nodiscard]] std::vector<std::byte> encode(agreement_kind kind, const proposal& p) const {
+    std::vector<std::byte> m(message_bytes());
+    m[0] = static_cast<std::byte>(kind);
+    m[1] = std::byte{p.ballot >= 0};
+    put(std::span(m).subspan(4, 4), static_cast<std::uint32_t>(p.ballot));
+    put(std::span(m).subspan(8, 8), static_cast<std::uint64_t>(p.value));
+    for (std::size_t i = 0; i < p.lost.size(); ++i) {
+      if (p.lost[i]) m[16 + i / 8] |= std::byte{1} << (i % 8);
+    }
+    return m;
+  }
+
+  [[nodiscard]] proposal decode(const std::vector<std::byte>& m) const {
+    if (m.size() != message_bytes()) {
+      throw error(errc::protocol_violation,
+                  fmt::format("agreement {}: a message of {} bytes where {} were expected", number_,
+                              m.size(), message_bytes()));
+    }
+    proposal p;
+    p.ballot = m[1] == std::byte{0} ? -1 : static_cast<int>(get(std::span(m).subspan(4, 4)));
+    p.value = static_cast<V>(get(std::span(m).subspan(8, 8)));
+    p.lost.assign(lost_.size(), false);
+    for (std::size_t i = 0; i < p.lost.size(); ++i) {
+      p.lost[i] = (m[16 + i / 8] & (std::byte{1} << (i % 8))) != std::byte{0};
+    }
+    return p;
+  }
+
+  static void put(std::span<std::byte> at, std::uint64_t v) {
+    for (std::size_t i = 0; i < at.size(); ++i) at[i] = static_cast<std::byte>(v >> (8 * i));
+  }
+  static std::uint64_t get(std::span<const std::byte> at) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < at.size(); ++i)
+      v |= std::to_integer<std::uint64_t>(at[i]) << (8 * i);
+    return v;
+  }
+
+  // Sends are kept with their payload until finish_sends; a send to a lost rank just fails.
+  void send(int r, int tag, std::vector<std::byte> payload) {
+    outgoing_.push_back({std::make_unique<std::vector<std::byte>>(std::move(payload)), {}});
+    sending& s = outgoing_.back();
+    s.handle = state_.endpoint.isend(members_.world_of(r), members_.channel(), tag,
+                                     std::span<const std::byte>(*s.payload));
+  }
+
+  void finish_sends() {
+    for (sending& s : outgoing_) {
+      if (wait_watched(state_, members_, s.handle, until_, false) == wait_end::deadline &&
+          state_.endpoint.cancel(s.handle)) {
+        outgoing_.clear();
+        time_out("sending its part");
+      }
+    }
+    outgoing_.clear();
+  }
+
+  // The next message from `r` with `tag`; nothing if `r` is gone.
+  std::optional<std::vector<std::byte>> receive(int r, int tag) {
+    std::vector<std::byte> m;
+    const transport::recv_buffer into(static_cast<void*>(&m), &grow_bytes);
+    typename T::request handle =
+        state_.endpoint.irecv(members_.world_of(r), members_.channel(), tag, into);
+    if (wait_watched(state_, members_, handle, until_, false) == wait_end::deadline &&
+        state_.endpoint.cancel(handle)) {
+      time_out(fmt::format("waiting for rank {}", r));
+    }
+    const transport::op_result& result = state_.endpoint.result(handle);
+    if (result.error == errc::peer_lost) return std::nullopt;
+    if (result.error) throw error(result.error, fmt::format("agreement {}", number_));
+    return m;
+  }
+
+  [[noreturn]] void time_out(std::string_view doing) {
+    throw_timeout(state_.endpoint, {me_, unknown, unknown, 0, "agree"},
+                  fmt::format("agreement {} {}", number_, doing));
+  }
+
+  struct sending {
+    std::unique_ptr<std::vector<std::byte>> payload;
+    typename T::request handle;
+  };
+
+  rank_state<T, S>& state_;
+  const group& members_;
+  int me_;
+  std::uint32_t number_;
+  Op op_;
+  clock::time_point until_;
+  V value_;
+  std::vector<bool> lost_;  // ranks this rank knows lost
+  std::optional<proposal> accepted_;
+  std::vector<sending> outgoing_;
+};
+
+}  // namespace detail
+}  // namespace commx

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// Revocation, and what a rank does for recovery while it waits (recovery_state.hpp has the
+/// channel and its tags).
+///
+/// `revoke()` is not collective: the revoking rank marks the communicator and sends a notice to
+/// every other member. A member that takes one in marks it too and sends the notice on to its
+/// neighbours in a binomial graph (ranks r +- 2^k, ULFM's choice for its reliable broadcast),
+/// so the notice reaches every survivor although the revoking rank may die halfway through its
+/// sends. Messages: p - 1 from the revoking rank, at most 2 log2(p) from each other member.
+///
+/// Nothing runs in the background: a rank takes notices in (and answers late questions about
+/// the agreements it decided, recovery_state.hpp) in its waits, when something arrived since
+/// it last looked and `poll_gap` has passed, so a ping-pong's waits almost never look. A wait
+/// on a revoked communicator then ends with errc::revoked; a rank that never waits on the
+/// communicator again learns nothing, and needs nothing. Transports that cannot tell failures
+/// (mpi: a job ends as a whole) have no recovery and never look.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <type_traits>
+#include <system_error>
+#include <vector>
+
+#include "commx/deadline.hpp"
+#include "commx/detail/library_call.hpp"
+#include "commx/detail/rank_state.hpp"
+#include "commx/detail/recovery_state.hpp"
+#include "commx/transport/concept.hpp"
+
+namespace commx::detail {
+
+/// How a watched wait ended.
+enum class wait_end : std::uint8_t { completed, deadline, revoked };
+
+/// The kinds of an agreement's messages (agreement.hpp), in their first byte.
+enum class agreement_kind : std::uint8_t { report = 1, proposal, acknowledgement, decision };
+
+/// An acknowledgement carries nothing but its kind; it lives as long as any send of it.
+inline constexpr std::array<std::byte, 1> acknowledgement_message{
+    std::byte{static_cast<std::uint8_t>(agreement_kind::acknowledgement)}};
+
+/// Grows a byte vector to a message's size (recovery's messages are a few bytes).
+inline std::byte* grow_bytes(void* container, std::size_t bytes, std::error_code& /*ec*/) {
+  auto& into = *static_cast<std::vector<std::byte>*>(container);
+  into.resize(bytes);
+  return into.data();
+}
+
+/// Takes in the message `found` said is queued on `channel`, into `into`; false if it could
+/// not be taken at once (then nothing was taken).
+template <transport::transport T>
+bool take_queued(T& endpoint, const transport::op_result& found, context_id channel,
+                 std::vector<std::byte>& into) {
+  const transport::recv_buffer anything(static_cast<void*>(&into), &grow_bytes);
+  typename T::request handle = endpoint.irecv(found.source, channel, found.tag, anything);
+  if (endpoint.test(handle)) return !endpoint.result(handle).error;
+  if (endpoint.cancel(handle)) return false;
+  return !endpoint.result(handle).error;
+}
+
+/// Sends a revocation notice of `members` to each of `to` (ranks of `members`; this rank and
+/// ranks known lost are skipped).
+template <transport::transport T, stats::policy S>
+void send_revocations(rank_state<T, S>& state, const group& members, std::span<const int> to) {
+  const int me = state.endpoint.rank();
+  std::vector<int> lost;
+  if constexpr (transport::knows_failures<T>) lost = state.endpoint.failed_peers();
+  for (const int local : to) {
+    const int world = members.world_of(local);
+    if (world == me || std::ranges::find(lost, world) != lost.end()) continue;
+    state.recovery.keep(state.endpoint.isend(world, members.channel(), recovery_tag::revocation,
+                                             std::span<const std::byte>()));
+  }
+}
+
+/// The neighbours of local rank `me` in the binomial graph of `size` ranks: me +- 2^k.
+inline std::vector<int> binomial_graph_neighbours(int me, int size) {
+  std::vector<int> out;
+  for (int step = 1; step < size; step *= 2) {
+    for (const int r : {(me + step) % size, (me - step % size + size) % size}) {
+      if (r != me && std::ranges::find(out, r) == out.end()) out.push_back(r);
+    }
+  }
+  return out;
+}
+
+/// One look (the file comment): reaps finished sends, answers late proposals of decided
+/// agreements, and takes in `watched`'s revocation notices, passing the first on.
+template <transport::transport T, stats::policy S>
+void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::time_point now) {
+  T& endpoint = state.endpoint;
+  if (state.recovery.sending()) state.recovery.reap(endpoint);
+  std::vector<std::byte> message;
+  for (const decided_agreement& d : state.recovery.decisions()) {
+    // A late coordinator's proposal: acknowledged. A report to this rank as coordinator: the
+    // decision goes back. Anything else of the agreement is stale.
+    for (const int tag : {recovery_tag::down(d.number), recovery_tag::up(d.number)}) {
+      for (std::optional<transport::op_result> found = endpoint.iprobe(any_source, d.channel, tag);
+           found && !found->error; found = endpoint.iprobe(any_source, d.channel, tag)) {
+        if (!take_queued(endpoint, *found, d.channel, message)) break;
+        const auto kind = message.empty() ? agreement_kind{} : agreement_kind{message[0]};
+        if (kind == agreement_kind::proposal) {
+          state.recovery.keep(endpoint.isend(found->source, d.channel, recovery_tag::up(d.number),
+                                             std::span<const std::byte>(acknowledgement_message)));
+        } else if (kind == agreement_kind::report) {
+          state.recovery.keep(endpoint.isend(found->source, d.channel, recovery_tag::down(d.number),
+                                             std::span<const std::byte>(*d.decision)),
+                              d.decision);
+        }
+      }
+    }
+  }
+  if (watched != nullptr) {
+    for (std::optional<transport::op_result> found =
+             endpoint.iprobe(any_source, watched->channel(), recovery_tag::revocation);
+         found && !found->error;
+         found = endpoint.iprobe(any_source, watched->channel(), recovery_tag::revocation)) {
+      if (!take_queued(endpoint, *found, watched->channel(), message)) break;
+      if (watched->mark_revoked()) {
+        const std::vector<int> next =
+            binomial_graph_neighbours(watched->local_of(endpoint.rank()), watched->size());
+        send_revocations(state, *watched, next);
+      }
+    }
+  }
+  state.recovery.looked(endpoint.event_count(), now);
+}
+
+/// Waits for `handle` as wait_until does (request.hpp), and looks for recovery on the way
+/// (the file comment): ends `revoked` once `members` is, the operation still pending (unless
+/// `revocable` is false: recovery's own waits go on on a revoked communicator).
+template <transport::transport T, stats::policy S, class When>
+wait_end wait_watched(rank_state<T, S>& state, const group& members, typename T::request& handle,
+                      When&& when, bool revocable = true) {
+  T& endpoint = state.endpoint;
+  [[maybe_unused]] const auto inside = library_call(endpoint);
+  std::optional<clock::time_point> until;
+  for (;;) {
+    const std::uint64_t seen = endpoint.event_count();
+    if (!state.running.empty()) state.running.advance_all();
+    if (endpoint.test(handle)) return wait_end::completed;
+    if (!until) {
+      if constexpr (std::is_invocable_r_v<clock::time_point, When&>) {
+        until = when();
+      } else {
+        until = when;
+      }
+    }
+    const clock::time_point now = clock::now();
+    if constexpr (transport::knows_failures<T>) {
+      if (state.recovery.due(seen, now)) look_for_recovery(state, &members, now);
+      if (revocable && members.revoked()) return wait_end::revoked;
+    }
+    if (now >= *until) return wait_end::deadline;
+    if constexpr (transport::knows_failures<T>) {
+      endpoint.wait_for_event(seen, state.recovery.wake_by(seen, *until));
+    } else {
+      endpoint.wait_for_event(seen, *until);
+    }
+  }
+}
+
+}  // namespace commx::detail

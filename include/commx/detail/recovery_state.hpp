@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// What a rank keeps for recovery after a failure (communicator::revoke, agree, shrink): the
+/// channel each communicator's notices and agreements travel on, the sends it has in flight
+/// for them, and the agreements it has decided but may still have to answer for.
+///
+/// Each communicator has one recovery channel: its point-to-point context with the top bit
+/// set, a context no communicator is ever given (ids count up from 0 in pairs), so recovery's
+/// messages never meet a user's, and need nothing of the transport but messages. On it:
+///
+/// | tag | message |
+/// |---|---|
+/// | 0 | a revocation notice (no payload) |
+/// | 1 + 2 (n mod 2^28) | agreement n, coordinator to participant (agreement.hpp) |
+/// | 2 + 2 (n mod 2^28) | agreement n, participant to coordinator |
+///
+/// Why a rank answers for agreements it has left: when a coordinator dies while it sends its
+/// decision (agreement.hpp), the ranks it told have returned, and the others go on: a new
+/// coordinator needs every survivor's acknowledgement, also theirs, and the new coordinator
+/// may itself be one of them. Those ranks answer from their waits (recovery.hpp): a proposal
+/// with an acknowledgement, a report with the decision. They do so for the last agreements
+/// they decided: `kept_decisions` of them, across communicators, each
+/// kept until that many more were decided. A rank that has decided agreement n of a
+/// communicator is asked about n only while n is still open somewhere; once agreement n + 1
+/// of the same communicator has decided, every survivor took part in it, so nobody still
+/// waits in n.
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "commx/deadline.hpp"
+#include "commx/transport/concept.hpp"
+#include "commx/transport/message.hpp"
+
+namespace commx::detail {
+
+/// The context of the recovery channel of the communicator on contexts `ctx`, `ctx` + 1.
+constexpr context_id recovery_channel(context_id ctx) { return ctx | (context_id{1} << 63); }
+
+/// Tags on a recovery channel (the file comment's table).
+struct recovery_tag {
+  static constexpr int revocation = 0;
+  static constexpr std::uint32_t agreement_numbers = std::uint32_t{1} << 28;
+  static int down(std::uint32_t agreement) {
+    return 1 + 2 * static_cast<int>(agreement % agreement_numbers);
+  }
+  static int up(std::uint32_t agreement) { return down(agreement) + 1; }
+};
+
+/// An agreement this rank decided: enough to acknowledge a late coordinator's proposal, and to
+/// give the decision to a participant that takes this rank for its coordinator.
+struct decided_agreement {
+  context_id channel = 0;
+  std::uint32_t number = 0;
+  std::shared_ptr<const std::vector<std::byte>> decision;  // the decision message
+};
+
+/// One rank's recovery bookkeeping, shared by all its communicators (rank_state).
+template <transport::transport T>
+class recovery_state {
+ public:
+  /// How many decided agreements a rank still answers for (the file comment).
+  static constexpr std::size_t kept_decisions = 16;
+  /// How often, at most, a wait looks for notices and late questions: often enough that a
+  /// revocation reaches a waiting rank in well under a millisecond, rarely enough that a wait
+  /// of a ping-pong pays nothing measurable (it looks only when something arrived since).
+  static constexpr clock::duration poll_gap = std::chrono::microseconds(50);
+
+  /// Whether a wait that saw event count `seen` at `now` should look now.
+  [[nodiscard]] bool due(std::uint64_t seen, clock::time_point now) const {
+    return seen != polled_events_ && now - polled_at_ >= poll_gap;
+  }
+  /// Until when a wait that saw `seen` may sleep before it must look, at most `until`.
+  [[nodiscard]] clock::time_point wake_by(std::uint64_t seen, clock::time_point until) const {
+    if (seen == polled_events_) return until;
+    return std::min(until, polled_at_ + poll_gap);
+  }
+  /// A look has been taken at `now`; the endpoint's event count was then `events`.
+  void looked(std::uint64_t events, clock::time_point now) {
+    polled_events_ = events;
+    polled_at_ = now;
+  }
+
+  /// Remembers a decided agreement (the oldest beyond `kept_decisions` is forgotten).
+  void decided(decided_agreement record) {
+    decisions_.push_back(record);
+    if (decisions_.size() > kept_decisions) decisions_.pop_front();
+  }
+  [[nodiscard]] const std::deque<decided_agreement>& decisions() const { return decisions_; }
+
+  /// Keeps a send (a notice, an acknowledgement, a decision) until it completes, with what
+  /// holds its payload if anything must; `test` them in a look.
+  void keep(typename T::request&& sending, std::shared_ptr<const void> payload = {}) {
+    sending_.push_back({std::move(sending), std::move(payload)});
+  }
+  /// Drops the sends that completed, successfully or not (a dead peer needs no notice).
+  void reap(T& endpoint) {
+    std::erase_if(sending_, [&](kept& k) { return endpoint.test(k.request); });
+  }
+  [[nodiscard]] bool sending() const { return !sending_.empty(); }
+  /// Withdraws the sends still in flight, as the rank leaves (a request is cancelled before it
+  /// is destroyed).
+  void abandon(T& endpoint) noexcept {
+    for (kept& k : sending_) {
+      try {
+        if (!endpoint.test(k.request)) (void)endpoint.cancel(k.request);
+      } catch (...) {  // a transport that failed as the rank leaves: nothing left to withdraw
+      }
+    }
+    sending_.clear();
+  }
+
+ private:
+  struct kept {
+    typename T::request request;
+    std::shared_ptr<const void> payload;
+  };
+
+  std::uint64_t polled_events_ = ~std::uint64_t{0};
+  clock::time_point polled_at_{};
+  std::deque<decided_agreement> decisions_;
+  std::vector<kept> sending_;
+};
+
+}  // namespace commx::detail

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+// Recovery as a user meets it (sweep.py runs it under every kill a fault plan can place): each
+// surviving rank agrees twice, shrinks, and runs an allreduce on what shrink returned, printing
+// one line per step. Every survivor must print the same lines; a rank killed by the plan prints
+// nothing more (a process) or "killed" (a thread). `revoke` mode: rank 0 revokes while the
+// others wait on it in a receive, a barrier and an iallreduce; every rank must see
+// errc::revoked in each and in a later call, while a communicator duplicated before still works.
+// Exit status: 0 every step done, 1 a revocation case went wrong, 2 a typed error.
+
+#include <atomic>
+#include <cstdio>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commx/transport/faulty.hpp"
+#include "commx/variant.hpp"
+
+namespace {
+
+using comm = commx::variant::communicator;
+
+void say(int rank, std::string_view line) {
+  fmt::print("outcome rank={} {}\n", rank, line);
+  std::fflush(stdout);
+}
+
+// The recovery loop a user writes: shrink, run the step, agree on whether it went well
+// everywhere; on a loss or a revocation, revoke and go round again with the survivors.
+int agree_and_shrink(comm& world) {
+  const int me = world.rank();
+  const auto first = world.agree(std::uint64_t{1} << me, std::bit_or<>{});
+  say(me, fmt::format("agreed 1 value={:#x} lost={}", first.value, first.lost));
+  const auto second = world.agree(me, commx::op::min{});
+  say(me, fmt::format("agreed 2 value={} lost={}", second.value, second.lost));
+  comm current = world;
+  for (int round = 0; round < 8; ++round) {
+    comm small = current.shrink(commx::shrink_quorum::any);
+    long sum = 0;
+    int ok = 1;
+    try {
+      sum = small.allreduce_value(static_cast<long>(world.rank()) + 1, std::plus<>{});
+    } catch (const commx::error& e) {
+      if (e.code() != commx::errc::peer_lost && e.code() != commx::errc::revoked) throw;
+      ok = 0;
+      small.revoke();
+    }
+    const auto verdict = small.agree(ok, std::bit_and<>{});
+    if (verdict.value == 1 && verdict.lost.empty()) {
+      std::vector<int> members;
+      for (int r = 0; r < small.size(); ++r) members.push_back(small.world_rank_of(r));
+      say(me, fmt::format("shrunk size={} members={} sum={}", small.size(), members, sum));
+      return 0;
+    }
+    current = small;
+  }
+  say(me, "error (still losing ranks after 8 rounds)");
+  return 2;
+}
+
+// Rank 0 revokes a fresh duplicate of the world while every other rank is blocked on it in
+// `block`; each must end with errc::revoked, and so must a later call. True when all did.
+template <class Block>
+bool interrupted_by_revoke(comm& world, std::string_view what, Block block) {
+  const int me = world.rank();
+  comm victim = world.dup();
+  comm spare = world.dup();
+  bool right = true;
+  if (me == 0) {
+    for (int r = 1; r < world.size(); ++r)
+      world.recv(r, 9, std::span<int>());  // all about to block
+    victim.revoke();
+  } else {
+    world.send(0, 9, std::span<const int>());
+    try {
+      block(victim);
+      say(me, fmt::format("WRONG: {} returned on a revoked communicator", what));
+      right = false;
+    } catch (const commx::error& e) {
+      if (e.code() != commx::errc::revoked) {
+        say(me, fmt::format("WRONG: {} ended with {}", what, e.what()));
+        right = false;
+      }
+    }
+  }
+  try {
+    victim.barrier();
+    say(me, fmt::format("WRONG: a barrier after {} returned on a revoked communicator", what));
+    right = false;
+  } catch (const commx::error& e) {
+    right = right && e.code() == commx::errc::revoked;
+  }
+  right = right && victim.is_revoked();
+  // A communicator split from the revoked one's parent is untouched; the revoked one agrees.
+  right = right && spare.allreduce_value(1, std::plus<>{}) == world.size();
+  right = right && victim.agree(1, commx::op::max{}).value == 1;
+  return right;
+}
+
+int revoke_interrupts(comm& world) {
+  const int me = world.rank();
+  int wrong = 0;
+  wrong += !interrupted_by_revoke(world, "a receive", [](comm& c) {
+    int never = 0;
+    c.recv(0, 5, never);
+  });
+  wrong += !interrupted_by_revoke(world, "a barrier", [](comm& c) { c.barrier(); });
+  wrong += !interrupted_by_revoke(world, "an iallreduce", [](comm& c) {
+    long total = 1;
+    auto pending = c.iallreduce(total, std::plus<>{});
+    pending.wait();
+  });
+  world.barrier();
+  say(me, fmt::format("revoke: {} of 3 cases right", 3 - wrong));
+  return wrong == 0 ? 0 : 1;
+}
+
+int work(comm& world, std::string_view mode) {
+  try {
+    return mode == "revoke" ? revoke_interrupts(world) : agree_and_shrink(world);
+  } catch (const commx::error& e) {
+    say(world.rank(), fmt::format("error ({})", e.what()));
+    return 2;
+  } catch (const commx::transport::injected_kill&) {
+    say(world.rank(), "killed");
+    throw;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "agree";
+  std::atomic<int> worst{0};
+  try {
+    commx::run<comm>([&](comm& world) {
+      const int status = work(world, mode);
+      int seen = worst.load();
+      while (status > seen && !worst.compare_exchange_weak(seen, status)) {
+      }
+    });
+  } catch (const commx::transport::injected_kill&) {  // in-process: a rank was killed
+  } catch (const commx::error&) {                     // reported by the rank itself
+  }
+  return worst.load();
+}

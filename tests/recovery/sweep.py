@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Kills rank R at its K-th send, for every R and every K it makes, and checks recovery.
+
+    sweep.py --commxrun COMMXRUN --ranks 3 4 5 [--only R:K,R:K...] [--launch-args ARGS]
+             -- STACK=PROGRAM...
+
+For each stack and rank count, runs recovery_job (agree twice, then the shrink loop) under
+COMMX_FAULTS=kill@R:after=K, K from 0 until the rank finishes before its plan fires. A schedule
+passes when the run ends by itself, every survivor printed the same three lines (two
+agreements and the shrunk communicator), every rank is in the first agreement's value or its
+lost set, a rank agreed lost in the first is lost in the second, and the shrunk communicator
+holds exactly the survivors (and the killed rank, when it died after the last agreement).
+Prints one line per stack and a summary: "schedules S, hangs 0, disagreements 0, wrong 0" is
+a pass (exit 0).
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+OUTCOME = re.compile(r"outcome rank=(\d+) (.*)")
+TIMEOUT = 60
+
+
+def run(commxrun, stack, program, n, plan, launch_args=()):
+    env = dict(os.environ, COMMX_FAULTS=plan, COMMX_TIMEOUT="20")
+    if stack == "inproc":
+        env["COMMX_INPROC_RANKS"] = str(n)
+        cmd = [program, "agree"]
+    else:
+        cmd = [commxrun, "-n", str(n), *launch_args, "--keep-going", "--timeout",
+               str(TIMEOUT - 10), program, "agree"]
+    try:
+        out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=TIMEOUT, start_new_session=True).stdout
+    except subprocess.TimeoutExpired:
+        return None
+    lines = {}
+    for line in out.splitlines():
+        m = OUTCOME.search(line)
+        if m:
+            lines.setdefault(int(m.group(1)), []).append(m.group(2))
+    return lines, out
+
+
+def judge(lines, n, killed):
+    """What is wrong with one run, or None; and whether the kill fired."""
+    finished = {r for r, ls in lines.items() if any(l.startswith("shrunk") for l in ls)}
+    fired = killed not in finished
+    survivors = set(range(n)) - {killed} if fired else set(range(n))
+    if finished != survivors:
+        return f"finished {sorted(finished)}, survivors {sorted(survivors)}", fired, "disagree"
+    views = {tuple(l for l in lines[r] if not l.startswith("killed")) for r in survivors}
+    if len(views) != 1:
+        return f"survivors differ: {views}", fired, "disagree"
+    agreed1, agreed2, shrunk = next(iter(views))
+    m = re.match(r"agreed 1 value=(0x[0-9a-f]+) lost=\[(.*)\]", agreed1)
+    value = int(m.group(1), 16)
+    lost1 = {int(x) for x in m.group(2).split(",") if x.strip()}
+    for r in range(n):
+        if not (value >> r) & 1 and r not in lost1:
+            return f"rank {r} neither contributed nor is lost: {agreed1}", fired, "wrong"
+    if lost1 - {killed}:
+        return f"a live rank agreed lost: {agreed1}", fired, "wrong"
+    m = re.match(r"agreed 2 value=(-?\d+) lost=\[(.*)\]", agreed2)
+    lost2 = {int(x) for x in m.group(2).split(",") if x.strip()}
+    if fired and killed in lost1 and killed not in lost2:
+        return f"a rank lost in agreement 1 is back in 2: {agreed2}", fired, "wrong"
+    m = re.match(r"shrunk size=(\d+) members=\[(.*)\] sum=(\d+)", shrunk)
+    members = [int(x) for x in m.group(2).split(",") if x.strip()]
+    # A rank killed after it took part in the last agreement is still a member: it died after
+    # the communicator was agreed, as any rank may.
+    if members not in (sorted(survivors), sorted(survivors | {killed})) or \
+            int(m.group(3)) != sum(r + 1 for r in members):
+        return f"shrunk to {shrunk}, survivors {sorted(survivors)}", fired, "wrong"
+    return None, fired, None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--commxrun", required=True)
+    parser.add_argument("--ranks", type=int, nargs="+", required=True)
+    parser.add_argument("--only", default="",
+                        help="R:K,R:K...: these kills instead of the whole sweep")
+    parser.add_argument("--launch-args", default="",
+                        help="more arguments for commxrun, e.g. '--nodes 4 --sites 2'")
+    parser.add_argument("stacks", nargs="+", help="STACK=PROGRAM")
+    args = parser.parse_args()
+    total = {"schedules": 0, "hangs": 0, "disagreements": 0, "wrong": 0}
+    for stack, program in (a.split("=", 1) for a in args.stacks):
+        tally = dict.fromkeys(total, 0)
+        for n in args.ranks:
+            only = [pair for pair in args.only.split(",") if pair]
+            schedules = [tuple(int(x) for x in pair.split(":")) for pair in only] or \
+                [(killed, k) for killed in range(n) for k in range(400)]
+            stop = set()  # ranks that finished before their kill fired: later K do too
+            for killed, k in schedules:
+                if killed in stop:
+                    continue
+                plan = f"kill@{killed}:after={k}"
+                result = run(args.commxrun, stack, program, n, plan, args.launch_args.split())
+                tally["schedules"] += 1
+                if result is None:
+                    tally["hangs"] += 1
+                    print(f"{stack} n={n} {plan}: HANG", flush=True)
+                    continue
+                lines, out = result
+                problem, fired, kind = judge(lines, n, killed)
+                if problem:
+                    tally["disagreements" if kind == "disagree" else "wrong"] += 1
+                    print(f"{stack} n={n} {plan}: {problem}\n{out}", flush=True)
+                if not fired:
+                    stop.add(killed)
+        print(f"{stack}: " + ", ".join(f"{k} {v}" for k, v in tally.items()), flush=True)
+        for key in total:
+            total[key] += tally[key]
+    print("recovery sweep: " + ", ".join(f"{k} {v}" for k, v in total.items()))
+    return 0 if total["schedules"] and not any(total[k] for k in ("hangs", "disagreements",
+                                                                    "wrong")) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
