@@ -20,6 +20,39 @@
 
 namespace commx {
 
+namespace detail {
+
+/// A blocking call's deadline for the transport's own blocking wait, and for what follows it.
+struct sliced_wait {
+  deadline first;  // for the transport's blocking call
+  deadline rest;   // for a request that takes over when the first is a slice that ran out
+  bool sliced = false;
+};
+
+/// On a stack that tells failures, the transport's blocking send and receive wait at most
+/// `recovery_state::blocking_slice` (a revocation cannot reach a wait inside a transport); a
+/// call still waiting then goes on as a request, whose waits look for revocations. Lazy as
+/// the deadline itself: the default deadline reads no clock unless the call waits (its
+/// remainder then runs from the slice's end, up to a slice late); another is resolved here.
+template <class T>
+sliced_wait slice_for_recovery(const deadline& until, clock::duration timeout) {
+  if constexpr (!transport::knows_failures<T>) {
+    return {until, until, false};
+  } else {
+    constexpr clock::duration slice = recovery_state<T>::blocking_slice;
+    if (until.is_default()) {
+      if (timeout <= slice) return {until, until, false};
+      return {deadline(slice), until, true};
+    }
+    const clock::time_point at = until.resolve(timeout);
+    const clock::time_point cut = clock::now() + slice;
+    if (at <= cut) return {deadline(at), deadline(at), false};
+    return {deadline(cut), deadline(at), true};
+  }
+}
+
+}  // namespace detail
+
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline status communicator<T, C, S>::probe(int source, int tag, deadline until) {
   const clock::time_point when = until.resolve(timeout_);
@@ -133,15 +166,16 @@ inline void communicator<T, C, S>::send_now(int dest, int tag, const M& message,
       staging = detail::serialize(message);
       bytes = staging;
     }
-    const std::optional<transport::op_result> sent =
-        state_->endpoint.send_blocking(group_->world_of(dest), ctx_, tag, bytes, until, timeout_);
-    if (!sent) [[unlikely]] {
+    const detail::sliced_wait wait = detail::slice_for_recovery<T>(until, timeout_);
+    const std::optional<transport::op_result> sent = state_->endpoint.send_blocking(
+        group_->world_of(dest), ctx_, tag, bytes, wait.first, timeout_);
+    if (!sent || (wait.sliced && sent->error == errc::timeout)) [[unlikely]] {
       std::unique_ptr<std::vector<std::byte>> kept;
       if constexpr (transfer_mode_of<M> != transfer_mode::raw) {
         kept = std::make_unique<std::vector<std::byte>>(std::move(staging));
         bytes = *kept;
       }
-      post_bytes(dest, tag, bytes, std::move(kept), kind, watch).wait(until);
+      post_bytes(dest, tag, bytes, std::move(kept), kind, watch).wait(wait.rest);
       return;
     }
     if constexpr (S::enabled) {
@@ -220,10 +254,11 @@ inline status communicator<T, C, S>::recv_now(int source, int tag, M& message,
   check_source(source, tag, stats::name(kind).data());
   std::vector<std::byte> staging;  // serialized messages only
   const transport::recv_buffer buffer = receive_buffer(message, &staging);
+  const detail::sliced_wait wait = detail::slice_for_recovery<T>(until, timeout_);
   const std::optional<transport::op_result> got =
-      state_->endpoint.recv_blocking(world_source(source), ctx_, tag, buffer, until, timeout_);
-  if (!got) [[unlikely]]
-    return post_recv(source, tag, message, kind).wait(until);
+      state_->endpoint.recv_blocking(world_source(source), ctx_, tag, buffer, wait.first, timeout_);
+  if (!got || (wait.sliced && got->error == errc::timeout)) [[unlikely]]
+    return post_recv(source, tag, message, kind).wait(wait.rest);
   if constexpr (S::enabled) {
     state_->stats.on_call(kind);
     state_->stats.add_wait_time(kind, watch.seconds());

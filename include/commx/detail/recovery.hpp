@@ -104,7 +104,8 @@ void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::tim
       for (std::optional<transport::op_result> found = endpoint.iprobe(any_source, d.channel, tag);
            found && !found->error; found = endpoint.iprobe(any_source, d.channel, tag)) {
         if (!take_queued(endpoint, *found, d.channel, message)) break;
-        const auto kind = message.empty() ? agreement_kind{} : agreement_kind{message[0]};
+        const auto kind =
+            message.empty() ? agreement_kind{} : static_cast<agreement_kind>(message[0]);
         if (kind == agreement_kind::proposal) {
           state.recovery.keep(endpoint.isend(found->source, d.channel, recovery_tag::up(d.number),
                                              std::span<const std::byte>(acknowledgement_message)));

@@ -71,6 +71,9 @@ class recovery_state {
   /// revocation reaches a waiting rank in well under a millisecond, rarely enough that a wait
   /// of a ping-pong pays nothing measurable (it looks only when something arrived since).
   static constexpr clock::duration poll_gap = std::chrono::microseconds(50);
+  /// How long a transport's own blocking send or receive (which cannot look) may wait before
+  /// the communicator goes on with a request (detail/communicator_p2p.hpp).
+  static constexpr clock::duration blocking_slice = std::chrono::milliseconds(1);
 
   /// Whether a wait that saw event count `seen` at `now` should look now.
   [[nodiscard]] bool due(std::uint64_t seen, clock::time_point now) const {
