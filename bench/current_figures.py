@@ -53,6 +53,7 @@ AREAS = [
     ("layered", "Layered stacks"),
     ("onesided", "One-sided"),
     ("tls", "TLS"),
+    ("recovery", "Recovery after a failure"),
 ]
 
 

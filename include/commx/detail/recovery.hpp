@@ -39,7 +39,14 @@ namespace commx::detail {
 enum class wait_end : std::uint8_t { completed, deadline, revoked };
 
 /// The kinds of an agreement's messages (agreement.hpp), in their first byte.
-enum class agreement_kind : std::uint8_t { report = 1, proposal, acknowledgement, decision };
+enum class agreement_kind : std::uint8_t {
+  report = 1,
+  proposal,
+  acknowledgement,
+  decision,
+  confirmation,  // all-to-all round 2: this rank computed the same outcome
+  fallback,      // all-to-all round 2: this rank goes on with a coordinator
+};
 
 /// An acknowledgement carries nothing but its kind; it lives as long as any send of it.
 inline constexpr std::array<std::byte, 1> acknowledgement_message{
@@ -95,6 +102,9 @@ inline std::vector<int> binomial_graph_neighbours(int me, int size) {
 template <transport::transport T, stats::policy S>
 void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::time_point now) {
   T& endpoint = state.endpoint;
+  // Counted before looking: what arrives while this looks is for the next look (counted after,
+  // an arrival between a probe and the count would never be looked at).
+  const std::uint64_t events = endpoint.event_count();
   if (state.recovery.sending()) state.recovery.reap(endpoint);
   std::vector<std::byte> message;
   for (const decided_agreement& d : state.recovery.decisions()) {
@@ -130,7 +140,7 @@ void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::tim
       }
     }
   }
-  state.recovery.looked(endpoint.event_count(), now);
+  state.recovery.looked(events, now);
 }
 
 /// Waits for `handle` as wait_until does (request.hpp), and looks for recovery on the way

@@ -12,8 +12,9 @@
 /// | tag | message |
 /// |---|---|
 /// | 0 | a revocation notice (no payload) |
-/// | 1 + 2 (n mod 2^28) | agreement n, coordinator to participant (agreement.hpp) |
-/// | 2 + 2 (n mod 2^28) | agreement n, participant to coordinator |
+/// | 1 + 3 (n mod 2^28) | agreement n, coordinator to participant (agreement.hpp) |
+/// | 2 + 3 (n mod 2^28) | agreement n, participant to coordinator |
+/// | 3 + 3 (n mod 2^28) | agreement n, rank to rank (its all-to-all rounds) |
 ///
 /// Why a rank answers for agreements it has left: when a coordinator dies while it sends its
 /// decision (agreement.hpp), the ranks it told have returned, and the others go on: a new
@@ -48,9 +49,10 @@ struct recovery_tag {
   static constexpr int revocation = 0;
   static constexpr std::uint32_t agreement_numbers = std::uint32_t{1} << 28;
   static int down(std::uint32_t agreement) {
-    return 1 + 2 * static_cast<int>(agreement % agreement_numbers);
+    return 1 + 3 * static_cast<int>(agreement % agreement_numbers);
   }
   static int up(std::uint32_t agreement) { return down(agreement) + 1; }
+  static int among(std::uint32_t agreement) { return down(agreement) + 2; }
 };
 
 /// An agreement this rank decided: enough to acknowledge a late coordinator's proposal, and to
@@ -68,9 +70,10 @@ class recovery_state {
   /// How many decided agreements a rank still answers for (the file comment).
   static constexpr std::size_t kept_decisions = 16;
   /// How often, at most, a wait looks for notices and late questions: often enough that a
-  /// revocation reaches a waiting rank in well under a millisecond, rarely enough that a wait
-  /// of a ping-pong pays nothing measurable (it looks only when something arrived since).
-  static constexpr clock::duration poll_gap = std::chrono::microseconds(50);
+  /// revocation reaches a waiting rank within a millisecond, rarely enough that a stream of
+  /// small messages pays nothing measurable (it looks only when something arrived since; a
+  /// look probes the transport, which on tcp may read its sockets).
+  static constexpr clock::duration poll_gap = std::chrono::milliseconds(1);
   /// How long a transport's own blocking send or receive (which cannot look) may wait before
   /// the communicator goes on with a request (detail/communicator_p2p.hpp).
   static constexpr clock::duration blocking_slice = std::chrono::milliseconds(1);

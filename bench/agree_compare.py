@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""agree against a 4-byte allreduce (binomial and tuned), side by side, in interleaved rounds.
+
+    python3 bench/agree_compare.py [--build-dir build/release] [--rounds 5] [--ranks 2 4 8]
+                                   [--stacks shm tcp] [--out results/bench/agree.csv]
+
+Each round runs bench_agree_<stack> under commxrun at every rank count, after timing a cache
+line's crossing (bench_cache_line: ~40 ns one die, ~200-250 ns two); the CSV holds, per stack
+and rank count, the median over rounds of each figure and of each round's ratio, the rounds
+by the VM's mode and the load average seen. The goal (issue 50): agree at most 2x the
+allreduce.
+"""
+
+import argparse
+import csv
+import re
+import statistics
+import subprocess
+from pathlib import Path
+
+LINE = re.compile(r"^\[0\] (Agree|Allreduce)/commx-[a-z_]+(-[a-z]+)?/np\d+/4/\S+\s+([0-9.]+) us")
+
+
+def cache_line(build: Path) -> float:
+    out = subprocess.run([str(build / "bench/bench_cache_line")], capture_output=True, text=True,
+                         timeout=60).stdout
+    m = re.search(r"half_rtt=([0-9.]+)", out)
+    return float(m.group(1)) if m else float("nan")
+
+
+def one_run(build: Path, stack: str, ranks: int) -> dict[str, float]:
+    out = subprocess.run([str(build / "tools/commxrun/commxrun"), "-n", str(ranks), "--timeout",
+                          "300", str(build / f"bench/bench_agree_{stack}")],
+                         capture_output=True, text=True, timeout=330).stdout
+    found = {}
+    for line in out.splitlines():
+        m = LINE.match(line)
+        if m:
+            found["agree" if m.group(1) == "Agree" else m.group(2)[1:]] = float(m.group(3))
+    if set(found) != {"agree", "binomial", "tuned"}:
+        raise SystemExit(f"bench_agree_{stack} at {ranks} ranks printed:\n{out}")
+    return found
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--build-dir", type=Path, default=Path("build/release"))
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
+    p.add_argument("--stacks", nargs="+", default=["shm", "tcp"])
+    p.add_argument("--out", type=Path, default=Path("results/bench/agree.csv"))
+    args = p.parse_args()
+    runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    modes = {"one die": 0, "two dies": 0}
+    loads = []
+    for round_ in range(args.rounds):
+        for stack in args.stacks:
+            for ranks in args.ranks:
+                line = cache_line(args.build_dir)
+                modes["one die" if line < 120 else "two dies"] += 1
+                loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
+                runs.setdefault((stack, ranks), []).append(one_run(args.build_dir, stack, ranks))
+                print(f"round {round_ + 1} {stack} np{ranks}: {runs[(stack, ranks)][-1]} "
+                      f"(a cache line {line:.0f} ns)", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["stack", "ranks", "agree us", "allreduce binomial us", "allreduce tuned us",
+                    "agree / binomial", "agree / tuned"])
+        for (stack, ranks), rs in runs.items():
+            med = lambda key: statistics.median(r[key] for r in rs)  # noqa: E731
+            ratio = lambda key: statistics.median(r["agree"] / r[key] for r in rs)  # noqa: E731
+            w.writerow([stack, ranks, f"{med('agree'):.2f}", f"{med('binomial'):.2f}",
+                        f"{med('tuned'):.2f}", f"{ratio('binomial'):.2f}", f"{ratio('tuned'):.2f}"])
+    print(f"agree_compare: runs by the VM's mode: {modes}; load average {min(loads):.2f}-"
+          f"{max(loads):.2f}; {args.out}")
+
+
+if __name__ == "__main__":
+    main()
