@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 OUTCOME = re.compile(r"outcome rank=(\d+) (.*)")
+SANITIZER = re.compile(r"(Address|Thread|Memory|UndefinedBehavior)Sanitizer|runtime error:")
 TIMEOUT = 60
 
 
@@ -109,6 +110,8 @@ def main():
                     continue
                 lines, out = result
                 problem, fired, kind = judge(lines, n, killed)
+                if SANITIZER.search(out):  # a sanitized build's report, whatever the outcome
+                    problem, kind = problem or "a sanitizer reported", "wrong"
                 if problem:
                     tally["disagreements" if kind == "disagree" else "wrong"] += 1
                     print(f"{stack} n={n} {plan}: {problem}\n{out}", flush=True)
