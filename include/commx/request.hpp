@@ -489,7 +489,7 @@ std::size_t wait_any(Range&& requests, deadline until) {
       ++index;
     }
     const clock::time_point now = clock::now();
-    if constexpr (transport::knows_failures<
+    if constexpr (detail::recovers<
                       typename std::remove_cvref_t<decltype(*first)>::transport_type>) {
       if (state->recovery.due(seen, now)) {
         for (auto& req : requests) {
@@ -510,7 +510,7 @@ std::size_t wait_any(Range&& requests, deadline until) {
                                         std::ranges::size(requests)));
     }
     state->running.advance_all();  // the rank's collectives outside `requests` too
-    if constexpr (transport::knows_failures<
+    if constexpr (detail::recovers<
                       typename std::remove_cvref_t<decltype(*first)>::transport_type>) {
       state->endpoint.wait_for_event(seen, state->recovery.wake_by(seen, when));
     } else {

@@ -36,7 +36,7 @@ struct sliced_wait {
 /// remainder then runs from the slice's end, up to a slice late); another is resolved here.
 template <class T>
 sliced_wait slice_for_recovery(const deadline& until, clock::duration timeout) {
-  if constexpr (!transport::knows_failures<T>) {
+  if constexpr (!recovers<T>) {
     return {until, until, false};
   } else {
     constexpr clock::duration slice = recovery_state<T>::blocking_slice;
@@ -68,7 +68,7 @@ inline status communicator<T, C, S>::probe(int source, int tag, deadline until) 
     }
     if (!state_->running.empty()) state_->running.advance_all();
     const clock::time_point now = clock::now();
-    if constexpr (transport::knows_failures<T>) {
+    if constexpr (detail::recovers<T>) {
       if (state_->recovery.due(seen, now)) detail::look_for_recovery(*state_, group_.get(), now);
       if (group_->revoked()) {
         throw_error(errc::revoked, where("probe", source, tag, 0),
@@ -79,7 +79,7 @@ inline status communicator<T, C, S>::probe(int source, int tag, deadline until) 
       detail::throw_timeout(state_->endpoint, where("probe", source, tag, 0),
                             "no matching message before the deadline");
     }
-    if constexpr (transport::knows_failures<T>) {
+    if constexpr (detail::recovers<T>) {
       state_->endpoint.wait_for_event(seen, state_->recovery.wake_by(seen, when));
     } else {
       state_->endpoint.wait_for_event(seen, when);

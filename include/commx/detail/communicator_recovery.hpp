@@ -6,8 +6,9 @@
 /// ranks and a fresh context, then a second one on the new communicator, repeated while ranks
 /// die during it, so that every member of what shrink returns reached its end.
 ///
-/// Only for transports that tell failures (`transport::knows_failures`): on mpi a failure ends
-/// the job (Debian's MPIs have no ULFM), and these calls do not compile there.
+/// Only for transports that tell failures and take any context (`detail::recovers`): on mpi
+/// and mpi+wan a failure ends the job (Debian's MPIs have no ULFM), and these calls do not
+/// compile there.
 
 #include <algorithm>
 #include <chrono>
@@ -23,10 +24,10 @@ namespace commx {
 namespace detail {
 template <class T>
 constexpr void require_failure_knowledge() {
-  static_assert(transport::knows_failures<T>,
-                "commx: revoke, agree and shrink need a transport that tells failures (inproc, "
-                "shm, tcp, wan and their layers, faulty<T> over them); on mpi a failure ends "
-                "the job");
+  static_assert(recovers<T>,
+                "commx: revoke, agree and shrink need a transport that tells failures and takes "
+                "any context (inproc, shm, tcp, wan, shm+tcp, shm+tcp+wan, faulty<T> over "
+                "them); on mpi and mpi+wan a failure ends the job (Debian's MPIs have no ULFM)");
 }
 }  // namespace detail
 

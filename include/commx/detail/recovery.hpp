@@ -14,8 +14,8 @@
 /// the agreements it decided, recovery_state.hpp) in its waits, when something arrived since
 /// it last looked and `poll_gap` has passed, so a ping-pong's waits almost never look. A wait
 /// on a revoked communicator then ends with errc::revoked; a rank that never waits on the
-/// communicator again learns nothing, and needs nothing. Transports that cannot tell failures
-/// (mpi: a job ends as a whole) have no recovery and never look.
+/// communicator again learns nothing, and needs nothing. Transports without recovery
+/// (`recovers`: mpi and mpi+wan) never look.
 
 #include <algorithm>
 #include <array>
@@ -164,12 +164,12 @@ wait_end wait_watched(rank_state<T, S>& state, const group& members, typename T:
       }
     }
     const clock::time_point now = clock::now();
-    if constexpr (transport::knows_failures<T>) {
+    if constexpr (recovers<T>) {
       if (state.recovery.due(seen, now)) look_for_recovery(state, &members, now);
       if (revocable && members.revoked()) return wait_end::revoked;
     }
     if (now >= *until) return wait_end::deadline;
-    if constexpr (transport::knows_failures<T>) {
+    if constexpr (recovers<T>) {
       endpoint.wait_for_event(seen, state.recovery.wake_by(seen, *until));
     } else {
       endpoint.wait_for_event(seen, *until);

@@ -41,6 +41,14 @@
 
 namespace commx::detail {
 
+/// Whether a transport can carry recovery: it tells failures, and takes any context id (a
+/// transport that makes its communicators itself, as mpi and mpi+wan do with MPI_Comm_split,
+/// knows only the contexts it made, and a job on it ends as a whole when its MPI's does).
+template <class T>
+concept recovers = transport::knows_failures<T> && !requires(T & t) {
+  t.split(context_id{}, 0, 0, context_id{});
+};
+
 /// The context of the recovery channel of the communicator on contexts `ctx`, `ctx` + 1.
 constexpr context_id recovery_channel(context_id ctx) { return ctx | (context_id{1} << 63); }
 

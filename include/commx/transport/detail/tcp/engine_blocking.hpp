@@ -9,6 +9,8 @@
 ///
 /// Out of line as Asio's detail/impl files are, included by engine.hpp.
 
+#include <algorithm>
+#include <chrono>
 #include <optional>
 #include <span>
 
@@ -57,13 +59,22 @@ inline op_result engine::recv_blocking(int source, context_id ctx, int tag,
                                        clock::duration timeout) {
   const std::shared_ptr<operation> op = irecv(source, ctx, tag, buffer);
   std::optional<clock::time_point> when;  // resolved once a test found it unfinished
+  bool extended = false;
   for (;;) {
     const std::uint64_t seen = events_;
     if (test(op)) return op->result;
     if (!when) when = until.resolve(timeout);
     if (clock::now() >= *when) {
-      // Withdrawn, as a request's wait withdraws it; one that completed meanwhile has its
-      // result (a receive is withdrawn whatever stage it is at, else).
+      // A receive that matched is not withdrawn half-way at `until` (the concept: a timeout
+      // is for a receive nothing matched; the communicator, whose short waits on stacks with
+      // recovery end here, posts the receive again after one): its data is on the way, and it
+      // has one more `timeout` to arrive. Else, or then, it is withdrawn as a request's wait
+      // withdraws it, whatever stage it is at; one that completed meanwhile has its result.
+      if (!extended && op->where != operation::stage::posted) {
+        extended = true;
+        when = clock::now() + std::min(timeout, clock::duration(std::chrono::hours(1)));
+        continue;
+      }
       if (cancel(op)) return op_result{source, tag, 0, make_error_code(errc::timeout)};
       return op->result;
     }
