@@ -117,9 +117,10 @@ TEST_CASE("stats::none adds nothing to what a rank holds", "[fixed]") {
   using counting_state =
       commx::detail::rank_state<commx::transport::inproc, commx::stats::counting>;
   STATIC_REQUIRE(std::is_empty_v<commx::stats::none>);
-  STATIC_REQUIRE(sizeof(none_state) == sizeof(commx::transport::inproc) +
-                                           sizeof(commx::context_id) +
-                                           sizeof(commx::detail::running_collectives));
+  STATIC_REQUIRE(sizeof(none_state) ==
+                 sizeof(commx::transport::inproc) + sizeof(commx::context_id) +
+                     sizeof(commx::detail::running_collectives) +
+                     sizeof(commx::detail::recovery_state<commx::transport::inproc>));
   STATIC_REQUIRE(sizeof(counting_state) > sizeof(none_state));
   STATIC_REQUIRE(std::is_empty_v<commx::detail::stopwatch<commx::stats::none>>);
 }
