@@ -413,22 +413,7 @@ class communicator
 
   /// reduce_scatter with every block the size of `out`.
   template <class In, class Out, class Op>
-  void reduce_scatter_block(const In& in, Out&& out, Op op, deadline until = {}) {
-    // Every rank passes the same block size, so an empty block here is empty everywhere:
-    // unless the call is compared across ranks, it is numbered and done, as MPI's own.
-    const std::size_t block = detail::elements_of(out).size();
-    if (block == 0 && checks_ != check_level::collective) {
-      check_valid("reduce_scatter");
-      check_count(detail::elements_of(in).size(), 0, "reduce_scatter", "in");
-      number_call(stats::op::reduce_scatter);
-      return;
-    }
-    // In place up to 64 ranks: a count-0 call then allocates nothing.
-    const coll::detail::scratch<std::size_t, detail::in_place_counts> counts(as_size(size()));
-    std::ranges::fill(counts.view(), block);
-    reduce_scatter(in, std::forward<Out>(out), std::span<const std::size_t>(counts.view()), op,
-                   until);
-  }
+  void reduce_scatter_block(const In& in, Out&& out, Op op, deadline until = {});
 
   // --- sub-communicators (out of line: detail/communicator_split.hpp) -----------------------
 

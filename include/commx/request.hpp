@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 #include <memory>
@@ -58,19 +59,31 @@ struct status {
 
 namespace detail {
 
+/// How a wait ended.
+enum class wait_end : std::uint8_t { completed, deadline, revoked };
+
+/// A wait that watches for nothing but its operation.
+struct no_watch {
+  static constexpr bool revoked(std::uint64_t /*seen*/, clock::time_point /*now*/) { return false; }
+  static constexpr clock::time_point sleep_until(std::uint64_t /*seen*/, clock::time_point until) {
+    return until;
+  }
+};
+
 /// Waits for `handle` until `when`, sleeping in the transport between events and moving on
-/// the rank's nonblocking collectives (`running`, if given) at each. False on timeout. `when`
-/// is a time point, or a callable that gives it: then it is asked only once a test has found
-/// the operation unfinished, so a wait that need not wait reads no clock.
-template <transport::transport T, class When>
-bool wait_until(T& endpoint, typename T::request& handle, When&& when,
-                running_collectives* running = nullptr) {
+/// the rank's nonblocking collectives (`running`, if given) at each. `when` is a time point,
+/// or a callable that gives it: then it is asked only once a test has found the operation
+/// unfinished, so a wait that need not wait reads no clock. `watch` (recovery.hpp's
+/// recovery_watch) may end it early, `revoked`, and shorten its sleeps.
+template <transport::transport T, class When, class Watch = no_watch>
+wait_end wait_for(T& endpoint, typename T::request& handle, When&& when,
+                  running_collectives* running = nullptr, Watch watch = {}) {
   [[maybe_unused]] const auto inside = library_call(endpoint);
   std::optional<clock::time_point> until;
   for (;;) {
     const std::uint64_t seen = endpoint.event_count();
     if (running != nullptr && !running->empty()) running->advance_all();
-    if (endpoint.test(handle)) return true;
+    if (endpoint.test(handle)) return wait_end::completed;
     if (!until) {
       if constexpr (std::is_invocable_r_v<clock::time_point, When&>) {
         until = when();
@@ -78,9 +91,28 @@ bool wait_until(T& endpoint, typename T::request& handle, When&& when,
         until = when;
       }
     }
-    if (clock::now() >= *until) return false;
-    endpoint.wait_for_event(seen, *until);
+    const clock::time_point now = clock::now();
+    if (watch.revoked(seen, now)) return wait_end::revoked;
+    if (now >= *until) return wait_end::deadline;
+    endpoint.wait_for_event(seen, watch.sleep_until(seen, *until));
   }
+}
+
+/// wait_for, watching nothing: false on timeout.
+template <transport::transport T, class When>
+bool wait_until(T& endpoint, typename T::request& handle, When&& when,
+                running_collectives* running = nullptr) {
+  return wait_for(endpoint, handle, std::forward<When>(when), running) == wait_end::completed;
+}
+
+/// wait_for on one of `state`'s operations on `members`, looking for recovery on the way: it
+/// ends `revoked` once `members` is, the operation still pending (unless `revocable` is false:
+/// recovery's own waits go on on a revoked communicator).
+template <transport::transport T, stats::policy S, class When>
+wait_end wait_watched(rank_state<T, S>& state, const group& members, typename T::request& handle,
+                      When&& when, bool revocable = true) {
+  return wait_for(state.endpoint, handle, std::forward<When>(when), &state.running,
+                  recovery_watch<T, S>(state, &members, revocable));
 }
 
 // A transport request is replaced in place, never assigned from a temporary: the compiler
@@ -510,12 +542,7 @@ std::size_t wait_any(Range&& requests, deadline until) {
                                         std::ranges::size(requests)));
     }
     state->running.advance_all();  // the rank's collectives outside `requests` too
-    if constexpr (detail::recovers<
-                      typename std::remove_cvref_t<decltype(*first)>::transport_type>) {
-      state->endpoint.wait_for_event(seen, state->recovery.wake_by(seen, when));
-    } else {
-      state->endpoint.wait_for_event(seen, when);
-    }
+    state->endpoint.wait_for_event(seen, detail::recovery_watch(*state).sleep_until(seen, when));
   }
 }
 

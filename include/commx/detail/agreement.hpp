@@ -66,6 +66,7 @@
 #include "commx/detail/timeout.hpp"
 #include "commx/error.hpp"
 #include "commx/ops.hpp"
+#include "commx/request.hpp"
 #include "commx/transport/concept.hpp"
 
 namespace commx {

@@ -283,6 +283,26 @@ inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
 }
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
+template <class In, class Out, class Op>
+inline void communicator<T, C, S>::reduce_scatter_block(const In& in, Out&& out, Op op,
+                                                        deadline until) {
+  // Every rank passes the same block size, so an empty block here is empty everywhere:
+  // unless the call is compared across ranks, it is numbered and done, as MPI's own.
+  const std::size_t block = detail::elements_of(out).size();
+  if (block == 0 && checks_ != check_level::collective) {
+    check_valid("reduce_scatter");
+    check_count(detail::elements_of(in).size(), 0, "reduce_scatter", "in");
+    number_call(stats::op::reduce_scatter);
+    return;
+  }
+  // In place up to 64 ranks: a count-0 call then allocates nothing.
+  const coll::detail::scratch<std::size_t, detail::in_place_counts> counts(as_size(size()));
+  std::ranges::fill(counts.view(), block);
+  reduce_scatter(in, std::forward<Out>(out), std::span<const std::size_t>(counts.view()), op,
+                 until);
+}
+
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline std::uint32_t communicator<T, C, S>::number_call(stats::op kind) {
   if (group_->revoked()) [[unlikely]]
     reject_peer(unknown, unknown, peer_role::rank, stats::name(kind).data());

@@ -60,6 +60,7 @@ inline status communicator<T, C, S>::probe(int source, int tag, deadline until) 
   check_source(source, tag, "probe");
   if constexpr (S::enabled) state_->stats.on_call(stats::op::probe);
   [[maybe_unused]] const auto inside = detail::library_call(state_->endpoint);
+  detail::recovery_watch<T, S> recovery(*state_, group_.get());
   for (;;) {
     const std::uint64_t seen = state_->endpoint.event_count();
     if (auto found = find_queued(source, tag, "probe")) {
@@ -68,22 +69,15 @@ inline status communicator<T, C, S>::probe(int source, int tag, deadline until) 
     }
     if (!state_->running.empty()) state_->running.advance_all();
     const clock::time_point now = clock::now();
-    if constexpr (detail::recovers<T>) {
-      if (state_->recovery.due(seen, now)) detail::look_for_recovery(*state_, group_.get(), now);
-      if (group_->revoked()) {
-        throw_error(errc::revoked, where("probe", source, tag, 0),
-                    "the communicator was revoked while this waited");
-      }
+    if (recovery.revoked(seen, now)) {
+      throw_error(errc::revoked, where("probe", source, tag, 0),
+                  "the communicator was revoked while this waited");
     }
     if (now >= when) {
       detail::throw_timeout(state_->endpoint, where("probe", source, tag, 0),
                             "no matching message before the deadline");
     }
-    if constexpr (detail::recovers<T>) {
-      state_->endpoint.wait_for_event(seen, state_->recovery.wake_by(seen, when));
-    } else {
-      state_->endpoint.wait_for_event(seen, when);
-    }
+    state_->endpoint.wait_for_event(seen, recovery.sleep_until(seen, when));
   }
 }
 

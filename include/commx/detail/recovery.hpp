@@ -23,20 +23,15 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <type_traits>
 #include <system_error>
 #include <vector>
 
 #include "commx/deadline.hpp"
-#include "commx/detail/library_call.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/detail/recovery_state.hpp"
 #include "commx/transport/concept.hpp"
 
 namespace commx::detail {
-
-/// How a watched wait ended.
-enum class wait_end : std::uint8_t { completed, deadline, revoked };
 
 /// The kinds of an agreement's messages (agreement.hpp), in their first byte.
 enum class agreement_kind : std::uint8_t {
@@ -143,38 +138,35 @@ void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::tim
   state.recovery.looked(events, now);
 }
 
-/// Waits for `handle` as wait_until does (request.hpp), and looks for recovery on the way
-/// (the file comment): ends `revoked` once `members` is, the operation still pending (unless
-/// `revocable` is false: recovery's own waits go on on a revoked communicator).
-template <transport::transport T, stats::policy S, class When>
-wait_end wait_watched(rank_state<T, S>& state, const group& members, typename T::request& handle,
-                      When&& when, bool revocable = true) {
-  T& endpoint = state.endpoint;
-  [[maybe_unused]] const auto inside = library_call(endpoint);
-  std::optional<clock::time_point> until;
-  for (;;) {
-    const std::uint64_t seen = endpoint.event_count();
-    if (!state.running.empty()) state.running.advance_all();
-    if (endpoint.test(handle)) return wait_end::completed;
-    if (!until) {
-      if constexpr (std::is_invocable_r_v<clock::time_point, When&>) {
-        until = when();
-      } else {
-        until = when;
-      }
-    }
-    const clock::time_point now = clock::now();
+/// What a wait does for recovery (the file comment), for request.hpp's wait_for and the
+/// communicator's other waits: looks when it is due, says whether `members` (if given) is
+/// revoked, and how long the wait may sleep before it must look. On a transport without
+/// recovery, nothing and no cost.
+template <transport::transport T, stats::policy S>
+class recovery_watch {
+ public:
+  explicit recovery_watch(rank_state<T, S>& state, const group* members = nullptr,
+                          bool revocable = true)
+      : state_(state), members_(members), revocable_(revocable) {}
+
+  /// Looks if due; true when the watched communicator is revoked and that ends the wait.
+  bool revoked(std::uint64_t seen, clock::time_point now) {
     if constexpr (recovers<T>) {
-      if (state.recovery.due(seen, now)) look_for_recovery(state, &members, now);
-      if (revocable && members.revoked()) return wait_end::revoked;
+      if (state_.recovery.due(seen, now)) look_for_recovery(state_, members_, now);
+      return revocable_ && members_ != nullptr && members_->revoked();
     }
-    if (now >= *until) return wait_end::deadline;
-    if constexpr (recovers<T>) {
-      endpoint.wait_for_event(seen, state.recovery.wake_by(seen, *until));
-    } else {
-      endpoint.wait_for_event(seen, *until);
-    }
+    return false;
   }
-}
+  /// Until when a wait that saw event count `seen` may sleep, at most `until`.
+  [[nodiscard]] clock::time_point sleep_until(std::uint64_t seen, clock::time_point until) const {
+    if constexpr (recovers<T>) return state_.recovery.wake_by(seen, until);
+    return until;
+  }
+
+ private:
+  rank_state<T, S>& state_;
+  const group* members_;
+  bool revocable_;
+};
 
 }  // namespace commx::detail
