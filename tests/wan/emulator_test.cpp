@@ -221,8 +221,9 @@ TEST_CASE("the round-trip time is twice the one-way delay", "[wan][emulator]") {
         connect_from_a(emu, port, [](socket_fd& c) { c.set(IPPROTO_TCP, TCP_NODELAY, 1); });
     const double connect_ms = seconds_since(connect_start) * 1e3;
     INFO("connect took " << connect_ms << " ms");
+    // Only the lower bound is asserted on a single sample: a loaded machine (the sanitizer
+    // stages run beside other tests) can add any amount to one connect, never take away.
     CHECK(connect_ms >= 2 * delay_ms);
-    CHECK(connect_ms <= 2 * delay_ms + 10);
     for (int round = 0; round < 15; ++round) {
       const auto t = clock_type::now();
       const std::byte ping{static_cast<unsigned char>(round)};
@@ -242,7 +243,9 @@ TEST_CASE("the round-trip time is twice the one-way delay", "[wan][emulator]") {
   fmt::print("wan.emulator: one-way delay {} ms: RTT min {:.2f} median {:.2f} max {:.2f} ms\n",
              delay_ms, rtts_ms.front(), median, rtts_ms.back());
   CHECK(rtts_ms.front() >= 2 * delay_ms);  // the emulator never delivers early
-  CHECK(median <= 2 * delay_ms + 10);
+  // ... nor applies the delay twice: the fastest of 15 pings (noise only adds) stays under
+  // three one-way delays, where a doubled delay would give four (the 20 ms case tells).
+  CHECK(rtts_ms.front() < 3 * delay_ms + 10);
 }
 
 TEST_CASE("a single stream with a 64 KiB window gets window / RTT", "[wan][emulator]") {
