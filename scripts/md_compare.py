@@ -85,6 +85,8 @@ def discover(build_dir: Path) -> list[tuple[str, str, Path, bool]]:
             continue
         if path.name.startswith("md_replicated_simgrid"):
             continue  # simulated seconds: no row of a table of measured ones (README.md)
+        if path.name.startswith("md_replicated_faulty_"):
+            continue  # faults on purpose: the recovery row runs them (recovery_row)
         if m := VARIANT.match(path.name):
             found.append((m["stack"], m["policy"], path, False))
         elif m := EVERY_POLICY.match(path.name):

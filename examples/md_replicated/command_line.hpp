@@ -22,6 +22,7 @@ struct command_line {
   run_config config;
   std::optional<std::string> reference;  // a thermo table to compare against
   bool reproducible = false;             // rank-order reductions: the same bits under every policy
+  bool survive = false;                  // go on after ranks die (surviving.hpp)
   std::optional<std::string> collectives;  // the policy to run with, by name
   bool list_collectives = false;
   bool help = false;
@@ -55,6 +56,12 @@ inline constexpr long max_steps = 100'000'000;
       "  --reproducible      sum forces in rank order whatever the collectives policy, so every\n"
       "                      policy gives the same bits (default: the policy's own allreduce,\n"
       "                      whose bits depend on the policy and rank count, not the transport)\n"
+      "  --survive           go on when ranks die: the survivors shrink the communicator, go\n"
+      "                      back to the last step all of them completed and share the pairs\n"
+      "                      among themselves; forces are summed in fixed point, so the end\n"
+      "                      state has the same bits whatever ranks were lost (stacks that tell\n"
+      "                      failures: not mpi, mpi+wan; kill ranks with a faulty_ build and\n"
+      "                      COMMX_FAULTS, run it with commxrun --keep-going)\n"
       "  --collectives NAME  the collectives policy to run with, of those the program was built\n"
       "                      with (default tuned)\n"
       "  --list-collectives  print those policies' names and exit\n"
@@ -106,6 +113,8 @@ namespace detail {
       if (parsed.reference->empty()) throw usage_error("--reference needs a file name");
     } else if (option == "--reproducible") {
       parsed.reproducible = true;
+    } else if (option == "--survive") {
+      parsed.survive = true;
     } else if (option == "--collectives") {
       parsed.collectives = value();
     } else if (option == "--list-collectives") {

@@ -9,7 +9,11 @@
 //
 // Exit status: see program.hpp.
 
+#include <atomic>
+
 #include <fmt/format.h>
+
+#include "commx/transport/faulty.hpp"
 
 #include "commx/variant.hpp"
 #include "commx/variant_collectives.hpp"
@@ -19,16 +23,29 @@ namespace {
 
 template <class comm>
 int run_md(const md::command_line& options, const md::thermo_table& reference) {
-  int status = 0;
-  commx::run<comm>([&](comm& world) {
-    if (options.reproducible) world.set_reduction(commx::reduction_order::reproducible);
-    const int mine =
-        md::report_run(world,
-                       md::labels_of(commx::variant::target_name, world.transport().name,
-                                     comm::collectives_type::name, options),
-                       comm::collectives_type::description, options, reference);
-    if (world.rank() == 0) status = mine;
-  });
+  std::atomic<int> status{0};  // the reporting rank's (others return 0)
+  try {
+    commx::run<comm>([&](comm& world) {
+      if (options.reproducible) world.set_reduction(commx::reduction_order::reproducible);
+      try {
+        const int mine =
+            md::report_run(world,
+                           md::labels_of(commx::variant::target_name, world.transport().name,
+                                         comm::collectives_type::name, options),
+                           comm::collectives_type::description, options, reference);
+        if (mine != 0) status = mine;
+      } catch (const commx::transport::injected_kill& e) {
+        // A faulty in-process build killed this rank as its plan said: it says so, as a
+        // killed process does, and ends.
+        fmt::print(stderr, "{}\n", e.what());
+        throw;
+      }
+    });
+  } catch (const commx::transport::injected_kill&) {
+    // With --survive the others went on and reported; without, they failed and commx::run
+    // raised their error instead.
+    if (!options.survive) throw;
+  }
   return status;
 }
 

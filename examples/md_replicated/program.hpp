@@ -16,10 +16,12 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "command_line.hpp"
 #include "run_report.hpp"
 #include "simulate.hpp"
+#include "surviving.hpp"
 #include "thermo.hpp"
 #include "thermo_reference.hpp"
 
@@ -27,28 +29,44 @@ namespace md {
 
 using thermo_table = std::optional<std::vector<thermo_row>>;
 
-/// Runs the kernel on this rank of `world` and prints the report on rank 0; the exit status
-/// on rank 0 (3: thermo or replicas wrong), 0 elsewhere. `description` says how the build
-/// communicates.
+/// Runs the kernel on this rank of `world` and prints the report on rank 0 (with --survive: on
+/// rank 0 of the survivors); the exit status there (3: thermo or replicas wrong), 0 elsewhere.
+/// `description` says how the build communicates.
 template <class World>
 int report_run(World& world, const run_labels& labels, std::string_view description,
                const command_line& options, const thermo_table& reference) {
-  const bool root = world.rank() == 0;
-  if (root) {
+  if (world.rank() == 0) {
     fmt::print(
         "{}: {} atoms, {} steps, {} ranks, transport {}, collectives {} ({}), {} "
-        "reduction order\n",
+        "reduction order{}\n",
         labels.target, labels.atoms, labels.steps, world.size(), labels.transport, labels.policy,
-        description, options.reproducible ? "rank" : "the policy's");
+        description, options.reproducible ? "rank" : "the policy's",
+        options.survive ? ", fixed-point sums, going on after losses" : "");
     fmt::print("{}", thermo_header());
     std::fflush(stdout);
   }
-  const run_outcome outcome = simulate(world, options.config, [&](const auto& row) {
-    if (!root) return;
+  const auto print_row = [](const thermo_row& row) {
     fmt::print("{}", format_thermo(row));
     std::fflush(stdout);
-  });
-  if (!root) return 0;
+  };
+  run_outcome outcome;
+  if (!options.survive) {
+    outcome = simulate(world, options.config, print_row);
+  } else if constexpr (commx::recovers_from_failures<World>) {
+    outcome = simulate_surviving(world, options.config, print_row, [](const recovery_record& r) {
+      fmt::print(
+          "recovered: lost rank{} {} in step {}; back to step {}; {} ranks go on; {:.1f} "
+          "ms\n",
+          r.lost.size() == 1 ? "" : "s", fmt::join(r.lost, ","), r.failed_in, r.back_to,
+          r.survivors, r.seconds * 1e3);
+      std::fflush(stdout);
+    });
+  } else {
+    throw usage_error(
+        "--survive: this stack cannot go on after a failure (mpi and mpi+wan: Debian's MPIs "
+        "have no ULFM)");
+  }
+  if (!outcome.reports) return 0;
 
   fmt::print("{}", per_rank_table(outcome.ranks, options.config.steps));
   std::optional<thermo_comparison> match;
@@ -59,6 +77,14 @@ int report_run(World& world, const run_labels& labels, std::string_view descript
         "{} steps compared)\n",
         match->matches ? "yes" : "no", match->max_error, match->worst_step, match->max_error_step0,
         match->steps_compared);
+  }
+  if (options.survive) {
+    std::vector<int> lost;
+    for (const recovery_record& r : outcome.recoveries)
+      lost.insert(lost.end(), r.lost.begin(), r.lost.end());
+    fmt::print("survived: {} recover{}, ranks lost [{}], {} of {} ranks finished\n",
+               outcome.recoveries.size(), outcome.recoveries.size() == 1 ? "y" : "ies",
+               fmt::join(lost, ","), outcome.ranks.size(), world.size());
   }
   fmt::print("replicas agree: {}\n", outcome.replicas_agree ? "yes" : "no");
   // Runs that print the same fingerprint ended with the same bits in every position and

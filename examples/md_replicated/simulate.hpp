@@ -22,6 +22,15 @@
 
 namespace md {
 
+/// One recovery of a --survive run: whom it lost, where it went back to, what it took.
+struct recovery_record {
+  long failed_in = 0;     // the step this rank was computing when it saw the failure
+  long back_to = 0;       // the last step every survivor completed (-1: setup)
+  std::vector<int> lost;  // world ranks
+  int survivors = 0;
+  double seconds = 0;  // from the error this rank saw to its share of the pairs in the new team
+};
+
 struct run_outcome {
   std::vector<thermo_row> thermo;   // every printed row, on every rank
   std::vector<rank_figures> ranks;  // every rank's figures, on rank 0 only
@@ -29,6 +38,8 @@ struct run_outcome {
   std::uint64_t final_state = 0;    // rank 0's state_fingerprint: equal bits, equal runs
   double combine_seconds = 0;       // one local add of the force buffer (combine_cost.hpp)
   std::size_t atoms = 0;
+  bool reports = false;  // this rank prints the report: rank 0 of the communicator that finished
+  std::vector<recovery_record> recoveries;  // --survive: each time ranks were lost, in order
 };
 
 namespace detail {
@@ -50,30 +61,12 @@ namespace detail {
 
 }  // namespace detail
 
-/// Runs `config` on this rank of `world`; `on_thermo(row)` is called on every rank for each
-/// printed step, as soon as it is computed. Setup (step 0) is not timed; the stats are reset
-/// after it, so they count the timed steps only.
-template <class Comm, class OnThermo>
-run_outcome simulate(Comm& world, const run_config& config, OnThermo&& on_thermo) {
-  run_outcome outcome;
-  replicated_md<Comm> md(world, config);
-  outcome.atoms = md.state().atoms();
-  outcome.thermo.push_back(md.thermo());
-  on_thermo(outcome.thermo.back());
-
-  world.barrier();  // every rank starts the clock together
-  md.reset_seconds();
-  if constexpr (Comm::stats_type::enabled) world.stats().reset();
-  const auto start = commx::clock::now();
-  for (long step = 1; step <= config.steps; ++step) {
-    md.step();
-    if (config.prints_thermo(step)) {
-      outcome.thermo.push_back(md.thermo());
-      on_thermo(outcome.thermo.back());
-    }
-  }
+/// What every rank of `world` ran, gathered on its rank 0 (figures, each force sum split into
+/// imbalance and transfer), and whether the replicas ended identical: the end of a run.
+template <class Comm, class MD>
+void collect_outcome(Comm& world, const MD& md, double loop_seconds, run_outcome& outcome) {
   rank_figures mine;
-  mine.loop = std::chrono::duration<double>(commx::clock::now() - start).count();
+  mine.loop = loop_seconds;
   add_phases(mine, md.seconds());
   add_stats(mine, world.stats());
   mine.pairs = static_cast<double>(md.my_pairs());
@@ -104,6 +97,33 @@ run_outcome simulate(Comm& world, const run_config& config, OnThermo&& on_thermo
   outcome.replicas_agree = true;
   for (std::uint64_t f : fingerprints) outcome.replicas_agree &= f == fingerprints.front();
   outcome.final_state = fingerprints.front();
+  outcome.reports = world.rank() == 0;
+}
+
+/// Runs `config` on this rank of `world`; `on_thermo(row)` is called on rank 0 for each
+/// printed step, as soon as it is computed (every rank keeps the rows). Setup (step 0) is not
+/// timed; the stats are reset after it, so they count the timed steps only.
+template <class Comm, class OnThermo>
+run_outcome simulate(Comm& world, const run_config& config, OnThermo&& on_thermo) {
+  run_outcome outcome;
+  replicated_md<Comm> md(world, config);
+  outcome.atoms = md.state().atoms();
+  const auto show = [&] {
+    outcome.thermo.push_back(md.thermo());
+    if (world.rank() == 0) on_thermo(outcome.thermo.back());
+  };
+  show();
+
+  world.barrier();  // every rank starts the clock together
+  md.reset_seconds();
+  if constexpr (Comm::stats_type::enabled) world.stats().reset();
+  const auto start = commx::clock::now();
+  for (long step = 1; step <= config.steps; ++step) {
+    md.step();
+    if (config.prints_thermo(step)) show();
+  }
+  collect_outcome(world, md, std::chrono::duration<double>(commx::clock::now() - start).count(),
+                  outcome);
   return outcome;
 }
 

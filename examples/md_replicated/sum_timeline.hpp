@@ -29,6 +29,11 @@ class sum_timeline {
     arrive_.push_back(seconds_since_epoch(arrive));
     leave_.push_back(seconds_since_epoch(leave));
   }
+  /// Forgets the sums after the first `count` (steps gone back over after a loss).
+  void keep_first(std::size_t count) {
+    arrive_.resize(std::min(count, arrive_.size()));
+    leave_.resize(arrive_.size());
+  }
   void clear() {
     arrive_.clear();
     leave_.clear();

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -155,6 +156,50 @@ TEST_CASE("a list split into atom ranges gives the whole list's forces") {
   for (std::size_t k = 0; k < summed.size(); ++k) {
     CHECK(summed[k] == Approx(expected[k]).margin(1e-9));
   }
+}
+
+TEST_CASE("fixed-point sums have the same bits however the pairs are split, near double's") {
+  // --survive's sums: a run that shares its pairs among fewer ranks after a loss must end with
+  // the bits of one that did not. Doubles summed in another grouping differ in the last bits
+  // (the test above allows 1e-12); fixed point must not differ at all.
+  using units = md::sum_units<std::int64_t>;
+  const md::system s =
+      wrapped(md::test::read_nist(md::test::reference_path("nist/lj_sample_config_periodic1.txt")));
+  const double cutoff = 3.0;
+  md::half_neighbor_list whole;
+  whole.build(s, cutoff, {0, s.atoms()});
+  std::vector<std::int64_t> expected(3 * s.atoms(), 0);
+  const auto all = md::add_lj_forces<true, std::int64_t>(s.x, whole, cutoff, expected);
+  std::vector<double> in_double(3 * s.atoms(), 0.0);
+  const md::pair_tally all_double = md::add_lj_forces<true>(s.x, whole, cutoff, in_double);
+
+  for (const auto& cuts : {std::vector<std::size_t>{0, 123, 124, 517, s.atoms()},
+                           std::vector<std::size_t>{0, 400, s.atoms()}}) {
+    std::vector<std::int64_t> summed(3 * s.atoms(), 0);
+    md::basic_pair_tally<std::int64_t> parts;
+    // The parts added last to first: another order, as another allreduce would add them.
+    for (std::size_t r = cuts.size() - 1; r-- > 0;) {
+      md::half_neighbor_list part;
+      part.build(s, cutoff, {cuts[r], cuts[r + 1]});
+      std::vector<std::int64_t> force(3 * s.atoms(), 0);
+      const auto t = md::add_lj_forces<true, std::int64_t>(s.x, part, cutoff, force);
+      parts.energy += t.energy;
+      parts.virial += t.virial;
+      for (std::size_t k = 0; k < force.size(); ++k) summed[k] += force[k];
+    }
+    CHECK(parts.energy == all.energy);
+    CHECK(parts.virial == all.virial);
+    CHECK(summed == expected);
+  }
+  CHECK(units::tally_value(all.energy) == Approx(all_double.energy).epsilon(1e-12));
+  CHECK(units::tally_value(all.virial) == Approx(all_double.virial).epsilon(1e-12));
+  std::int64_t momentum[3] = {};
+  for (std::size_t k = 0; k < expected.size(); ++k) {
+    CHECK(units::force_value(expected[k]) == Approx(in_double[k]).margin(1e-10));
+    momentum[k % 3] += expected[k];
+  }
+  // Each pair adds to one atom exactly what it takes from the other.
+  for (std::int64_t component : momentum) CHECK(component == 0);
 }
 
 TEST_CASE("the list refuses a box too small for its cutoff and atoms outside the box") {
