@@ -373,6 +373,54 @@ def model_report(runs: list[Run], links: dict, args) -> list[str]:
     return lines
 
 
+def recovery_row(args, commxrun: Path, stack: str = "shm", ranks: int = 4) -> list[str]:
+    """The run that loses a rank (issue 50): md_replicated_faulty_<stack> --survive at `ranks`
+    ranks, rank 2 killed by its fault plan about halfway, against the same run without a loss
+    and one with a rank fewer from the start. Lines to print; a mismatch is said in them."""
+    program = args.build_dir / "examples" / "md_replicated" / f"md_replicated_faulty_{stack}"
+    if not program.is_file():
+        return [f"recovery row: no {program.name} under {args.build_dir}"]
+    common = [str(program), "--atoms-cells", str(args.cells), "--steps", str(args.steps),
+              "--thermo-every", "10", "--survive"]
+
+    def survive(n: int, faults: str) -> tuple[dict, str, float]:
+        command, env = launched(stack, n, common, args.timeout, commxrun)
+        command = [command[0], "--keep-going", *command[1:]]  # a killed rank stops no one
+        env["COMMX_FAULTS"] = faults
+        start = time.monotonic()
+        done = subprocess.run(command, env=env, capture_output=True, text=True,
+                              timeout=args.timeout + 10)
+        wall = time.monotonic() - start
+        return parse_result(done.stdout), done.stdout, wall
+
+    whole, whole_out, whole_wall = survive(ranks, "")
+    fewer, fewer_out, _ = survive(ranks - 1, "")
+    # Halfway through the steps: the setup and launch before the loop are short beside them.
+    loop = float(whole.get("time_per_step_ms", 0)) * args.steps / 1e3
+    at_ms = int((whole_wall - loop + loop / 2) * 1e3)
+    killed, killed_out, _ = survive(ranks, f"kill@2:at={at_ms}ms")
+    prints = re.compile(r"final state fingerprint: ([0-9a-f]+)")
+    recovered = re.search(r"recovered: lost rank 2 in step (\d+); back to step (\d+); .*; "
+                          r"([0-9.]+) ms", killed_out)
+    marks = [prints.search(out) for out in (whole_out, fewer_out, killed_out)]
+    if not all(marks) or not recovered:
+        return [f"recovery row: a run did not report (rank 2 killed at {at_ms} ms): "
+                f"{killed_out.strip().splitlines()[-1:] if killed_out.strip() else 'no output'}"]
+    same = marks[0][1] == marks[1][1] == marks[2][1]
+    per_step = {name: float(r.get("time_per_step_ms", "nan"))
+                for name, r in (("whole", whole), ("fewer", fewer), ("killed", killed))}
+    return [
+        f"recovery ({stack}, {ranks} ranks, --survive, fixed-point sums): rank 2 killed in step "
+        f"{recovered[1]} of {args.steps}, survivors back to step {recovered[2]}, recovered in "
+        f"{recovered[3]} ms; final fingerprint {marks[2][1]}: "
+        + ("the same" if same else "DIFFERENT") + f" as without a loss ({marks[0][1]}) and "
+        f"with {ranks - 1} ranks from the start ({marks[1][1]})",
+        f"  ms per step: {ranks} ranks {per_step['whole']:.2f}; killed run (the survivors' "
+        f"steps, done again included) {per_step['killed']:.2f}; {ranks - 1} ranks from the "
+        f"start {per_step['fewer']:.2f}",
+    ]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -483,7 +531,16 @@ def main() -> int:
     print(f"\ntable: {args.results / 'comparison.csv'}")
     for line in write_charts(rows, args.results, 4 * args.cells ** 3):
         print(line)
+    recovery = recovery_row(args, commxrun) if "shm" in args.stacks else []
+    print()
+    for line in recovery:
+        print(line)
+    (args.results / "recovery.txt").write_text("\n".join(recovery) + "\n")
     failed = [r for r in runs if r.status in ("failed", "timeout")]
+    if recovery and "the same as without a loss" not in recovery[0]:
+        print("md_compare: the run that lost a rank did not end with the same bits",
+              file=sys.stderr)
+        return 1
     mismatched = [r for r in runs if r.status == "ok" and r.result.get("thermo_match") == "no"]
     if failed or mismatched:
         print(f"md_compare: {len(failed)} runs failed, {len(mismatched)} did not match the "

@@ -14,7 +14,6 @@
 /// coarse enough for the ranges: 2^27 for a force on one atom, 2^26 for the energy and virial
 /// sums (the virial of the largest run, 864,000 atoms, is about 2e7).
 
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -47,10 +46,20 @@ template <>
 struct sum_units<std::int64_t> {
   static constexpr double force_scale = 0x1p36;
   static constexpr double tally_scale = 0x1p37;
-  static std::int64_t force(double value) { return std::llrint(value * force_scale); }
-  static std::int64_t tally(double value) { return std::llrint(value * tally_scale); }
+  static std::int64_t force(double value) { return rounded(value * force_scale); }
+  static std::int64_t tally(double value) { return rounded(value * tally_scale); }
   static double force_value(std::int64_t sum) { return static_cast<double>(sum) / force_scale; }
   static double tally_value(std::int64_t sum) { return static_cast<double>(sum) / tally_scale; }
+
+  /// `scaled` to the nearest integer, ties to even, as std::llrint does, without its library
+  /// call (three per pair made --survive's steps a third slower): adding 1.5 * 2^52 leaves no
+  /// bits below the units, and taking it away again is exact. Exact while |scaled| < 2^51:
+  /// a pair's force below 2^15, its energy below 2^14 (atoms nearer than 0.6, a run that
+  /// blew up).
+  static std::int64_t rounded(double scaled) {
+    constexpr double units_only = 0x1.8p52;
+    return static_cast<std::int64_t>((scaled + units_only) - units_only);
+  }
 };
 
 /// Adds the forces of the list's pairs with r < cutoff into `force` (3 per atom, every atom

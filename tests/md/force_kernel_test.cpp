@@ -158,6 +158,16 @@ TEST_CASE("a list split into atom ranges gives the whole list's forces") {
   }
 }
 
+TEST_CASE("fixed point rounds as llrint does: to nearest, ties to even, symmetric") {
+  using units = md::sum_units<std::int64_t>;
+  for (const double value : {0.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999999999999994, 3.7, -3.7,
+                             123456789.25, -123456789.75, 0x1p50 + 0.5, -0x1p50 - 0.5}) {
+    INFO(value);
+    CHECK(units::rounded(value) == std::llrint(value));
+    CHECK(units::rounded(-value) == -units::rounded(value));
+  }
+}
+
 TEST_CASE("fixed-point sums have the same bits however the pairs are split, near double's") {
   // --survive's sums: a run that shares its pairs among fewer ranks after a loss must end with
   // the bits of one that did not. Doubles summed in another grouping differ in the last bits
