@@ -15,7 +15,8 @@ bash scripts/setup.sh
 echo "=== packages ready after ${SECONDS} s"
 cmake --preset release >/dev/null
 # Measured on a fresh 2-core machine (g++ 12, nothing cached): 476 s of compiler time for the
-# 26 programs below, then 3 minutes of runs (bench/README.md, "The main job's time").
+# 26 programs below (four faulty_ builds of one policy each came since), then 3 minutes of runs
+# (bench/README.md, "The main job's time").
 cores=$(nproc)
 build_minutes=$(( (476 / cores + 59) / 60 ))
 echo "=== expect about $(( build_minutes + 3 )) minutes: building ~${build_minutes} min on ${cores} cores (less with a warm ccache), then ~3 min of runs"
