@@ -17,16 +17,14 @@ import csv
 import re
 import statistics
 import subprocess
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from launching import cache_line_ns  # noqa: E402
 
 LINE = re.compile(r"^\[0\] (Agree|Allreduce)/commx-[a-z_]+(-[a-z]+)?/np\d+/4/\S+\s+([0-9.]+) us")
 
-
-def cache_line(build: Path) -> float:
-    out = subprocess.run([str(build / "bench/bench_cache_line")], capture_output=True, text=True,
-                         timeout=60).stdout
-    m = re.search(r"half_rtt=([0-9.]+)", out)
-    return float(m.group(1)) if m else float("nan")
 
 
 def one_run(build: Path, stack: str, ranks: int) -> dict[str, float]:
@@ -57,7 +55,7 @@ def main() -> None:
     for round_ in range(args.rounds):
         for stack in args.stacks:
             for ranks in args.ranks:
-                line = cache_line(args.build_dir)
+                line = cache_line_ns(args.build_dir) or float("nan")
                 modes["one die" if line < 120 else "two dies"] += 1
                 loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
                 runs.setdefault((stack, ranks), []).append(one_run(args.build_dir, stack, ranks))

@@ -22,19 +22,17 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from launching import cache_line_ns  # noqa: E402
 
 RESULT = re.compile(r"time_per_step_ms=([0-9.]+)")
 PRINT = re.compile(r"final state fingerprint: ([0-9a-f]+)")
 RECOVERED = re.compile(r"recovered: lost rank 2 in step (\d+); back to step (\d+); .*; ([0-9.]+) ms")
 
-
-def cache_line(build: Path) -> float:
-    out = subprocess.run([str(build / "bench/bench_cache_line")], capture_output=True, text=True,
-                         timeout=60).stdout
-    m = re.search(r"half_rtt=([0-9.]+)", out)
-    return float(m.group(1)) if m else float("nan")
 
 
 def run(args, ranks: int, survive: bool, faults: str = "") -> tuple[str, float]:
@@ -67,7 +65,7 @@ def main() -> int:
     fingerprints: set[str] = set()
     sends_per_step = sends_of(args, n)
     for r in range(args.rounds):
-        modes.append(cache_line(args.build_dir))
+        modes.append(cache_line_ns(args.build_dir) or float("nan"))
         loads.append(os.getloadavg()[0])
         ways = ["plain", "survive", "killed", "fewer"]
         ways = ways[r % 4:] + ways[:r % 4]

@@ -18,18 +18,16 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from launching import cache_line_ns  # noqa: E402
 
 LINE = re.compile(r"recovery kill_to_detect_ms=([0-9.]+) kill_to_shrunk_ms=([0-9.]+) "
                   r"kill_to_collective_ms=([0-9.]+) survivors=(\d+)")
 
-
-def cache_line(build: Path) -> float:
-    out = subprocess.run([str(build / "bench/bench_cache_line")], capture_output=True, text=True,
-                         timeout=60).stdout
-    m = re.search(r"half_rtt=([0-9.]+)", out)
-    return float(m.group(1)) if m else float("nan")
 
 
 def one_run(build: Path, stack: str, ranks: int, file: str) -> tuple[float, float, float] | None:
@@ -58,7 +56,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as folder:
         file = os.path.join(folder, "killed_at")
         for r in range(args.rounds):
-            line = cache_line(args.build_dir)
+            line = cache_line_ns(args.build_dir) or float("nan")
             modes.append("one die" if line < 120 else "two dies")
             for ranks in args.ranks:
                 for stack in args.stacks:
