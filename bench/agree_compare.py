@@ -26,7 +26,6 @@ from launching import cache_line_ns  # noqa: E402
 LINE = re.compile(r"^\[0\] (Agree|Allreduce)/commx-[a-z_]+(-[a-z]+)?/np\d+/4/\S+\s+([0-9.]+) us")
 
 
-
 def one_run(build: Path, stack: str, ranks: int) -> dict[str, float]:
     out = subprocess.run([str(build / "tools/commxrun/commxrun"), "-n", str(ranks), "--timeout",
                           "300", str(build / f"bench/bench_agree_{stack}")],

@@ -34,7 +34,6 @@ PRINT = re.compile(r"final state fingerprint: ([0-9a-f]+)")
 RECOVERED = re.compile(r"recovered: lost rank 2 in step (\d+); back to step (\d+); .*; ([0-9.]+) ms")
 
 
-
 def run(args, ranks: int, survive: bool, faults: str = "") -> tuple[str, float]:
     program = args.build_dir / f"examples/md_replicated/md_replicated_faulty_{args.stack}"
     command = [str(args.build_dir / "tools/commxrun/commxrun"), "-n", str(ranks), "--keep-going",

@@ -29,7 +29,6 @@ LINE = re.compile(r"recovery kill_to_detect_ms=([0-9.]+) kill_to_shrunk_ms=([0-9
                   r"kill_to_collective_ms=([0-9.]+) survivors=(\d+)")
 
 
-
 def one_run(build: Path, stack: str, ranks: int, file: str) -> tuple[float, float, float] | None:
     done = subprocess.run([str(build / "tools/commxrun/commxrun"), "-n", str(ranks),
                            "--keep-going", "--timeout", "120",
