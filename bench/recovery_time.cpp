@@ -28,8 +28,7 @@ using comm = commx::variant::communicator;
 using clock_type = std::chrono::steady_clock;
 
 long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             clock_type::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch())
       .count();
 }
 

@@ -5,9 +5,14 @@
 // nothing more (a process) or "killed" (a thread). `revoke` mode: rank 0 revokes while the
 // others wait on it in a receive, a barrier and an iallreduce; every rank must see
 // errc::revoked in each and in a later call, while a communicator duplicated before still works.
+// `suicides:SEED` mode: ULFM's barrier loop, ranks killing themselves until one is left
+// (barrier_loop.py checks it).
 // Exit status: 0 every step done, 1 a revocation case went wrong, 2 a typed error.
 
 #include <atomic>
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <functional>
 #include <span>
@@ -61,6 +66,62 @@ int agree_and_shrink(comm& world) {
   }
   say(me, "error (still losing ranks after 8 rounds)");
   return 2;
+}
+
+// Whether T's ranks are threads of one process (inproc, faulty over it: "faulty+inproc"): they
+// die by throwing.
+template <class T>
+constexpr bool ranks_are_threads() {
+  return std::string_view(T::name).ends_with("inproc");
+}
+
+// ULFM's barrier loop: each round the ranks a seeded draw names (one, or two every third round
+// while four or more remain) kill themselves between two barriers; the others see the loss in
+// the second, revoke, shrink (any quorum: the loop goes down to one rank) and go on, until one
+// rank is left. Every survivor prints the members after each round; the last prints "alone".
+int suicides(comm& world, unsigned seed) {
+  const int me = world.rank();
+  comm team = world;
+  for (int round = 0; team.size() > 1; ++round) {
+    if (round == 64) {
+      say(me, "error (still more than one rank after 64 rounds)");
+      return 2;
+    }
+    // The same draw at every member: a hash of the seed and the round.
+    std::uint64_t draw =
+        (seed + 1) * 0x9E3779B97F4A7C15ULL ^ (static_cast<std::uint64_t>(round) << 32);
+    draw ^= draw >> 29;
+    draw *= 0xBF58476D1CE4E5B9ULL;
+    draw ^= draw >> 32;
+    const int size = team.size();
+    const int at = static_cast<int>(draw % static_cast<std::uint64_t>(size));
+    const int first = team.world_rank_of(at);
+    int second = -1;
+    if (size >= 4 && round % 3 == 2) {
+      const int offset = 1 + static_cast<int>((draw >> 20) % static_cast<std::uint64_t>(size - 1));
+      second = team.world_rank_of((at + offset) % size);
+    }
+    try {
+      team.barrier();
+      if (me == first || me == second) {
+        if constexpr (ranks_are_threads<comm::transport_type>()) {
+          throw commx::transport::injected_kill(fmt::format("rank {} kills itself", me));
+        } else {
+          std::raise(SIGKILL);
+        }
+      }
+      team.barrier();  // the others see the loss here, or in the next round's first barrier
+    } catch (const commx::error& e) {
+      if (e.code() != commx::errc::peer_lost && e.code() != commx::errc::revoked) throw;
+      team.revoke();
+    }
+    team = team.shrink(commx::shrink_quorum::any);
+    std::vector<int> members;
+    for (int r = 0; r < team.size(); ++r) members.push_back(team.world_rank_of(r));
+    say(me, fmt::format("round {} members={}", round, members));
+  }
+  say(me, "alone");
+  return 0;
 }
 
 // Rank 0 revokes a fresh duplicate of the world while every other rank is blocked on it in
@@ -122,7 +183,11 @@ int revoke_interrupts(comm& world) {
 
 int work(comm& world, std::string_view mode) {
   try {
-    return mode == "revoke" ? revoke_interrupts(world) : agree_and_shrink(world);
+    if (mode == "revoke") return revoke_interrupts(world);
+    if (mode.starts_with("suicides")) {
+      return suicides(world, static_cast<unsigned>(std::atoi(mode.data() + mode.find(':') + 1)));
+    }
+    return agree_and_shrink(world);
   } catch (const commx::error& e) {
     say(world.rank(), fmt::format("error ({})", e.what()));
     return 2;
