@@ -12,9 +12,9 @@
 /// among the survivors and goes on. Because the sums are exact, the run ends with the bits of
 /// a run that lost nothing, whatever rank count it started and ended with.
 ///
-/// What a survivor keeps and sends does not grow with the job: two saved steps (18 doubles
-/// per atom) and an agreement's few messages per recovery; the lost ranks' list grows with the
-/// losses.
+/// What a survivor keeps and sends does not grow with the job: two saved steps and the
+/// positions of the last list build (21 doubles per atom) and, per recovery, a revoke and two
+/// agreements; the lost ranks' list grows with the losses.
 
 #include <algorithm>
 #include <chrono>

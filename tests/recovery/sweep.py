@@ -2,11 +2,12 @@
 # SPDX-License-Identifier: MIT
 """Kills rank R at its K-th send, for every R and every K it makes, and checks recovery.
 
-    sweep.py --commxrun COMMXRUN --ranks 3 4 5 [--only R:K,R:K...] [--launch-args ARGS]
+    sweep.py --commxrun COMMXRUN --ranks 3 4 5 [--only R:K,R:K... | --pairs] [--launch-args ARGS]
              -- STACK=PROGRAM...
 
 For each stack and rank count, runs recovery_job (agree twice, then the shrink loop) under
-COMMX_FAULTS=kill@R:after=K, K from 0 until the rank finishes before its plan fires. A schedule
+COMMX_FAULTS=kill@R:after=K, K from 0 until the rank finishes before its plan fires; with
+--pairs, two ranks killed one or five sends apart (both in one agreement or one shrink). A schedule
 passes when the run ends by itself, every survivor printed the same three lines (two
 agreements and the shrunk communicator), every rank is in the first agreement's value or its
 lost set, a rank agreed lost in the first is lost in the second, and the shrunk communicator
@@ -48,10 +49,10 @@ def run(commxrun, stack, program, n, plan, launch_args=()):
 
 
 def judge(lines, n, killed):
-    """What is wrong with one run, or None; and whether the kill fired."""
+    """What is wrong with one run, or None; and the ranks of `killed` (the plan's) that died."""
     finished = {r for r, ls in lines.items() if any(l.startswith("shrunk") for l in ls)}
-    fired = killed not in finished
-    survivors = set(range(n)) - {killed} if fired else set(range(n))
+    fired = set(killed) - finished
+    survivors = set(range(n)) - fired
     if finished != survivors:
         return f"finished {sorted(finished)}, survivors {sorted(survivors)}", fired, "disagree"
     views = {tuple(l for l in lines[r] if not l.startswith("killed")) for r in survivors}
@@ -64,17 +65,17 @@ def judge(lines, n, killed):
     for r in range(n):
         if not (value >> r) & 1 and r not in lost1:
             return f"rank {r} neither contributed nor is lost: {agreed1}", fired, "wrong"
-    if lost1 - {killed}:
+    if lost1 - set(killed):
         return f"a live rank agreed lost: {agreed1}", fired, "wrong"
     m = re.match(r"agreed 2 value=(-?\d+) lost=\[(.*)\]", agreed2)
     lost2 = {int(x) for x in m.group(2).split(",") if x.strip()}
-    if fired and killed in lost1 and killed not in lost2:
+    if any(k in lost1 and k not in lost2 for k in fired):
         return f"a rank lost in agreement 1 is back in 2: {agreed2}", fired, "wrong"
     m = re.match(r"shrunk size=(\d+) members=\[(.*)\] sum=(\d+)", shrunk)
     members = [int(x) for x in m.group(2).split(",") if x.strip()]
     # A rank killed after it took part in the last agreement is still a member: it died after
     # the communicator was agreed, as any rank may.
-    if members not in (sorted(survivors), sorted(survivors | {killed})) or \
+    if not survivors <= set(members) <= survivors | fired or members != sorted(members) or \
             int(m.group(3)) != sum(r + 1 for r in members):
         return f"shrunk to {shrunk}, survivors {sorted(survivors)}", fired, "wrong"
     return None, fired, None
@@ -86,22 +87,34 @@ def main():
     parser.add_argument("--ranks", type=int, nargs="+", required=True)
     parser.add_argument("--only", default="",
                         help="R:K,R:K...: these kills instead of the whole sweep")
+    parser.add_argument("--pairs", action="store_true",
+                        help="two ranks killed a few sends apart, instead of one")
     parser.add_argument("--launch-args", default="",
                         help="more arguments for commxrun, e.g. '--nodes 4 --sites 2'")
     parser.add_argument("stacks", nargs="+", help="STACK=PROGRAM")
     args = parser.parse_args()
     total = {"schedules": 0, "hangs": 0, "disagreements": 0, "wrong": 0}
+    both = 0  # --pairs: schedules in which both kills fired
     for stack, program in (a.split("=", 1) for a in args.stacks):
         tally = dict.fromkeys(total, 0)
         for n in args.ranks:
             only = [pair for pair in args.only.split(",") if pair]
-            schedules = [tuple(int(x) for x in pair.split(":")) for pair in only] or \
-                [(killed, k) for killed in range(n) for k in range(400)]
-            stop = set()  # ranks that finished before their kill fired: later K do too
-            for killed, k in schedules:
-                if killed in stop:
+            if only:
+                schedules = [[tuple(int(x) for x in pair.split(":"))] for pair in only]
+            elif args.pairs:
+                # Two ranks killed close together (1, 3 or 6 sends apart), so that both die in
+                # one agreement or one shrink: the coordinator with the last rank, and two
+                # others, at every second send.
+                schedules = [[(a, k), (b, k + d)] for a, b in ((0, n - 1), (1, 2))
+                             for k in range(0, 120, 2) for d in (1, 3, 6)]
+            else:
+                schedules = [[(killed, k)] for killed in range(n) for k in range(400)]
+            stop = set()  # kills that fired for none: later counts do not either
+            for kills in schedules:
+                ranks = tuple(r for r, _ in kills)
+                if ranks in stop:
                     continue
-                plan = f"kill@{killed}:after={k}"
+                plan = ";".join(f"kill@{r}:after={k}" for r, k in kills)
                 result = run(args.commxrun, stack, program, n, plan, args.launch_args.split())
                 tally["schedules"] += 1
                 if result is None:
@@ -109,17 +122,20 @@ def main():
                     print(f"{stack} n={n} {plan}: HANG", flush=True)
                     continue
                 lines, out = result
-                problem, fired, kind = judge(lines, n, killed)
+                problem, fired, kind = judge(lines, n, ranks)
                 if SANITIZER.search(out):  # a sanitized build's report, whatever the outcome
                     problem, kind = problem or "a sanitizer reported", "wrong"
                 if problem:
                     tally["disagreements" if kind == "disagree" else "wrong"] += 1
                     print(f"{stack} n={n} {plan}: {problem}\n{out}", flush=True)
                 if not fired:
-                    stop.add(killed)
+                    stop.add(ranks)
+                both += len(fired) == 2
         print(f"{stack}: " + ", ".join(f"{k} {v}" for k, v in tally.items()), flush=True)
         for key in total:
             total[key] += tally[key]
+    if args.pairs:
+        print(f"both ranks killed in {both} schedules")
     print("recovery sweep: " + ", ".join(f"{k} {v}" for k, v in total.items()))
     return 0 if total["schedules"] and not any(total[k] for k in ("hangs", "disagreements",
                                                                     "wrong")) else 1
