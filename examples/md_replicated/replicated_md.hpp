@@ -122,7 +122,7 @@ class replicated_md {
     step_ = std::max(step, 0L);
     completed_ = step;
     sums_.keep_first(static_cast<std::size_t>(std::max(step - timeline_from_, 0L)));
-    for (std::size_t k = 0; k < forces_.size(); ++k) forces_[k] = units::force_value(buffer_[k]);
+    forces_from_sums();
   }
 
   /// Goes on in `team` (what shrink returned): shares the pairs of the list as it was last
@@ -200,9 +200,11 @@ class replicated_md {
     const auto leave = commx::clock::now();
     seconds_.allreduce += std::chrono::duration<double>(leave - arrive).count();
     sums_.record(arrive, leave);
-    if constexpr (keeps_steps) {
-      for (std::size_t k = 0; k < forces_.size(); ++k) forces_[k] = units::force_value(buffer_[k]);
-    }
+    if constexpr (keeps_steps) forces_from_sums();
+  }
+
+  void forces_from_sums() requires keeps_steps {
+    for (std::size_t k = 0; k < forces_.size(); ++k) forces_[k] = units::force_value(buffer_[k]);
   }
 
   // The state at the end of completed `step`, over the older of the two kept.

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "commx/recovery.hpp"
 #include "commx/transport/faulty.hpp"
 #include "commx/variant.hpp"
 
@@ -51,7 +52,7 @@ int agree_and_shrink(comm& world) {
     try {
       sum = small.allreduce_value(static_cast<long>(world.rank()) + 1, std::plus<>{});
     } catch (const commx::error& e) {
-      if (e.code() != commx::errc::peer_lost && e.code() != commx::errc::revoked) throw;
+      if (!commx::calls_for_recovery(e)) throw;
       ok = 0;
       small.revoke();
     }
@@ -112,7 +113,7 @@ int suicides(comm& world, unsigned seed) {
       }
       team.barrier();  // the others see the loss here, or in the next round's first barrier
     } catch (const commx::error& e) {
-      if (e.code() != commx::errc::peer_lost && e.code() != commx::errc::revoked) throw;
+      if (!commx::calls_for_recovery(e)) throw;
       team.revoke();
     }
     team = team.shrink(commx::shrink_quorum::any);
