@@ -239,6 +239,12 @@ class communicator
     return detail::known_lost_ranks(state_->endpoint, *group_);
   }
 
+  /// Acknowledges every failure known_lost() reports (ULFM's MPI_Comm_ack_failed): while a
+  /// member's failure is unacknowledged, `any_source` receives and probes on this communicator
+  /// that nothing queued matches end with errc::peer_lost (detail/failures.hpp); after, they
+  /// wait for the others. Returns the ranks acknowledged so far, in the order learned.
+  std::vector<int> acknowledge_failures();
+
   /// Blocks until a message matching (source, tag) is queued and returns its status, without
   /// receiving it.
   status probe(int source, int tag, deadline until = {});

@@ -32,6 +32,7 @@
 
 #include "commx/coll/concept.hpp"
 #include "commx/deadline.hpp"
+#include "commx/detail/failures.hpp"
 #include "commx/detail/library_call.hpp"
 #include "commx/detail/local_shared.hpp"
 #include "commx/detail/rank_state.hpp"
@@ -60,11 +61,12 @@ struct status {
 namespace detail {
 
 /// How a wait ended.
-enum class wait_end : std::uint8_t { completed, deadline, revoked };
+enum class wait_end : std::uint8_t { completed, deadline, revoked, failure_pending };
 
 /// A wait that watches for nothing but its operation.
 struct no_watch {
   static constexpr bool revoked(std::uint64_t /*seen*/, clock::time_point /*now*/) { return false; }
+  static constexpr bool failure_pending() { return false; }
   static constexpr clock::time_point sleep_until(std::uint64_t /*seen*/, clock::time_point until) {
     return until;
   }
@@ -93,6 +95,7 @@ wait_end wait_for(T& endpoint, typename T::request& handle, When&& when,
     }
     const clock::time_point now = clock::now();
     if (watch.revoked(seen, now)) return wait_end::revoked;
+    if (watch.failure_pending()) return wait_end::failure_pending;
     if (now >= *until) return wait_end::deadline;
     endpoint.wait_for_event(seen, watch.sleep_until(seen, *until));
   }
@@ -107,12 +110,13 @@ bool wait_until(T& endpoint, typename T::request& handle, When&& when,
 
 /// wait_for on one of `state`'s operations on `members`, looking for recovery on the way: it
 /// ends `revoked` once `members` is, the operation still pending (unless `revocable` is false:
-/// recovery's own waits go on on a revoked communicator).
+/// recovery's own waits go on on a revoked communicator), and `failure_pending` if it is an
+/// `any_source` receive (`wildcard`) that a member's unacknowledged failure ends.
 template <transport::transport T, stats::policy S, class When>
 wait_end wait_watched(rank_state<T, S>& state, const group& members, typename T::request& handle,
-                      When&& when, bool revocable = true) {
+                      When&& when, bool revocable = true, bool wildcard = false) {
   return wait_for(state.endpoint, handle, std::forward<When>(when), &state.running,
-                  recovery_watch<T, S>(state, &members, revocable));
+                  recovery_watch<T, S>(state, &members, revocable, wildcard));
 }
 
 // A transport request is replaced in place, never assigned from a temporary: the compiler
@@ -153,36 +157,6 @@ class stopwatch {
   struct nothing {};
   [[no_unique_address]] std::conditional_t<S::enabled, clock::time_point, nothing> start_{};
 };
-
-/// The ranks of `members` that `endpoint` knows failed, in the order it learned of them (world
-/// ranks outside `members` are left out); none where the transport does not tell.
-template <class Endpoint>
-std::vector<int> known_lost_ranks(const Endpoint& endpoint, const group& members) {
-  std::vector<int> lost;
-  if constexpr (transport::knows_failures<Endpoint>) {
-    for (const int world : endpoint.failed_peers()) {
-      const int local = members.local_of(world);
-      if (local >= 0) lost.push_back(local);
-    }
-  }
-  return lost;
-}
-
-/// For an errc::peer_lost message: every rank `endpoint` knows failed, in the order it learned
-/// of them, so that a rank that failed because another did does not hide the first (a survivor
-/// waiting on rank 1, which died of rank 2's loss, reads of rank 2 too). Empty when none is
-/// known.
-template <class Endpoint>
-std::string known_lost_note(const Endpoint& endpoint, const group& members) {
-  std::string note;
-  if constexpr (transport::knows_failures<Endpoint>) {
-    for (const int world : endpoint.failed_peers()) {
-      note += note.empty() ? "; failed so far, in the order this rank learned: " : ", ";
-      note += members.describe(world);
-    }
-  }
-  return note;
-}
 
 /// Throws the error an operation on `endpoint` ended with (`result.error`), naming the
 /// operation (`where`) and, for a receive, the message's sender in `members`' ranks. A timeout
@@ -307,7 +281,10 @@ class request {
       return collective_ended();
     }
     if (!state_->running.empty()) state_->running.advance_all();
-    if (!state_->endpoint.test(handle_)) return std::nullopt;
+    if (!state_->endpoint.test(handle_)) {
+      end_if_failure_pending();
+      return std::nullopt;
+    }
     return complete();
   }
 
@@ -368,16 +345,32 @@ class request {
       account_wait(watch.seconds());
       return collective_ended();
     }
-    const detail::wait_end end = detail::wait_watched(*state_, *group_, handle_, when);
+    const detail::wait_end end =
+        detail::wait_watched(*state_, *group_, handle_, when, true, wildcard());
     account_wait(watch.seconds());
     if (end == detail::wait_end::revoked && cancel()) {
       throw_error(errc::revoked, where(), "the communicator was revoked while this waited");
     }
+    if (end == detail::wait_end::failure_pending) end_if_failure_pending();
     if (end == detail::wait_end::deadline && cancel()) {
       detail::throw_timeout(state_->endpoint, where(),
                             "the deadline passed before the operation completed");
     }
     return complete();
+  }
+
+  [[nodiscard]] bool wildcard() const { return is_recv_ && peer_ == any_source; }
+
+  // An unmatched any_source receive on a communicator with an unacknowledged failed member is
+  // withdrawn and raises peer_lost (detail/failures.hpp); one that matched meanwhile is not.
+  void end_if_failure_pending() {
+    if constexpr (transport::knows_failures<T>) {
+      if (!wildcard()) return;
+      const std::optional<int> failed = detail::pending_failure(state_->endpoint, *group_);
+      if (failed && cancel()) {
+        detail::throw_failure_pending(state_->endpoint, *failed, where(), *group_);
+      }
+    }
   }
 
   // The status of a request that is no longer pending; a cancelled one has none.
@@ -518,6 +511,7 @@ std::size_t wait_any(Range&& requests, deadline until) {
         req.complete();
         return index;
       }
+      if (req.active() && !req.task_) req.end_if_failure_pending();
       ++index;
     }
     const clock::time_point now = clock::now();

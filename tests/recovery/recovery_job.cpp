@@ -4,9 +4,10 @@
 // one line per step. Every survivor must print the same lines; a rank killed by the plan prints
 // nothing more (a process) or "killed" (a thread). `revoke` mode: rank 0 revokes while the
 // others wait on it in a receive, a barrier and an iallreduce; every rank must see
-// errc::revoked in each and in a later call, while a communicator duplicated before still works.
-// `suicides:SEED` mode: ULFM's barrier loop, ranks killing themselves until one is left
-// (barrier_loop.py checks it).
+// errc::revoked in each and in a later call, while a communicator duplicated before still
+// works. `suicides:SEED` mode: ULFM's barrier
+// loop, ranks killing themselves until one is left (barrier_loop.py checks it). `wildcard`
+// mode: any_source after a loss, before and after acknowledge_failures.
 // Exit status: 0 every step done, 1 a revocation case went wrong, 2 a typed error.
 
 #include <atomic>
@@ -76,6 +77,16 @@ constexpr bool ranks_are_threads() {
   return std::string_view(T::name).ends_with("inproc");
 }
 
+// A rank dying as a process does (SIGKILL) or a thread can (injected_kill: its peers see it
+// failed).
+void die(int me) {
+  if constexpr (ranks_are_threads<comm::transport_type>()) {
+    throw commx::transport::injected_kill(fmt::format("rank {} kills itself", me));
+  } else {
+    std::raise(SIGKILL);
+  }
+}
+
 // ULFM's barrier loop: each round the ranks a seeded draw names (one, or two every third round
 // while four or more remain) kill themselves between two barriers; the others see the loss in
 // the second, revoke, shrink (any quorum: the loop goes down to one rank) and go on, until one
@@ -104,13 +115,7 @@ int suicides(comm& world, unsigned seed) {
     }
     try {
       team.barrier();
-      if (me == first || me == second) {
-        if constexpr (ranks_are_threads<comm::transport_type>()) {
-          throw commx::transport::injected_kill(fmt::format("rank {} kills itself", me));
-        } else {
-          std::raise(SIGKILL);
-        }
-      }
+      if (me == first || me == second) die(me);
       team.barrier();  // the others see the loss here, or in the next round's first barrier
     } catch (const commx::error& e) {
       if (!commx::calls_for_recovery(e)) throw;
@@ -182,9 +187,86 @@ int revoke_interrupts(comm& world) {
   return wrong == 0 ? 0 : 1;
 }
 
+// `any_source` after a loss (ULFM's "failure pending"), at 4 ranks: rank 0 checks, rank 1 sends
+// when told, ranks 3 then 2 die when told. Rank 0's wildcards on the world end with peer_lost
+// while a loss is unacknowledged (a pending one, a blocking one, a probe), unless a queued
+// message matches; acknowledged, they receive again; on a communicator without the dead rank
+// (split before, shrunk after) they never fail. Prints how many of its checks held.
+int wildcard_after_loss(comm& world) {
+  const int me = world.rank();
+  comm pair = world.split(me < 2 ? 0 : 1, me);  // {0, 1} and {2, 3}, made before anyone died
+  const int go = 1;
+  int got = 0;
+  if (me == 3) {
+    world.recv(0, 9, got);
+    die(me);
+  } else if (me == 2) {
+    world.send(0, 6, 26);
+    world.recv(0, 9, got);
+    die(me);
+  } else if (me == 1) {
+    world.recv(0, 10, got);
+    world.send(0, 5, 15);
+    pair.send(0, 11, 21);
+    comm team = world.shrink(commx::shrink_quorum::any);
+    team.send(0, 12, 32);
+    return 0;
+  }
+  if (me != 0) return 0;
+  std::vector<std::string> wrong;
+  const auto check = [&](bool right, std::string_view what) {
+    if (!right) wrong.emplace_back(what);
+  };
+  // Whether `call` ends with peer_lost for an unacknowledged loss of `peer`.
+  const auto ends_with_loss_of = [](int peer, auto call) {
+    try {
+      call();
+    } catch (const commx::error& e) {
+      return e.code() == commx::errc::peer_lost &&
+             std::string_view(e.what()).find(fmt::format("peer {} failed", peer)) !=
+                 std::string_view::npos;
+    }
+    return false;
+  };
+  world.probe(2, 6);  // queued before any loss
+  int early_value = 0;
+  int pair_value = 0;
+  auto early = world.irecv(commx::any_source, 5, early_value);
+  auto pair_early = pair.irecv(commx::any_source, 11, pair_value);
+  world.send(3, 9, go);
+  check(ends_with_loss_of(3, [&] { early.wait(); }), "a pending world wildcard ends with rank 3");
+  check(world.known_lost() == std::vector<int>{3}, "known_lost is {3}");
+  world.recv(commx::any_source, 6, got);
+  check(got == 26, "a queued message still matches a wildcard while a loss is unacknowledged");
+  check(ends_with_loss_of(3, [&] { world.recv(commx::any_source, 5, got); }),
+        "a blocking wildcard fails at once while unacknowledged");
+  check(ends_with_loss_of(3, [&] { (void)world.iprobe(commx::any_source, 5); }),
+        "an iprobe wildcard fails while unacknowledged");
+  check(pair_early.active() && !pair_early.test(), "the pair's wildcard, without rank 3, waits on");
+  check(world.acknowledge_failures() == std::vector<int>{3}, "acknowledged {3}");
+  check(!world.iprobe(commx::any_source, 5), "after the acknowledgement an iprobe finds nothing");
+  world.send(1, 10, go);
+  world.recv(commx::any_source, 5, got);
+  check(got == 15, "after the acknowledgement a wildcard receives rank 1's message");
+  pair_early.wait();
+  check(pair_value == 21, "the pair's wildcard receives rank 1's message");
+  world.send(2, 9, go);
+  check(ends_with_loss_of(2, [&] { world.recv(commx::any_source, 8, got); }),
+        "a new loss after the acknowledgement ends a waiting wildcard");
+  check(world.known_lost() == std::vector<int>{3, 2}, "known_lost is {3, 2}");
+  comm team = world.shrink(commx::shrink_quorum::any);
+  check(team.size() == 2, "the shrunk communicator holds ranks 0 and 1");
+  team.recv(commx::any_source, 12, got);
+  check(got == 32, "a wildcard on the shrunk communicator receives, unacknowledged losses aside");
+  for (const std::string& w : wrong) say(me, "WRONG: " + w);
+  say(me, fmt::format("wildcard: {} checks wrong", wrong.size()));
+  return wrong.empty() ? 0 : 1;
+}
+
 int work(comm& world, std::string_view mode) {
   try {
     if (mode == "revoke") return revoke_interrupts(world);
+    if (mode == "wildcard") return wildcard_after_loss(world);
     if (mode.starts_with("suicides")) {
       return suicides(world, static_cast<unsigned>(std::atoi(mode.data() + mode.find(':') + 1)));
     }

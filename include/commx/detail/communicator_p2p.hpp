@@ -85,7 +85,15 @@ template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline std::optional<status> communicator<T, C, S>::find_queued(int source, int tag,
                                                                 const char* operation) {
   auto found = state_->endpoint.iprobe(world_source(source), ctx_, tag);
-  if (!found) return std::nullopt;
+  if (!found) {
+    if (source == any_source) {
+      if (const std::optional<int> failed = detail::pending_failure(state_->endpoint, *group_)) {
+        detail::throw_failure_pending(state_->endpoint, *failed, where(operation, source, tag, 0),
+                                      *group_);
+      }
+    }
+    return std::nullopt;
+  }
   if (found->error) {
     throw_error(found->error, where(operation, source, tag, 0),
                 fmt::format("{} is gone", group_->describe(found->source)));
@@ -244,6 +252,13 @@ inline status communicator<T, C, S>::recv_now(int source, int tag, M& message,
   using target = std::remove_cvref_t<M>;
   if (!state_->running.empty()) [[unlikely]]
     return post_recv(source, tag, message, kind).wait(until);
+  if constexpr (transport::knows_failures<T>) {
+    // A wildcard that a failure may end (detail/failures.hpp) waits as a request, whose waits
+    // look; a transport's blocking receive does not (where it is not sliced, not at all).
+    if (source == any_source &&
+        (!detail::recovers<T> || detail::pending_failure(state_->endpoint, *group_))) [[unlikely]]
+      return post_recv(source, tag, message, kind).wait(until);
+  }
   const detail::stopwatch<S> watch;
   check_source(source, tag, stats::name(kind).data());
   std::vector<std::byte> staging;  // serialized messages only

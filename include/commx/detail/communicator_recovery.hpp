@@ -8,7 +8,7 @@
 ///
 /// Only for transports that tell failures and take any context (`detail::recovers`): on mpi
 /// and mpi+wan a failure ends the job (Debian's MPIs have no ULFM), and these calls do not
-/// compile there.
+/// compile there. acknowledge_failures (detail/failures.hpp) compiles everywhere.
 
 #include <algorithm>
 #include <chrono>
@@ -30,6 +30,14 @@ constexpr void require_failure_knowledge() {
                 "them); on mpi and mpi+wan a failure ends the job (Debian's MPIs have no ULFM)");
 }
 }  // namespace detail
+
+// On every stack: where failures are not told (mpi) none is known, and nothing changes.
+template <transport::transport T, coll::collectives<T> C, stats::policy S>
+inline std::vector<int> communicator<T, C, S>::acknowledge_failures() {
+  std::vector<int> lost = known_lost();
+  for (const int local : lost) group_->acknowledge(group_->world_of(local));
+  return lost;
+}
 
 template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline void communicator<T, C, S>::revoke() {

@@ -6,6 +6,7 @@
 /// mapping its ranks to world ranks and back, with its recovery channel and whether this rank
 /// has seen it revoked.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -96,6 +97,13 @@ class group {
   /// The number of this rank's next agreement on the communicator (every survivor calls agree
   /// alike, whatever collectives a failure cut short, so agreements are numbered apart).
   std::uint32_t next_agreement() const { return agreements_++; }
+  /// Whether this communicator acknowledged world rank `world`'s failure (acknowledge_failures).
+  [[nodiscard]] bool acknowledged(int world) const {
+    return std::find(acknowledged_.begin(), acknowledged_.end(), world) != acknowledged_.end();
+  }
+  void acknowledge(int world) const {
+    if (!acknowledged(world)) acknowledged_.push_back(world);
+  }
 
  private:
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
@@ -105,6 +113,7 @@ class group {
   context_id channel_;
   mutable bool revoked_ = false;
   mutable std::uint32_t agreements_ = 0;
+  mutable std::vector<int> acknowledged_;  // world ranks; one entry per failure acknowledged
 };
 
 }  // namespace commx::detail

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "commx/deadline.hpp"
+#include "commx/detail/failures.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/detail/recovery_state.hpp"
 #include "commx/transport/concept.hpp"
@@ -145,15 +146,24 @@ void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::tim
 template <transport::transport T, stats::policy S>
 class recovery_watch {
  public:
+  /// `wildcard`: the wait is an `any_source` receive on `members`, which a failure of one
+  /// of them ends until acknowledged (failures.hpp).
   explicit recovery_watch(rank_state<T, S>& state, const group* members = nullptr,
-                          bool revocable = true)
-      : state_(state), members_(members), revocable_(revocable) {}
+                          bool revocable = true, bool wildcard = false)
+      : state_(state), members_(members), revocable_(revocable), wildcard_(wildcard) {}
 
   /// Looks if due; true when the watched communicator is revoked and that ends the wait.
   bool revoked(std::uint64_t seen, clock::time_point now) {
     if constexpr (recovers<T>) {
       if (state_.recovery.due(seen, now)) look_for_recovery(state_, members_, now);
       return revocable_ && members_ != nullptr && members_->revoked();
+    }
+    return false;
+  }
+  /// True when the wait is a wildcard receive that an unacknowledged failure ends.
+  [[nodiscard]] bool failure_pending() const {
+    if constexpr (transport::knows_failures<T>) {
+      return wildcard_ && members_ != nullptr && pending_failure(state_.endpoint, *members_);
     }
     return false;
   }
@@ -167,6 +177,7 @@ class recovery_watch {
   rank_state<T, S>& state_;
   const group* members_;
   bool revocable_;
+  bool wildcard_;
 };
 
 }  // namespace commx::detail

@@ -32,8 +32,10 @@
 ///
 /// A peer that is gone (its process ended, or its endpoint was closed): messages it sent before
 /// going are still delivered; a receive naming it that nothing queued can satisfy completes with
-/// `errc::peer_lost`, as does a send to it. A peer that failed (rather than finished) also
-/// completes unmatched `any_source` receives with `errc::peer_lost`, so nobody waits for it.
+/// `errc::peer_lost`, as does a send to it. A peer that failed (rather than finished) joins
+/// `failed_peers()` and moves `event_count()`; an `any_source` receive or probe is not ended
+/// for it here: the communicator ends it, or not, by its members and the failures it has
+/// acknowledged (ULFM's "failure pending", communicator.hpp).
 ///
 /// Deadlines: a transport never blocks past `when` in `wait_for_event`; the communicator turns
 /// every timeout into a deadline and every missed deadline into `errc::timeout`.

@@ -114,7 +114,7 @@ class inproc {
     hub_->wait_for_event(rank_, seen, when);
   }
 
-  /// Marks this rank as failed: peers' unmatched any_source receives stop waiting for it too.
+  /// Marks this rank as failed (its peers count it in failed_peers()), not finished.
   void fail() {
     if (hub_) hub_->leave(rank_, /*failed=*/true);
   }

@@ -29,9 +29,9 @@
 /// alternates slices of 100 us, doubling up to 2 ms while nothing comes. A message on a level
 /// no tested request waits for is taken in within one slice (1 ms; 2 ms on both).
 ///
-/// Peer loss reaches every level's waiters: a lost peer fails the receives its level holds,
-/// and a held `any_source` receive fails once a level reports a failed peer and no level has a
-/// message for it. Sizes and traffic: `bytes_sent_over(level)` says how many payload bytes each
+/// Peer loss reaches every level's waiters: a lost peer fails the receives its level holds;
+/// a held `any_source` receive, like any level's, is left to its communicator to end (its
+/// wait sees the level's event count move). Sizes and traffic: `bytes_sent_over(level)` says how many payload bytes each
 /// level (node, site, wide area) carried from this rank.
 
 #include <algorithm>
@@ -304,8 +304,8 @@ class node_and_network {
   }
 
   /// The first queued message a receive with these arguments would match, on any level it
-  /// could come by, without receiving it; an error result when `source` is gone (or, for
-  /// any_source, a peer failed) and nothing is queued.
+  /// could come by, without receiving it; an error result when `source` is gone and nothing
+  /// is queued.
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     if (!held_.empty()) match_held();  // what a held receive takes is not there to probe
     if (source != any_source) {

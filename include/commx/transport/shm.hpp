@@ -181,7 +181,7 @@ class shm {
     endpoint_->wait_for_event(seen, when);
   }
 
-  /// Marks this rank as failed: peers' unmatched any_source receives stop waiting for it too.
+  /// Marks this rank as failed (its peers count it in failed_peers()), not finished.
   void fail() { endpoint_->fail(); }
 
   /// Whether large messages are copied by cross-memory attach (else through the ring).

@@ -23,8 +23,8 @@
 /// when its last byte reaches the receiver's host (the payload was copied at the send; no
 /// rendezvous waits for the matching receive), or at once up to COMMX_SIMGRID_EAGER_BYTES
 /// (default none; detail/simgrid/job.hpp says why). A rank
-/// whose function throws fails: its peers' receives naming it, and unmatched any_source ones,
-/// end with errc::peer_lost, as on every stack. Polling (test, iprobe) that finds nothing 16
+/// whose function throws fails: its peers' receives naming it end with errc::peer_lost, and
+/// their any_source receives are woken for their communicator to judge, as on every stack. Polling (test, iprobe) that finds nothing 16
 /// times in a row costs a simulated microsecond, so a loop of polls lets simulated time pass.
 ///
 /// Footprint: per rank, its matching state and a map entry per peer it sends to or hears from;

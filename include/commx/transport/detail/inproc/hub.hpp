@@ -155,7 +155,7 @@ class hub {
       }
       return completed(operation::kind::recv, owner, from, ctx, tag, result);
     }
-    if (auto gone = lost_source(owner, from)) {
+    if (auto gone = lost_source(from)) {
       return completed(operation::kind::recv, owner, from, ctx, tag, *gone);
     }
     auto op = std::make_shared<operation>(operation::kind::recv, owner, from, ctx, tag);
@@ -172,7 +172,7 @@ class hub {
       const queued_message& m = *queued;
       return op_result{m.source, m.tag, m.payload().size(), {}};
     }
-    return lost_source(owner, from);
+    return lost_source(from);
   }
 
   /// Withdraws an operation that has not completed; false if it already had.
@@ -242,10 +242,15 @@ class hub {
         finish(*m.rendezvous, {rank, m.tag, 0, make_error_code(errc::cancelled)});
         return true;
       });
+      // An any_source receive stays posted: whether the failure ends it is its communicator's
+      // to say (its members, what it acknowledged); its owner is woken to look.
       std::erase_if(box.posted, [&](const std::shared_ptr<operation>& op) {
-        if (op->peer != rank && !(failed && op->peer == any_source)) return false;
+        const bool wake = op->peer == rank || (failed && op->peer == any_source);
+        if (wake && woken != nullptr && (woken->empty() || woken->back() != other)) {
+          woken->push_back(other);
+        }
+        if (op->peer != rank) return false;
         finish(*op, lost(rank, 0));
-        if (woken != nullptr && (woken->empty() || woken->back() != other)) woken->push_back(other);
         return true;
       });
       box.events.fetch_add(1, std::memory_order_relaxed);
@@ -305,11 +310,9 @@ class hub {
   }
 
   // A receive from `from` that nothing queued satisfies: can anyone still answer it?
-  std::optional<op_result> lost_source(int owner, int from) const {
-    if (from == any_source) {
-      if (!failed_.empty() && failed_.back() != owner) return lost(failed_.back(), 0);
-      return std::nullopt;
-    }
+  // An any_source receive is not refused for a failure (its communicator decides).
+  std::optional<op_result> lost_source(int from) const {
+    if (from == any_source) return std::nullopt;
     if (boxes_[index(from)].state != presence::present) return lost(from, 0);
     return std::nullopt;
   }

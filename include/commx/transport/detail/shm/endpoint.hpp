@@ -339,7 +339,7 @@ class endpoint {
     if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
   }
 
-  /// Marks this rank failed (rather than finished): peers' any_source receives stop waiting.
+  /// Marks this rank failed (rather than finished): its peers count it in failed_peers().
   void fail() { leave(presence::failed); }
 
  private:

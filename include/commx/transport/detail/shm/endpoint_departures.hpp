@@ -169,8 +169,9 @@ inline void endpoint::depart(int peer, presence how, std::string_view found) {
   state_[p] = how;
   ++events_;
   if (how == presence::failed) failed_.push_back(peer);
+  // An any_source receive stays posted: its communicator decides (events_ wakes its wait).
   std::erase_if(posted_, [&](const std::shared_ptr<operation>& op) {
-    if (op->peer != peer && !(how == presence::failed && op->peer == any_source)) return false;
+    if (op->peer != peer) return false;
     complete(*op, lost(peer, 0));
     return true;
   });
@@ -192,10 +193,7 @@ inline void endpoint::depart(int peer, presence how, std::string_view found) {
 
 // A receive from `from` that nothing queued satisfies: can anyone still answer it?
 inline std::optional<op_result> endpoint::lost_source(int from) const {
-  if (from == any_source) {
-    if (!failed_.empty()) return lost(failed_.back(), 0);
-    return std::nullopt;
-  }
+  if (from == any_source) return std::nullopt;  // not refused for a failure: see depart
   if (state_[static_cast<std::size_t>(from)] != presence::present) return lost(from, 0);
   return std::nullopt;
 }

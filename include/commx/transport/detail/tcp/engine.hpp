@@ -32,7 +32,8 @@
 ///   overtake each other, eager or not.
 /// - A peer that says `bye` finished; a connection that ends without it means the peer failed
 ///   (killed, crashed). Either way every operation waiting on it completes with
-///   errc::peer_lost; a failed peer also releases any_source receives. A frame that breaks the
+///   errc::peer_lost; a failed peer is counted in failed_peers() (any_source receives are the
+///   communicator's to end, transport/concept.hpp). A frame that breaks the
 ///   protocol closes the connection, and what waited on that peer completes with
 ///   errc::protocol_violation.
 
@@ -88,7 +89,7 @@ class engine {
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
   /// Says bye to every peer, unless the endpoint goes away because of an exception: then the
-  /// peers see a failed rank (no bye), and their any_source receives stop waiting for it.
+  /// peers see a failed rank (no bye), not one that finished.
   ~engine() { leave(std::uncaught_exceptions() > 0); }
 
   [[nodiscard]] int rank() const { return cfg_.rank; }
@@ -427,11 +428,8 @@ class engine {
 
   /// Can anyone still answer a receive from `source` that nothing queued satisfies?
   std::optional<op_result> lost_source(int source) const {
-    if (source == any_source) {
-      if (!failed_.empty()) return lost(failed_.back(), 0);
-      return std::nullopt;
-    }
-    if (source == rank()) return std::nullopt;
+    // An any_source receive is not refused for a failure: its communicator decides.
+    if (source == any_source || source == rank()) return std::nullopt;
     if (departed(source)) return lost(source, 0);
     return std::nullopt;
   }

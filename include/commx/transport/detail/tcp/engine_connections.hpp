@@ -58,8 +58,9 @@ inline void engine::gone(int peer, presence how, std::error_code why) {
     if (m.how == queued_message::form::remote_rendezvous) return true;
     return m.how == queued_message::form::remote_streamed && m.stand_in->result.error;
   });
+  // An any_source receive stays posted: its communicator decides (events_ wakes its wait).
   std::erase_if(posted_, [&](const std::shared_ptr<operation>& op) {
-    if (op->peer != peer && !(how == presence::failed && op->peer == any_source)) return false;
+    if (op->peer != peer) return false;
     finish(*op, result);
     return true;
   });
