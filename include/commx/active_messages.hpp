@@ -196,6 +196,7 @@ class active_messages {
   active_messages(Comm comm, handler_table handlers, deadline until = {})
       : handlers_(std::make_shared<handler_table>(std::move(handlers))) {
     Comm own = comm.dup(until);
+    detail::communicator_access::revoke_along(own, comm);
     std::uint64_t names = handlers_->entries_.size();
     for (const auto& [id, entry] : handlers_->entries_) names = names * 1000003U + id;
     const std::uint64_t lowest = own.allreduce_value(names, op::min{}, until);

@@ -370,6 +370,7 @@ class window {
 
   void open(Comm& comm, std::size_t count, std::span<E>* given, deadline until) {
     Comm own = comm.dup(until);
+    detail::communicator_access::revoke_along(own, comm);
     sizes_.resize(static_cast<std::size_t>(own.size()));
     const std::uint64_t mine = count;
     own.allgather(mine, sizes_, until);
@@ -466,6 +467,10 @@ class window {
     if (freed_) {
       throw_error(errc::invalid_argument, {rank(), unknown, unknown, 0, operation},
                   "the window was freed");
+    }
+    if (detail::communicator_access::members(impl_->communicator()).revoked()) [[unlikely]] {
+      throw_error(errc::revoked, {rank(), unknown, unknown, 0, operation},
+                  "the communicator the window was made over was revoked");
     }
   }
 

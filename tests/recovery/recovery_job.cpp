@@ -3,9 +3,9 @@
 // surviving rank agrees twice, shrinks, and runs an allreduce on what shrink returned, printing
 // one line per step. Every survivor must print the same lines; a rank killed by the plan prints
 // nothing more (a process) or "killed" (a thread). `revoke` mode: rank 0 revokes while the
-// others wait on it in a receive, a barrier and an iallreduce; every rank must see
-// errc::revoked in each and in a later call, while a communicator duplicated before still
-// works. `suicides:SEED` mode: ULFM's barrier
+// others wait on it in a receive, a barrier, an iallreduce and a window fence; every rank must
+// see errc::revoked in each and in a later call (window puts and active messages included),
+// while a communicator duplicated before still works. `suicides:SEED` mode: ULFM's barrier
 // loop, ranks killing themselves until one is left (barrier_loop.py checks it). `wildcard`
 // mode: any_source after a loss, before and after acknowledge_failures.
 // Exit status: 0 every step done, 1 a revocation case went wrong, 2 a typed error.
@@ -24,9 +24,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "commx/active_messages.hpp"
 #include "commx/recovery.hpp"
 #include "commx/transport/faulty.hpp"
 #include "commx/variant.hpp"
+#include "commx/window.hpp"
 
 namespace {
 
@@ -169,6 +171,46 @@ bool interrupted_by_revoke(comm& world, std::string_view what, Block block) {
   return right;
 }
 
+// Window and active-message traffic over a revoked communicator ends too, although both work
+// on their own duplicate of it: made over `victim`, then ranks 1.. block in a window fence that
+// rank 0 never joins while rank 0 revokes `victim`; at every rank a later put and a later call
+// end with errc::revoked as well. True when all did.
+bool window_and_am_revoked(comm& world) {
+  const int me = world.rank();
+  const int next = (me + 1) % world.size();
+  comm victim = world.dup();
+  commx::window<int, comm> win(victim, 4);
+  commx::handler_table table;
+  table.on<int>("echo", [](int /*source*/, int v) { return v; });
+  commx::active_messages<comm> am(victim, std::move(table));
+  bool right = true;
+  const auto ends_revoked = [&](std::string_view what, auto call) {
+    try {
+      call();
+      say(me, fmt::format("WRONG: {} returned on a revoked communicator", what));
+      right = false;
+    } catch (const commx::error& e) {
+      if (e.code() != commx::errc::revoked) {
+        say(me, fmt::format("WRONG: {} ended with {}", what, e.what()));
+        right = false;
+      }
+    }
+  };
+  right = am.call<int>(next, "echo", me).get() == me;  // working before
+  win.fence();
+  if (me == 0) {
+    for (int r = 1; r < world.size(); ++r)
+      world.recv(r, 9, std::span<int>());  // all about to block
+    victim.revoke();
+  } else {
+    world.send(0, 9, std::span<const int>());
+    ends_revoked("a window fence", [&] { win.fence(); });
+  }
+  ends_revoked("a window put", [&] { win.put(1, next, 0); });
+  ends_revoked("an active-message call", [&] { (void)am.call<int>(next, "echo", 1).get(); });
+  return right;
+}
+
 int revoke_interrupts(comm& world) {
   const int me = world.rank();
   int wrong = 0;
@@ -182,8 +224,9 @@ int revoke_interrupts(comm& world) {
     auto pending = c.iallreduce(total, std::plus<>{});
     pending.wait();
   });
+  wrong += !window_and_am_revoked(world);
   world.barrier();
-  say(me, fmt::format("revoke: {} of 3 cases right", 3 - wrong));
+  say(me, fmt::format("revoke: {} of 4 cases right", 4 - wrong));
   return wrong == 0 ? 0 : 1;
 }
 

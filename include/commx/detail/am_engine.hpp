@@ -138,6 +138,10 @@ class am_engine final : public collective_task {
   /// Sends `message` (made by am_message, payload appended) to handler `id` at `target`; waits
   /// first while max_unanswered calls to `target` are unanswered.
   std::shared_ptr<am_call> call(int target, std::uint32_t id, std::vector<std::byte> message) {
+    if (members_.revoked()) [[unlikely]] {
+      throw_error(errc::revoked, {comm_.rank(), target, unknown, 0, "active message"},
+                  "the communicator the active messages were made over was revoked");
+    }
     if (waiting_on_[index(target)] >= max_unanswered && !polling_) {
       wait([&] { return waiting_on_[index(target)] < max_unanswered; },
            clock::now() + comm_.timeout(), "active message (waiting for the target's answers)");
@@ -207,15 +211,22 @@ class am_engine final : public collective_task {
       throw_error(errc::invalid_argument, {comm_.rank(), unknown, unknown, 0, operation},
                   "an active-message handler cannot wait for other active messages");
     }
+    recovery_watch recovery(state_, &members_);
     for (;;) {
       const std::uint64_t seen = state_.endpoint.event_count();
       progress_all();  // polls this engine once, and the rank's other running work
       if (ready()) return;
-      if (clock::now() >= when) {
+      const clock::time_point now = clock::now();
+      if (recovery.revoked(seen, now)) {
+        throw_error(errc::revoked, {comm_.rank(), unknown, unknown, 0, operation},
+                    "the communicator the active messages were made over was revoked while "
+                    "this waited");
+      }
+      if (now >= when) {
         throw_timeout(state_.endpoint, {comm_.rank(), unknown, unknown, 0, operation},
                       "the targets did not answer before the deadline");
       }
-      state_.endpoint.wait_for_event(seen, when);
+      state_.endpoint.wait_for_event(seen, recovery.sleep_until(seen, when));
     }
   }
 

@@ -19,6 +19,12 @@ struct communicator_access {
   static const group& members(const Comm& comm) {
     return *comm.group_;
   }
+  /// Makes `own` (a dup of `parent`) revoked whenever `parent` is: windows and active messages
+  /// work on their own communicator, but their traffic is `parent`'s to end.
+  template <class Comm>
+  static void revoke_along(const Comm& own, const Comm& parent) {
+    own.group_->revoke_along(parent.group_);
+  }
   /// The context id of its point-to-point messages.
   template <class Comm>
   static context_id context(const Comm& comm) {

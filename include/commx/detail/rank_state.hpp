@@ -16,6 +16,7 @@
 
 #include "commx/detail/collective_task.hpp"
 #include "commx/detail/convert_layout.hpp"
+#include "commx/detail/local_shared.hpp"
 #include "commx/detail/recovery_state.hpp"
 #include "commx/stats.hpp"
 #include "commx/transport/concept.hpp"
@@ -89,8 +90,17 @@ class group {
 
   /// The context of this communicator's revocation notices and agreements (recovery_state.hpp).
   [[nodiscard]] context_id channel() const { return channel_; }
-  /// Whether this rank has seen the communicator revoked (here or by a notice).
-  [[nodiscard]] bool revoked() const { return revoked_; }
+  /// Whether this rank has seen the communicator revoked (here or by a notice), or the one it
+  /// is revoked along with (revoke_along).
+  [[nodiscard]] bool revoked() const {
+    return revoked_ || (revoked_along_ && revoked_along_->revoked());
+  }
+  /// Makes this group revoked whenever `parent` is: the own communicator of a window or of
+  /// active messages, duplicated from the one they were made over, whose revocation must end
+  /// their traffic too (a plain dup or split is not revoked with its parent).
+  void revoke_along(local_shared<const group> parent) const { revoked_along_ = std::move(parent); }
+  /// The group this one is revoked along with, if any (its notices are looked for too).
+  [[nodiscard]] const group* revoked_along() const { return revoked_along_.get(); }
   /// Marks it revoked; true the first time. Every handle onto the communicator shares its
   /// group, so each sees it (a rank uses its communicators from one thread).
   bool mark_revoked() const { return !std::exchange(revoked_, true); }
@@ -114,6 +124,7 @@ class group {
   mutable bool revoked_ = false;
   mutable std::uint32_t agreements_ = 0;
   mutable std::vector<int> acknowledged_;  // world ranks; one entry per failure acknowledged
+  mutable local_shared<const group> revoked_along_;
 };
 
 }  // namespace commx::detail

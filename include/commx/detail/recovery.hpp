@@ -123,16 +123,16 @@ void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::tim
       }
     }
   }
-  if (watched != nullptr) {
+  // The watched communicator's notices, and those of the one it is revoked along with.
+  for (const group* g = watched; g != nullptr; g = g->revoked_along()) {
     for (std::optional<transport::op_result> found =
-             endpoint.iprobe(any_source, watched->channel(), recovery_tag::revocation);
+             endpoint.iprobe(any_source, g->channel(), recovery_tag::revocation);
          found && !found->error;
-         found = endpoint.iprobe(any_source, watched->channel(), recovery_tag::revocation)) {
-      if (!take_queued(endpoint, *found, watched->channel(), message)) break;
-      if (watched->mark_revoked()) {
-        const std::vector<int> next =
-            binomial_graph_neighbours(watched->local_of(endpoint.rank()), watched->size());
-        send_revocations(state, *watched, next);
+         found = endpoint.iprobe(any_source, g->channel(), recovery_tag::revocation)) {
+      if (!take_queued(endpoint, *found, g->channel(), message)) break;
+      if (g->mark_revoked()) {
+        send_revocations(state, *g,
+                         binomial_graph_neighbours(g->local_of(endpoint.rank()), g->size()));
       }
     }
   }
