@@ -102,7 +102,9 @@ class communicator
         collective_calls_(std::make_shared<std::uint32_t>(0)),
         timeout_(opts.timeout),
         checks_(opts.checks),
-        reduction_(opts.reduction) {}
+        reduction_(opts.reduction) {
+    state_->recovery.suspect_after = opts.suspect_after;
+  }
 
   /// The world communicator of a job started by commxrun, srun or mpirun.
   static communicator from_env(options opts = {}) requires requires { T::from_env(); }
@@ -272,7 +274,8 @@ class communicator
   /// Collective over the survivors, also on a revoked communicator: a new communicator of the
   /// ranks that return, in this one's order, without every rank agreed lost. When the members
   /// span nodes, survivors that are half of this communicator or less raise errc::no_majority
-  /// (a partition must not give two working halves) unless `quorum` is `any`.
+  /// (a partition must not give two working halves) unless `quorum` is `any`. A rank that is
+  /// alive but agreed lost (silent, or cut off from some members) gets errc::excluded.
   communicator shrink(shrink_quorum quorum, deadline until = {});
   /// shrink with the majority rule.
   communicator shrink(deadline until = {}) { return shrink(shrink_quorum::majority, until); }

@@ -31,6 +31,7 @@ enum class errc {
   handler_failed,         ///< an active-message handler threw at the target (active_messages.hpp)
   revoked,                ///< the communicator was revoked (communicator::revoke)
   no_majority,            ///< a shrink kept half of the communicator or less (communicator::shrink)
+  excluded,               ///< the survivors agreed this rank lost (communicator::shrink)
 };
 
 namespace detail {
@@ -69,6 +70,8 @@ class error_category_impl final : public std::error_category {
         return "communicator revoked";
       case errc::no_majority:
         return "survivors are not a majority";
+      case errc::excluded:
+        return "the survivors agreed this rank lost";
     }
     return "unknown commx error";
   }

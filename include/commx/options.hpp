@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,15 +19,23 @@ namespace commx {
 
 namespace detail {
 
-inline clock::duration timeout_from_env(const char* text, clock::duration fallback) {
+inline clock::duration timeout_from_env(const char* text, clock::duration fallback,
+                                        std::string_view variable = "COMMX_TIMEOUT") {
   if (text == nullptr || *text == '\0') return fallback;
   char* end = nullptr;
   const double seconds = std::strtod(text, &end);
   if (end == text || *end != '\0' || !(seconds > 0)) {
     throw error(errc::invalid_argument,
-                fmt::format("COMMX_TIMEOUT='{}' is not a positive number of seconds", text));
+                fmt::format("{}='{}' is not a positive number of seconds", variable, text));
   }
   return clamped(std::chrono::duration<double>(seconds));
+}
+
+// Unset: none.
+inline std::optional<clock::duration> suspicion_from_env() {
+  const char* text = std::getenv("COMMX_SUSPECT_AFTER");  // NOLINT(concurrency-mt-unsafe)
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  return timeout_from_env(text, {}, "COMMX_SUSPECT_AFTER");
 }
 
 }  // namespace detail
@@ -80,6 +89,12 @@ struct options {
   check_level checks = detail::enum_from_env(
       "COMMX_CHECKS", {{"basic", check_level::basic}, {"collective", check_level::collective}},
       check_level::basic);
+  /// How long an agreement (agree, shrink) waits for a silent rank before it declares it lost,
+  /// on a transport that can (`transport::excludes_peers`: tcp, wan and the network level of
+  /// the layered stacks), COMMX_SUSPECT_AFTER seconds; unset, a silent rank (stalled, or across
+  /// a partition) holds the agreement until its deadline. Set it below the timeout, above the
+  /// longest pause a healthy rank may take: a rank declared lost is refused by everyone.
+  std::optional<clock::duration> suspect_after = detail::suspicion_from_env();
   /// COMMX_REDUCTION=policy|reproducible.
   reduction_order reduction = detail::enum_from_env(
       "COMMX_REDUCTION",

@@ -4,8 +4,11 @@
 # The fault campaign: randomized fault plans (transport/fault_plan.hpp) against the workload
 # (workload.cpp) on each stack given, every run bounded in time. A run passes when each rank
 # either finished, raised a typed error, or was killed by the plan; when nothing was delivered
-# corrupt or twice; and when no process or shared-memory segment is left behind. Prints one
-# summary line, and for each failing run its output and the plan that replays it.
+# corrupt or twice; and when no process or shared-memory segment is left behind. Every second
+# schedule runs the workload with --recover: the survivors of a loss (or of a timeout: a stall,
+# a partition) revoke, shrink and go on, and every rank that finishes must end with the same
+# members and the same count of recoveries (else a disagreement). Prints one summary line, and
+# for each failing run its output and the plan that replays it.
 #
 #   run_campaign.sh COMMXRUN RANKS SCHEDULES FIRST_SEED STACK=PROGRAM...
 #
@@ -18,6 +21,7 @@ shift 4
 
 run_bound=40 # seconds a run may take: the longest stall (2.5 s) and deadlines (2 s) fit many times
 schedules_run=0 faults_planned=0 faults_fired=0 hangs=0 crashes=0 leaks=0 wrong=0 failures=0
+recovering=0 recoveries=0 disagreements=0
 per_stack=""
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -32,8 +36,11 @@ for pair in "$@"; do
   for ((k = 0; k < schedules; ++k)); do
     seed=$((first_seed + k))
     before=$(shm_entries)
+    mode=()
+    ((k % 2 == 1)) && mode=(--recover) recovering=$((recovering + 1))
     COMMX_FAULTS="random;seed=$seed" COMMX_TIMEOUT=2 COMMX_INPROC_RANKS=$ranks \
-      "$commxrun" -n "$launched" --keep-going --timeout "$run_bound" "$program" >"$log" 2>&1
+      "$commxrun" -n "$launched" --keep-going --timeout "$run_bound" "$program" "${mode[@]}" \
+      >"$log" 2>&1
     status=$?
     schedules_run=$((schedules_run + 1))
     problem=""
@@ -57,6 +64,12 @@ for pair in "$@"; do
         crashes=$((crashes + 1)) problem="rank $r ended without an outcome"
       fi
     done
+    ends=$(sed -n 's/.*outcome rank=[0-9]* finished \(.*\)/\1/p' "$log" | sort -u)
+    if (($(grep -c . <<<"$ends") > 1)); then
+      disagreements=$((disagreements + 1)) problem="the finishing ranks disagree: $(tr '\n' ' ' <<<"$ends")"
+    fi
+    made=$(sed -n 's/.*recoveries=\([0-9]*\)/\1/p' <<<"$ends" | head -n 1)
+    recoveries=$((recoveries + ${made:-0}))
     if grep -qE 'was killed by signal ([^9]|9[0-9])' "$log"; then
       crashes=$((crashes + 1)) problem="a rank crashed"
     fi
@@ -70,7 +83,7 @@ for pair in "$@"; do
     fi
     if [[ -n $problem ]]; then
       failures=$((failures + 1))
-      echo "--- $stack seed $seed: $problem (replay: COMMX_FAULTS='$plan' $name)"
+      echo "--- $stack seed $seed: $problem (replay: COMMX_FAULTS='$plan' $name ${mode[*]})"
       cat "$log"
     fi
   done
@@ -80,5 +93,6 @@ done
 echo "fault campaign: ${schedules_run} schedules run (${per_stack# }), ${faults_planned} faults" \
   "injected (${faults_fired} kills, stalls, damaged frames and strangers fired; delays and" \
   "partitions act throughout), hangs ${hangs}, crashes ${crashes}, leaks ${leaks}," \
-  "corrupt or duplicate ${wrong}"
+  "corrupt or duplicate ${wrong}; ${recovering} schedules recovering: recoveries ${recoveries}," \
+  "disagreements ${disagreements}"
 ((failures == 0))

@@ -3,18 +3,22 @@
 // small and large, allreduces and broadcasts, under whatever COMMX_FAULTS does to the job. Each
 // rank prints one outcome line: finished, a typed error, killed (in-process ranks; a process is
 // SIGKILLed and says nothing), or CORRUPT/DUPLICATE when a payload is not what was sent (a
-// checksum, the sender and the iteration are in every message). Exit status: 0 finished,
-// 2 a typed error, 3 corrupt or duplicate data.
+// checksum, the sender and the iteration are in every message). With --recover, the survivors
+// of a loss go on (work's comment). Exit status: 0 finished, 2 a typed error, 3 corrupt or
+// duplicate data.
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "commx/recovery.hpp"
 #include "commx/transport/faulty.hpp"
 #include "commx/variant.hpp"
 
@@ -60,35 +64,64 @@ std::string verdict(const std::vector<std::uint64_t>& m, int sender, int it) {
   return {};
 }
 
-int work(comm& world) {
-  const int n = world.size();
+// One iteration on `team`: a ring exchange, an allreduce and a broadcast, each checked. Empty
+// when all was right, else what was wrong. Senders are named by world rank (what they wrote).
+std::string step(comm& team, int it) {
+  const int n = team.size();
+  const int me = team.rank();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  const std::vector<std::uint64_t> out = message(team.world_rank_of(me), it);
+  std::vector<std::uint64_t> in(words_at(it));
+  team.sendrecv(right, it % 8, out, left, it % 8, in);
+  std::string wrong = verdict(in, team.world_rank_of(left), it);
+
+  long total = (team.world_rank_of(me) + 1L) * (it + 1L);
+  team.allreduce(total, std::plus<>{});
+  long expected = 0;
+  for (int r = 0; r < n; ++r) expected += (team.world_rank_of(r) + 1L) * (it + 1L);
+  if (wrong.empty() && total != expected) wrong = fmt::format("CORRUPT: allreduce gave {}", total);
+  const int root = it % n;
+  std::vector<std::uint64_t> b =
+      me == root ? message(team.world_rank_of(root), it) : std::vector<std::uint64_t>(words_at(it));
+  team.bcast(b, root);
+  if (wrong.empty()) wrong = verdict(b, team.world_rank_of(root), it);
+  return wrong;
+}
+
+// With `recover`, a loss, a revocation or a timeout (a stall, a partition) is answered by
+// revoke, shrink (a majority of a multi-node job) and an agreement on the last iteration every
+// survivor completed, from which all go on; the finishing ranks print their members and how
+// many recoveries they made (run_campaign.sh compares them: disagreements).
+int work(comm& world, bool recover) {
   const int me = world.rank();
   if (me == 0) fmt::print("plan {}\n", world.transport().plan().text());
+  comm team = world;
+  int recoveries = 0;
   try {
-    for (int it = 0; it < iterations; ++it) {
-      const int right = (me + 1) % n;
-      const int left = (me + n - 1) % n;
-      const std::vector<std::uint64_t> out = message(me, it);
-      std::vector<std::uint64_t> in(words_at(it));
-      world.sendrecv(right, it % 8, out, left, it % 8, in);
-      std::string wrong = verdict(in, left, it);
-
-      long total = (me + 1L) * (it + 1L);
-      world.allreduce(total, std::plus<>{});
-      if (wrong.empty() && total != n * (n + 1L) / 2 * (it + 1L)) {
-        wrong = fmt::format("CORRUPT: allreduce gave {}", total);
+    int completed = -1;
+    while (completed + 1 < iterations) {
+      const int it = completed + 1;
+      try {
+        const std::string wrong = step(team, it);
+        if (!wrong.empty()) {
+          fmt::print("outcome rank={} {} (iteration {})\n", me, wrong, it);
+          return 3;
+        }
+        completed = it;
+        continue;
+      } catch (const commx::error& e) {
+        if (!recover || recoveries == 8 ||
+            (!commx::calls_for_recovery(e) && e.code() != commx::errc::timeout)) {
+          throw;
+        }
       }
-      const int root = it % n;
-      std::vector<std::uint64_t> b =
-          me == root ? message(root, it) : std::vector<std::uint64_t>(words_at(it));
-      world.bcast(b, root);
-      if (wrong.empty()) wrong = verdict(b, root, it);
-      if (!wrong.empty()) {
-        fmt::print("outcome rank={} {} (iteration {})\n", me, wrong, it);
-        return 3;
-      }
+      team.revoke();
+      team = team.shrink();
+      completed = team.agree(completed, commx::op::min{}).value;
+      ++recoveries;
     }
-    world.barrier();
+    team.barrier();
   } catch (const commx::error& e) {
     fmt::print("outcome rank={} error ({})\n", me, e.what());
     return 2;
@@ -96,18 +129,21 @@ int work(comm& world) {
     fmt::print("outcome rank={} killed\n", me);
     throw;
   }
-  fmt::print("outcome rank={} finished\n", me);
+  std::vector<int> members;
+  for (int r = 0; r < team.size(); ++r) members.push_back(team.world_rank_of(r));
+  fmt::print("outcome rank={} finished members={} recoveries={}\n", me, members, recoveries);
   return 0;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool recover = argc > 1 && std::string_view(argv[1]) == "--recover";
   std::atomic<int> worst{0};
   std::atomic<int> reported{0};  // ranks that printed their outcome
   try {
     commx::run<comm>([&](comm& world) {
-      const int status = work(world);
+      const int status = work(world, recover);
       ++reported;
       int seen = worst.load();
       while (status > seen && !worst.compare_exchange_weak(seen, status)) {

@@ -7,10 +7,12 @@
 // see errc::revoked in each and in a later call (window puts and active messages included),
 // while a communicator duplicated before still works. `suicides:SEED` mode: ULFM's barrier
 // loop, ranks killing themselves until one is left (barrier_loop.py checks it). `wildcard`
-// mode: any_source after a loss, before and after acknowledge_failures.
+// mode: any_source after a loss, before and after acknowledge_failures. `silence:SECONDS`
+// mode: ranks that stall or are partitioned off are declared lost (silence.py checks it).
 // Exit status: 0 every step done, 1 a revocation case went wrong, 2 a typed error.
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -132,6 +134,34 @@ int suicides(comm& world, unsigned seed) {
   return 0;
 }
 
+// Whether `call` ends with errc::revoked; says what it did instead otherwise.
+template <class Call>
+bool ends_revoked(int me, std::string_view what, Call call) {
+  try {
+    call();
+    say(me, fmt::format("WRONG: {} returned on a revoked communicator", what));
+    return false;
+  } catch (const commx::error& e) {
+    if (e.code() == commx::errc::revoked) return true;
+    say(me, fmt::format("WRONG: {} ended with {}", what, e.what()));
+    return false;
+  }
+}
+
+// Rank 0 revokes `victim` once every other rank is about to call `block` on it; true when
+// each of them ended with errc::revoked.
+template <class Block>
+bool revoked_while_blocked(comm& world, comm& victim, std::string_view what, Block block) {
+  const int me = world.rank();
+  if (me != 0) {
+    world.send(0, 9, std::span<const int>());
+    return ends_revoked(me, what, block);
+  }
+  for (int r = 1; r < world.size(); ++r) world.recv(r, 9, std::span<int>());
+  victim.revoke();
+  return true;
+}
+
 // Rank 0 revokes a fresh duplicate of the world while every other rank is blocked on it in
 // `block`; each must end with errc::revoked, and so must a later call. True when all did.
 template <class Block>
@@ -139,31 +169,9 @@ bool interrupted_by_revoke(comm& world, std::string_view what, Block block) {
   const int me = world.rank();
   comm victim = world.dup();
   comm spare = world.dup();
-  bool right = true;
-  if (me == 0) {
-    for (int r = 1; r < world.size(); ++r)
-      world.recv(r, 9, std::span<int>());  // all about to block
-    victim.revoke();
-  } else {
-    world.send(0, 9, std::span<const int>());
-    try {
-      block(victim);
-      say(me, fmt::format("WRONG: {} returned on a revoked communicator", what));
-      right = false;
-    } catch (const commx::error& e) {
-      if (e.code() != commx::errc::revoked) {
-        say(me, fmt::format("WRONG: {} ended with {}", what, e.what()));
-        right = false;
-      }
-    }
-  }
-  try {
-    victim.barrier();
-    say(me, fmt::format("WRONG: a barrier after {} returned on a revoked communicator", what));
-    right = false;
-  } catch (const commx::error& e) {
-    right = right && e.code() == commx::errc::revoked;
-  }
+  bool right = revoked_while_blocked(world, victim, what, [&] { block(victim); });
+  right =
+      ends_revoked(me, fmt::format("a barrier after {}", what), [&] { victim.barrier(); }) && right;
   right = right && victim.is_revoked();
   // A communicator split from the revoked one's parent is untouched; the revoked one agrees.
   right = right && spare.allreduce_value(1, std::plus<>{}) == world.size();
@@ -183,31 +191,13 @@ bool window_and_am_revoked(comm& world) {
   commx::handler_table table;
   table.on<int>("echo", [](int /*source*/, int v) { return v; });
   commx::active_messages<comm> am(victim, std::move(table));
-  bool right = true;
-  const auto ends_revoked = [&](std::string_view what, auto call) {
-    try {
-      call();
-      say(me, fmt::format("WRONG: {} returned on a revoked communicator", what));
-      right = false;
-    } catch (const commx::error& e) {
-      if (e.code() != commx::errc::revoked) {
-        say(me, fmt::format("WRONG: {} ended with {}", what, e.what()));
-        right = false;
-      }
-    }
-  };
-  right = am.call<int>(next, "echo", me).get() == me;  // working before
+  bool right = am.call<int>(next, "echo", me).get() == me;  // working before
   win.fence();
-  if (me == 0) {
-    for (int r = 1; r < world.size(); ++r)
-      world.recv(r, 9, std::span<int>());  // all about to block
-    victim.revoke();
-  } else {
-    world.send(0, 9, std::span<const int>());
-    ends_revoked("a window fence", [&] { win.fence(); });
-  }
-  ends_revoked("a window put", [&] { win.put(1, next, 0); });
-  ends_revoked("an active-message call", [&] { (void)am.call<int>(next, "echo", 1).get(); });
+  right = revoked_while_blocked(world, victim, "a window fence", [&] { win.fence(); }) && right;
+  right = ends_revoked(me, "a window put", [&] { win.put(1, next, 0); }) && right;
+  right = ends_revoked(me, "an active-message call",
+                       [&] { (void)am.call<int>(next, "echo", 1).get(); }) &&
+          right;
   return right;
 }
 
@@ -306,10 +296,49 @@ int wildcard_after_loss(comm& world) {
   return wrong.empty() ? 0 : 1;
 }
 
+// Silent ranks (faulty's stall or partition, COMMX_SUSPECT_AFTER set): rounds of an allreduce
+// bounded by a short deadline; a timeout, a loss or a revocation sends the ranks to revoke and
+// shrink, whose agreement declares the silent ones lost. Each shrink's members are printed,
+// "refused: ..." where the survivors are no majority or the others agreed this rank lost, "finished" after `seconds` (all stop at
+// one round: the allreduce carries whether anyone's time is up). silence.py checks the lines.
+int silence(comm& world, double seconds) {
+  const int me = world.rank();
+  const auto end = commx::clock::now() + std::chrono::duration_cast<commx::clock::duration>(
+                                             std::chrono::duration<double>(seconds));
+  comm team = world;
+  for (long round = 0; round < 1000000; ++round) {
+    try {
+      const int late = commx::clock::now() >= end ? 1 : 0;
+      if (team.allreduce_value(late, commx::op::max{},
+                               commx::deadline(std::chrono::milliseconds(500))) == 1)
+        break;
+      continue;
+    } catch (const commx::error& e) {
+      if (!commx::calls_for_recovery(e) && e.code() != commx::errc::timeout) throw;
+    }
+    try {
+      team.revoke();
+      team = team.shrink();
+    } catch (const commx::error& e) {
+      if (e.code() != commx::errc::no_majority && e.code() != commx::errc::excluded) throw;
+      say(me, fmt::format("refused: {}", e.what()));
+      return 0;
+    }
+    std::vector<int> members;
+    for (int r = 0; r < team.size(); ++r) members.push_back(team.world_rank_of(r));
+    say(me, fmt::format("round {} members={}", round, members));
+  }
+  say(me, "finished");
+  return 0;
+}
+
 int work(comm& world, std::string_view mode) {
   try {
     if (mode == "revoke") return revoke_interrupts(world);
     if (mode == "wildcard") return wildcard_after_loss(world);
+    if (mode.starts_with("silence")) {
+      return silence(world, std::atof(mode.data() + mode.find(':') + 1));
+    }
     if (mode.starts_with("suicides")) {
       return suicides(world, static_cast<unsigned>(std::atoi(mode.data() + mode.find(':') + 1)));
     }

@@ -13,7 +13,7 @@
 /// | report | each participant, to every coordinator it takes | its value, the ranks it knows lost, the proposal it accepted last (if any) |
 /// | propose | the coordinator | if it accepted a proposal, that one; else, from every report (a rank lost meanwhile is added to the lost), the one with the highest ballot if any carries one, otherwise the op of all values and the union of all lost |
 /// | acknowledge | each participant | accepts the proposal (it replaces any older one) |
-/// | decide | the coordinator, once every rank it proposed to acknowledged or was lost | each participant returns the decision (it carries the proposal) |
+/// | decide | the coordinator, once every rank it proposed to acknowledged or was lost | each participant returns the decision (it carries the proposal); a rank in its lost set that reported (alive, but cut off from others) is sent it too, and learns it is out |
 ///
 /// Why uniform: a decision is sent only after every survivor accepted the proposal, so once
 /// any rank has returned (and may then die), every survivor holds that proposal, and a later
@@ -44,10 +44,15 @@
 /// at each. A coordinator's loss adds a round of reports to the next one.
 ///
 /// The failure detector is the transport's: a receive from a rank that is gone ends with
-/// errc::peer_lost. A rank that stalls without dying holds the agreement until the deadline
-/// (errc::timeout); the agreement never declares a live rank lost by itself.
+/// errc::peer_lost. A rank that stays silent (stalled, or across a partition) holds the
+/// agreement until the deadline (errc::timeout), unless a suspicion time is set
+/// (options::suspect_after) and the transport can declare a live rank lost
+/// (`transport::excludes_peers`): then a receive that waited that long declares its sender
+/// lost at this rank, and the agreement goes on as if it had died. Two sides of a partition
+/// each declare the other lost; shrink's majority rule leaves at most one of them working.
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -100,7 +105,8 @@ class agreement_run {
         op_(op),
         until_(until),
         value_(value),
-        lost_(static_cast<std::size_t>(members.size()), false) {
+        lost_(static_cast<std::size_t>(members.size()), false),
+        heard_(lost_.size(), false) {
     if constexpr (transport::knows_failures<T>) {
       for (const int world : state.endpoint.failed_peers()) {
         const int local = members.local_of(world);
@@ -168,6 +174,7 @@ class agreement_run {
     }
     proposal outcome = mine();
     bool whole = std::ranges::find(lost_, true) == lost_.end();
+    start_phase();
     for (int r = 0; r < members_.size() && whole; ++r) {
       if (r == me_) continue;
       std::optional<std::vector<std::byte>> m = receive(r, tag);
@@ -192,6 +199,7 @@ class agreement_run {
     for (int r = 0; r < members_.size(); ++r) {
       if (r != me_) send(r, tag, confirmation);
     }
+    start_phase(2);  // the others confirm once their own reports are in
     for (int r = 0; r < members_.size(); ++r) {
       if (r == me_) continue;
       std::optional<std::vector<std::byte>> m = receive(r, tag);
@@ -242,11 +250,19 @@ class agreement_run {
       told.push_back(r);
     }
     std::vector<int> accepting;
+    start_phase();
     for (const int r : told) {
       if (await(r, agreement_kind::acknowledgement)) accepting.push_back(r);
     }
     const std::vector<std::byte> decision = encode(agreement_kind::decision, chosen);
     for (const int r : accepting) send(r, recovery_tag::down(number_), decision);
+    // A rank in the lost set that reported to this one is alive, only cut off from others:
+    // it is told, so that it leaves rather than going on by itself.
+    for (int r = 0; r < members_.size(); ++r) {
+      if (r != me_ && chosen.lost[index(r)] && heard_[index(r)]) {
+        send(r, recovery_tag::down(number_), decision, /*to_lost=*/true);
+      }
+    }
     finish_sends();
     return chosen;
   }
@@ -254,6 +270,7 @@ class agreement_run {
   proposal gather_reports() {
     proposal combined = mine();
     std::optional<proposal> held;
+    start_phase();
     for (int r = 0; r < members_.size(); ++r) {
       if (r == me_ || lost_[index(r)]) continue;
       std::optional<std::vector<std::byte>> m = await(r, agreement_kind::report);
@@ -288,6 +305,7 @@ class agreement_run {
         lost_[index(r)] = true;
         return std::nullopt;
       }
+      heard_[index(r)] = true;
       if (kind_of(*m) == kind) return m;
     }
   }
@@ -336,8 +354,9 @@ class agreement_run {
   }
 
   // Sends are kept with their payload until finish_sends; a send to a lost rank just fails.
-  void send(int r, int tag, std::vector<std::byte> payload) {
-    outgoing_.push_back({std::make_unique<std::vector<std::byte>>(std::move(payload)), {}});
+  void send(int r, int tag, std::vector<std::byte> payload, bool to_lost = false) {
+    outgoing_.push_back(
+        {std::make_unique<std::vector<std::byte>>(std::move(payload)), {}, r, to_lost});
     sending& s = outgoing_.back();
     s.handle = state_.endpoint.isend(members_.world_of(r), members_.channel(), tag,
                                      std::span<const std::byte>(*s.payload));
@@ -345,6 +364,12 @@ class agreement_run {
 
   void finish_sends() {
     for (sending& s : outgoing_) {
+      // A rank the agreement holds lost needs nothing more; a send to it may never leave (a
+      // partition holds it) and is withdrawn.
+      if (lost_[index(s.to)] && !s.to_lost && !state_.endpoint.test(s.handle) &&
+          state_.endpoint.cancel(s.handle)) {
+        continue;
+      }
       if (wait_watched(state_, members_, s.handle, until_, false) == wait_end::deadline &&
           state_.endpoint.cancel(s.handle)) {
         outgoing_.clear();
@@ -360,14 +385,48 @@ class agreement_run {
     const transport::recv_buffer into(static_cast<void*>(&m), &grow_bytes);
     typename T::request handle =
         state_.endpoint.irecv(members_.world_of(r), members_.channel(), tag, into);
-    if (wait_watched(state_, members_, handle, until_, false) == wait_end::deadline &&
-        state_.endpoint.cancel(handle)) {
+    const clock::time_point began = clock::now();
+    wait_end end = wait_watched(state_, members_, handle, suspicion(tag), false);
+    if constexpr (transport::excludes_peers<T>) {
+      if (end == wait_end::deadline && clock::now() < until_) {
+        // Silent past the suspicion time: declared lost here, which ends the receive (or it
+        // matched meanwhile), and, the connection closed, the rank finds this one lost too.
+        state_.endpoint.exclude(
+            members_.world_of(r),
+            fmt::format("silent for {} ms in agreement {}", as_ms(clock::now() - began), number_));
+        end = wait_watched(state_, members_, handle, until_, false);
+      }
+    }
+    if (end == wait_end::deadline && state_.endpoint.cancel(handle)) {
       time_out(fmt::format("waiting for rank {}", r));
     }
     const transport::op_result& result = state_.endpoint.result(handle);
     if (result.error == errc::peer_lost) return std::nullopt;
     if (result.error) throw error(result.error, fmt::format("agreement {}", number_));
     return m;
+  }
+
+  // Until when a receive with `tag` waits before it suspects its sender: the deadline, or,
+  // where the transport can declare a rank lost and a suspicion time S is set, the end of the
+  // phase (start_phase): the ranks a phase waits for are suspected together, not one S after
+  // another. A coordinator may spend S in each of its two phases, so its participants suspect
+  // it after 3 S: a rank waiting on a silent one must not look silent itself.
+  [[nodiscard]] clock::time_point suspicion(int tag) const {
+    if constexpr (transport::excludes_peers<T>) {
+      if (const auto& s = state_.recovery.suspect_after) {
+        if (tag == recovery_tag::down(number_)) return std::min(until_, clock::now() + 3 * *s);
+        return std::min(until_, suspect_by_);
+      }
+    }
+    return until_;
+  }
+  // A phase that waits for several ranks at once starts: they are suspected `silences` S
+  // from now.
+  void start_phase(int silences = 1) {
+    if (const auto& s = state_.recovery.suspect_after) suspect_by_ = clock::now() + silences * *s;
+  }
+  static long long as_ms(clock::duration d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
   }
 
   [[noreturn]] void time_out(std::string_view doing) {
@@ -378,6 +437,8 @@ class agreement_run {
   struct sending {
     std::unique_ptr<std::vector<std::byte>> payload;
     typename T::request handle;
+    int to = 0;
+    bool to_lost = false;  // a decision for a rank in the lost set, which must arrive
   };
 
   rank_state<T, S>& state_;
@@ -387,9 +448,11 @@ class agreement_run {
   Op op_;
   clock::time_point until_;
   V value_;
-  std::vector<bool> lost_;  // ranks this rank knows lost
+  std::vector<bool> lost_;   // ranks this rank knows lost
+  std::vector<bool> heard_;  // ranks that sent this coordinator something: alive
   std::optional<proposal> accepted_;
   std::vector<sending> outgoing_;
+  clock::time_point suspect_by_{};  // the current phase's suspicion time (start_phase)
 };
 
 }  // namespace detail

@@ -80,15 +80,24 @@ inline communicator<T, C, S> communicator<T, C, S>::shrink(shrink_quorum quorum,
   const agreement<context_id> agreed = agree(state_->next_context, op::max{}, when);
   const context_id fresh = agreed.value;
   state_->next_context = std::max(state_->next_context, fresh + 2);
+  if (std::ranges::binary_search(agreed.lost, rank_)) {
+    // Some survivor could not reach this rank (a broken connection, a partition that healed,
+    // a stall): the others go on without it, and it must not go on as a job of its own.
+    throw_error(errc::excluded, where("shrink", unknown, unknown, 0),
+                "the survivors agreed this rank lost (some of them could not reach it); they "
+                "go on without it");
+  }
 
   std::vector<int> members;  // world ranks, in this communicator's order
   int new_rank = -1;
+  // The old communicator's nodes, not the survivors': a rank cut off from every other node
+  // keeps only its own, and must not go on alone.
   bool spans_nodes = false;
   const int my_node = node_of(rank_);
   for (int r = 0; r < size(); ++r) {
+    spans_nodes = spans_nodes || node_of(r) != my_node;
     if (std::ranges::binary_search(agreed.lost, r)) continue;
     if (r == rank_) new_rank = static_cast<int>(members.size());
-    spans_nodes = spans_nodes || node_of(r) != my_node;
     members.push_back(group_->world_of(r));
   }
   const int kept = static_cast<int>(members.size());

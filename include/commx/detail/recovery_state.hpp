@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "commx/deadline.hpp"
@@ -85,6 +86,10 @@ class recovery_state {
   /// How long a transport's own blocking send or receive (which cannot look) may wait before
   /// the communicator goes on with a request (detail/communicator_p2p.hpp).
   static constexpr clock::duration blocking_slice = std::chrono::milliseconds(1);
+
+  /// How long an agreement waits for a silent rank before declaring it lost, where the
+  /// transport can (options::suspect_after); none: until the deadline.
+  std::optional<clock::duration> suspect_after;
 
   /// Whether a wait that saw event count `seen` at `now` should look now.
   [[nodiscard]] bool due(std::uint64_t seen, clock::time_point now) const {

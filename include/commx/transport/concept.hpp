@@ -63,6 +63,7 @@
 /// | `t.layout_of(p)` | `data_layout` | how `p`'s machine lays out values (byte order; sizes of long, long double, wchar_t: data_layout.hpp), as it said when the job started; the communicator converts raw data received from a rank whose layout differs from this rank's. Without it, every rank has this one's (one machine type: inproc, shm; MPI converts nothing commx sends as bytes) |
 /// | `T::simulated` | `bool`, constexpr | true when ranks run on a simulated platform (transport::simgrid): each on a core of its simulated host, so this machine's load does not apply (coll::tuned). Without it, false |
 /// | `t.failed_peers()` | `std::vector<int>` | the world ranks this endpoint knows failed (gone without finishing: a process that died, a connection that broke, a rank that threw), in the order it learned of them (`knows_failures`); the communicator's `known_lost()` and its errc::peer_lost messages report them. Without it, none are known (an MPI job ends as a whole) |
+/// | `t.exclude(p, why)` | `void` | declares `p` failed at this endpoint although nothing showed it (the survivors agreed it lost, or it stayed silent past the suspicion time, recovery_state.hpp): what waits on it ends with errc::peer_lost, `failed_peers()` gains it, and nothing of it is taken in again; a connection to it is closed, so it sees this endpoint lost in turn, and it is never readmitted (`excludes_peers`). Without it, a silent rank is waited for until the deadline |
 /// | `t.library_call()` | a guard, returned by value (it need not be copyable or movable) | the communicator holds one around what it does of one blocking call for the program (a blocking collective, a wait): the transport's calls made meanwhile are the library's own work, as the calls inside MPI_Allreduce are MPI's. A transport that turns the program's time between calls into something (simgrid's measured compute) takes only the time outside such guards. Guards nest. Without it, nothing |
 ///
 /// Optional progress without waiting, which a transport composed of others
@@ -153,6 +154,12 @@ concept blocking_recv = requires(T& t, int peer, context_id ctx, int tag, recv_b
 template <class T>
 concept knows_failures = requires(const T& t) {
   { t.failed_peers() } -> std::convertible_to<std::vector<int>>;
+};
+
+/// A transport that can declare a live peer failed (see the table above).
+template <class T>
+concept excludes_peers = requires(T& t, int peer, std::string_view why) {
+  t.exclude(peer, why);
 };
 
 /// A transport that knows each rank's data layout (see the table above).

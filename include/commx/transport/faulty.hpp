@@ -160,6 +160,18 @@ class faulty {
   [[nodiscard]] std::vector<int> failed_peers() const requires knows_failures<T> {
     return inner_.failed_peers();
   }
+  /// T's exclude; sends still held for `peer` (a partition's) go to T, which fails them.
+  void exclude(int peer, std::string_view why) requires excludes_peers<T> {
+    inner_.exclude(peer, why);
+    auto& queue = queues_[static_cast<std::size_t>(peer)];
+    for (const std::shared_ptr<held>& h : queue) {
+      h->inner = inner_.isend(h->peer, h->ctx, h->tag, h->data);
+      h->posted = true;
+      --holding_;
+      ++released_;
+    }
+    queue.clear();
+  }
   /// Marks this rank as failed, as T's `fail` does (in-process ranks).
   void fail() requires requires(T& t) { t.fail(); }
   { inner_.fail(); }
@@ -299,13 +311,18 @@ class faulty {
     return false;
   }
 
-  // Hands T the held sends whose time has come, in order per peer.
+  // Hands T the held sends whose time has come, in order per peer, and those to a peer T
+  // found failed (T fails them: a partition does not hide a loss seen another way).
   void release_due() {
     if (holding_ == 0) return;
     const clock::time_point now = clock::now();
+    std::vector<int> failed;
+    if constexpr (knows_failures<T>) failed = inner_.failed_peers();
     for (auto& queue : queues_) {
-      while (!queue.empty() && queue.front()->release <= now &&
-             !cut_off(queue.front()->peer, now)) {
+      const bool gone = !queue.empty() && std::find(failed.begin(), failed.end(),
+                                                    queue.front()->peer) != failed.end();
+      while (!queue.empty() &&
+             (gone || (queue.front()->release <= now && !cut_off(queue.front()->peer, now)))) {
         held& h = *queue.front();
         h.inner = inner_.isend(h.peer, h.ctx, h.tag, h.data);
         h.posted = true;

@@ -43,6 +43,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -194,6 +195,17 @@ class node_and_network {
       }
     }
     return failed;
+  }
+
+  /// Declares `peer` failed at the level that reaches it, where that level can (transport
+  /// concept); a peer on a level that cannot is waited for until the deadline.
+  void exclude(int peer,
+               std::string_view why) requires excludes_peers<Node> || excludes_peers<Net> {
+    if (on_node(peer)) {
+      if constexpr (excludes_peers<Node>) node_.exclude(local_of(peer), why);
+    } else if constexpr (excludes_peers<Net>) {
+      net_.exclude(peer, why);
+    }
   }
 
   /// The node level's own endpoint (tests ask it what it carried).

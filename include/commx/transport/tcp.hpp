@@ -146,6 +146,10 @@ class tcp {
   /// other. Nothing that follows is read as the rest of the frame.
   void damage_frame(int peer, bool cut) { engine_->damage_frame(peer, cut); }
 
+  /// Declares `peer` failed (transport/concept.hpp): its connection is closed and its dials
+  /// refused from now on.
+  void exclude(int peer, std::string_view why) { engine_->exclude(peer, why); }
+
   /// How `peer`'s machine lays out values, as it said when the job started (data_layout.hpp).
   [[nodiscard]] data_layout layout_of(int peer) const { return engine_->layout_of(peer); }
 

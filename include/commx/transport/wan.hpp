@@ -84,6 +84,8 @@ class wan {
   [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const { return engine_->bytes_sent_to(peer); }
   /// The peers this endpoint found failed, in the order it found them (transport concept).
   [[nodiscard]] std::vector<int> failed_peers() const { return engine_->failed_peers(); }
+  /// Declares `peer` failed (transport/concept.hpp): never readmitted.
+  void exclude(int peer, std::string_view why) { engine_->exclude(peer, why); }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).

@@ -263,6 +263,8 @@ class engine {
   void progress() { poll_sockets(); }
   /// transport::faulty's damaged frame to `peer` (engine_frames.hpp).
   void damage_frame(int peer, bool cut);
+  /// Declares `peer` failed (transport::tcp::exclude): gone for good, never readmitted.
+  void exclude(int peer, std::string_view why);
 
   std::optional<op_result> iprobe(int source, context_id ctx, int tag) {
     if (source != any_source && source != rank()) reach(source);

@@ -15,6 +15,15 @@ inline void engine::violation(int peer, std::string_view why) {
   gone(peer, presence::failed, make_error_code(errc::protocol_violation));
 }
 
+inline void engine::exclude(int peer, std::string_view why) {
+  peer_link& link = peers_[index(peer)];
+  if (peer == rank() || link.state == presence::finished || link.state == presence::failed) return;
+  COMMX_LOG(warn, log_, "declared rank {} lost: {}", peer, why);
+  // A peer never dialled has no connection to close, but is gone for good all the same.
+  if (link.state == presence::absent) link.state = presence::connecting;
+  gone(peer, presence::failed, make_error_code(errc::peer_lost));
+}
+
 inline void engine::broken(int peer, std::error_code ec) {
   // A peer that had our bye before it finished leaves without one of its own.
   if (peers_[index(peer)].state == presence::present && !leaving_) {

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Silent ranks, declared lost: a stall and a partition on a network stack.
+
+    silence.py --commxrun COMMXRUN -- STACK=PROGRAM...
+
+Runs recovery_job in `silence:SECONDS` mode at 5 ranks, each on its own node (so shrink's
+majority rule applies), with COMMX_SUSPECT_AFTER=1 and two fault plans:
+
+- stall: rank 4 stops for 4 s (faulty's stall, as if SIGSTOPped). The others declare it lost
+  and go on as [0, 1, 2, 3] to the end; rank 4, resumed, finds itself refused by everyone, and
+  its own shrink ends with errc::no_majority ("refused").
+- partition: from 0.5 s ranks 0-2 and 3-4 cannot reach each other, for good. Ranks 0-2 go on
+  as [0, 1, 2]; ranks 3 and 4 end "refused": two working halves never form.
+
+A run passes when it ends by itself, every rank of the majority printed the same members
+after each shrink and the expected last ones, then "finished", and every rank of the minority
+printed "refused". Prints one line per run and "silence: runs R, wrong 0".
+"""
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+OUTCOME = re.compile(r"outcome rank=(\d+) (.*)")
+ROUND = re.compile(r"round (\d+) members=\[(.*)\]")
+TIMEOUT = 120
+
+# plan, ranks that go on with these members, ranks refused
+CASES = {
+    "stall": ("stall@4:at=1s:for=4s", (0, 1, 2, 3), (4,)),
+    "partition": ("partition=0,0,0,1,1:at=500ms", (0, 1, 2), (3, 4)),
+}
+
+
+def judge(out: str, majority: tuple[int, ...], refused: tuple[int, ...]) -> str | None:
+    said: dict[int, list[str]] = {}
+    for line in out.splitlines():
+        if m := OUTCOME.search(line):
+            said.setdefault(int(m.group(1)), []).append(m.group(2))
+    for r in refused:
+        lines = said.get(r, [])
+        if not lines or not lines[-1].startswith("refused"):
+            return f"rank {r} was not refused: {lines}"
+    rounds: dict[int, set[tuple[int, ...]]] = {}
+    for r in majority:
+        lines = said.get(r, [])
+        if not lines or lines[-1] != "finished":
+            return f"rank {r} did not finish: {lines}"
+        last = None
+        for line in lines:
+            if m := ROUND.match(line):
+                last = tuple(int(x) for x in m.group(2).split(",") if x.strip())
+                rounds.setdefault(int(m.group(1)), set()).add(last)
+        if last != majority:
+            return f"rank {r} went on as {last}, not {majority}"
+    for k, seen in rounds.items():
+        if len(seen) != 1:
+            return f"round {k}: the majority's members differ: {seen}"
+    return None
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--commxrun", required=True)
+    p.add_argument("--seconds", type=float, default=8.0,
+                   help="how long the majority runs (past the stall's end)")
+    p.add_argument("stacks", nargs="+", metavar="STACK=PROGRAM")
+    args = p.parse_args()
+    runs = wrong = 0
+    for stack, program in (a.split("=", 1) for a in args.stacks):
+        for case, (plan, majority, refused) in CASES.items():
+            env = dict(os.environ, COMMX_TIMEOUT="20", COMMX_SUSPECT_AFTER="1",
+                       COMMX_FAULTS=plan)
+            cmd = [args.commxrun, "-n", "5", "--nodes", "5", "--keep-going", "--timeout",
+                   str(TIMEOUT - 20), program, f"silence:{args.seconds}"]
+            try:
+                out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT,
+                                     start_new_session=True).stdout
+                problem = judge(out, majority, refused)
+            except subprocess.TimeoutExpired:
+                out, problem = "", "no end within the time limit"
+            runs += 1
+            wrong += problem is not None
+            print(f"{stack} {case}: " + (f"WRONG: {problem}\n{out}" if problem else
+                                         f"{list(majority)} went on, {list(refused)} refused"),
+                  flush=True)
+    print(f"silence: runs {runs}, wrong {wrong}")
+    return 0 if runs and not wrong else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
