@@ -57,6 +57,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <memory_resource>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -66,6 +67,7 @@
 #include <fmt/format.h>
 
 #include "commx/deadline.hpp"
+#include "commx/detail/rank_bits.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/detail/recovery.hpp"
 #include "commx/detail/timeout.hpp"
@@ -105,12 +107,13 @@ class agreement_run {
         op_(op),
         until_(until),
         value_(value),
-        lost_(static_cast<std::size_t>(members.size()), false),
-        heard_(lost_.size(), false) {
+        lost_(members.size()),
+        heard_(members.size()),
+        inbox_(fresh(message_bytes())) {
     if constexpr (transport::knows_failures<T>) {
       for (const int world : state.endpoint.failed_peers()) {
         const int local = members.local_of(world);
-        if (local >= 0) lost_[index(local)] = true;
+        if (local >= 0) lost_.insert(local);
       }
     }
   }
@@ -131,12 +134,13 @@ class agreement_run {
     std::optional<proposal> decided;
     if (members_.size() <= all_to_all_ranks) decided = all_to_all();
     if (!decided) decided = take_part();
-    state_.recovery.decided({members_.channel(), number_,
-                             std::make_shared<const std::vector<std::byte>>(
-                                 encode(agreement_kind::decision, *decided))});
+    const std::span<const std::byte> decision = encode(agreement_kind::decision, *decided);
+    state_.recovery.decided(
+        {members_.channel(), number_,
+         std::make_shared<const std::vector<std::byte>>(decision.begin(), decision.end())});
     agreement<V> out{decided->value, {}};
     for (int r = 0; r < members_.size(); ++r) {
-      if (decided->lost[index(r)]) out.lost.push_back(r);
+      if (decided->lost.contains(r)) out.lost.push_back(r);
     }
     return out;
   }
@@ -150,16 +154,10 @@ class agreement_run {
   struct proposal {
     int ballot = -1;
     V value{};
-    std::vector<bool> lost;
+    rank_bits lost;
   };
 
-  static std::size_t index(int r) { return static_cast<std::size_t>(r); }
-  [[nodiscard]] std::size_t message_bytes() const {
-    return 16 + (static_cast<std::size_t>(members_.size()) + 7) / 8;
-  }
-  [[nodiscard]] int lowest_alive() const {
-    return static_cast<int>(std::ranges::find(lost_, false) - lost_.begin());
-  }
+  [[nodiscard]] std::size_t message_bytes() const { return 16 + lost_.wire_bytes(); }
 
   // Two all-to-all rounds: every rank sends its report to every other; a rank that received
   // them all, none knowing a loss, computes the outcome (ballot 0) and confirms it to every
@@ -169,41 +167,34 @@ class agreement_run {
   // it computed one. Nothing: go on with a coordinator.
   std::optional<proposal> all_to_all() {
     const int tag = recovery_tag::among(number_);
-    for (int r = 0; r < members_.size(); ++r) {
-      if (r != me_ && !lost_[index(r)]) send(r, tag, encode(agreement_kind::report, mine()));
-    }
+    send_to_all(tag, encode(agreement_kind::report, mine()));
     proposal outcome = mine();
-    bool whole = std::ranges::find(lost_, true) == lost_.end();
+    bool whole = lost_.none();
     start_phase();
     for (int r = 0; r < members_.size() && whole; ++r) {
       if (r == me_) continue;
-      std::optional<std::vector<std::byte>> m = receive(r, tag);
+      const std::optional<std::span<const std::byte>> m = receive(r, tag);
       if (!m || kind_of(*m) != agreement_kind::report) {
-        if (!m) lost_[index(r)] = true;
+        if (!m) lost_.insert(r);
         whole = false;
         break;
       }
       const proposal theirs = decode(*m);
-      if (std::ranges::find(theirs.lost, true) != theirs.lost.end()) whole = false;
+      if (!theirs.lost.none()) whole = false;
       outcome.value = op_(outcome.value, theirs.value);
     }
     if (!whole) {
-      for (int r = 0; r < members_.size(); ++r) {
-        if (r != me_ && !lost_[index(r)]) send(r, tag, encode(agreement_kind::fallback, mine()));
-      }
+      send_to_all(tag, encode(agreement_kind::fallback, mine()));
       return std::nullopt;
     }
     outcome.ballot = 0;
     accepted_ = outcome;
-    const std::vector<std::byte> confirmation = encode(agreement_kind::confirmation, outcome);
-    for (int r = 0; r < members_.size(); ++r) {
-      if (r != me_) send(r, tag, confirmation);
-    }
+    send_to_all(tag, encode(agreement_kind::confirmation, outcome));
     start_phase(2);  // the others confirm once their own reports are in
     for (int r = 0; r < members_.size(); ++r) {
       if (r == me_) continue;
-      std::optional<std::vector<std::byte>> m = receive(r, tag);
-      if (!m) lost_[index(r)] = true;
+      const std::optional<std::span<const std::byte>> m = receive(r, tag);
+      if (!m) lost_.insert(r);
       if (!m || kind_of(*m) != agreement_kind::confirmation) return std::nullopt;
     }
     finish_sends();
@@ -213,21 +204,20 @@ class agreement_run {
   // Participant: reports to each coordinator it takes, until one decides, or it coordinates.
   proposal take_part() {
     for (;;) {
-      const int coordinator = lowest_alive();
+      const int coordinator = lost_.lowest_absent();
       if (coordinator == me_) return coordinate();
       send(coordinator, recovery_tag::up(number_), encode(agreement_kind::report, mine()));
       for (;;) {
-        std::optional<std::vector<std::byte>> m = receive(coordinator, recovery_tag::down(number_));
+        const std::optional<std::span<const std::byte>> m =
+            receive(coordinator, recovery_tag::down(number_));
         if (!m) {
-          lost_[index(coordinator)] = true;
+          lost_.insert(coordinator);
           break;
         }
         const agreement_kind kind = kind_of(*m);
         if (kind == agreement_kind::proposal) {
           accepted_ = decode(*m);
-          send(coordinator, recovery_tag::up(number_),
-               std::vector<std::byte>(acknowledgement_message.begin(),
-                                      acknowledgement_message.end()));
+          send(coordinator, recovery_tag::up(number_), acknowledgement_message);
         } else if (kind == agreement_kind::decision) {  // it carries what was decided
           finish_sends();
           return decode(*m);
@@ -242,24 +232,26 @@ class agreement_run {
     proposal chosen = accepted_ ? *accepted_ : gather_reports();
     chosen.ballot = me_ + 1;  // above the all-to-all rounds' 0
     accepted_ = chosen;
-    const std::vector<std::byte> offer = encode(agreement_kind::proposal, chosen);
-    std::vector<int> told;
+    const std::span<const std::byte> offer = encode(agreement_kind::proposal, chosen);
+    rank_bits told(members_.size());
     for (int r = 0; r < members_.size(); ++r) {
-      if (r == me_ || chosen.lost[index(r)] || lost_[index(r)]) continue;
+      if (r == me_ || chosen.lost.contains(r) || lost_.contains(r)) continue;
       send(r, recovery_tag::down(number_), offer);
-      told.push_back(r);
+      told.insert(r);
     }
-    std::vector<int> accepting;
+    rank_bits accepting(members_.size());
     start_phase();
-    for (const int r : told) {
-      if (await(r, agreement_kind::acknowledgement)) accepting.push_back(r);
+    for (int r = 0; r < members_.size(); ++r) {
+      if (told.contains(r) && await(r, agreement_kind::acknowledgement)) accepting.insert(r);
     }
-    const std::vector<std::byte> decision = encode(agreement_kind::decision, chosen);
-    for (const int r : accepting) send(r, recovery_tag::down(number_), decision);
+    const std::span<const std::byte> decision = encode(agreement_kind::decision, chosen);
+    for (int r = 0; r < members_.size(); ++r) {
+      if (accepting.contains(r)) send(r, recovery_tag::down(number_), decision);
+    }
     // A rank in the lost set that reported to this one is alive, only cut off from others:
     // it is told, so that it leaves rather than going on by itself.
     for (int r = 0; r < members_.size(); ++r) {
-      if (r != me_ && chosen.lost[index(r)] && heard_[index(r)]) {
+      if (r != me_ && chosen.lost.contains(r) && heard_.contains(r)) {
         send(r, recovery_tag::down(number_), decision, /*to_lost=*/true);
       }
     }
@@ -272,10 +264,10 @@ class agreement_run {
     std::optional<proposal> held;
     start_phase();
     for (int r = 0; r < members_.size(); ++r) {
-      if (r == me_ || lost_[index(r)]) continue;
-      std::optional<std::vector<std::byte>> m = await(r, agreement_kind::report);
+      if (r == me_ || lost_.contains(r)) continue;
+      const std::optional<std::span<const std::byte>> m = await(r, agreement_kind::report);
       if (!m) {
-        combined.lost[index(r)] = true;
+        combined.lost.insert(r);
         continue;
       }
       const proposal theirs = decode(*m);
@@ -284,12 +276,10 @@ class agreement_run {
         continue;
       }
       combined.value = op_(combined.value, theirs.value);
-      for (std::size_t i = 0; i < lost_.size(); ++i) {
-        if (theirs.lost[i]) combined.lost[i] = true;
-      }
+      combined.lost.merge(theirs.lost);
     }
     if (held) return *held;
-    for (std::size_t i = 0; i < lost_.size(); ++i) lost_[i] = lost_[i] || combined.lost[i];
+    lost_.merge(combined.lost);
     return combined;
   }
 
@@ -298,48 +288,45 @@ class agreement_run {
   }
 
   // The next message of `kind` from `r` to this coordinator; nothing if `r` is lost.
-  std::optional<std::vector<std::byte>> await(int r, agreement_kind kind) {
+  std::optional<std::span<const std::byte>> await(int r, agreement_kind kind) {
     for (;;) {
-      std::optional<std::vector<std::byte>> m = receive(r, recovery_tag::up(number_));
+      const std::optional<std::span<const std::byte>> m = receive(r, recovery_tag::up(number_));
       if (!m) {
-        lost_[index(r)] = true;
+        lost_.insert(r);
         return std::nullopt;
       }
-      heard_[index(r)] = true;
+      heard_.insert(r);
       if (kind_of(*m) == kind) return m;
     }
   }
 
-  static agreement_kind kind_of(const std::vector<std::byte>& m) {
+  static agreement_kind kind_of(std::span<const std::byte> m) {
     return m.empty() ? agreement_kind{} : static_cast<agreement_kind>(m[0]);
   }
 
   // [kind][1 if it carries an accepted proposal][2 unused][ballot: 4][value: 8][lost: p bits]
-  [[nodiscard]] std::vector<std::byte> encode(agreement_kind kind, const proposal& p) const {
-    std::vector<std::byte> m(message_bytes());
+  // In the run's arena, where it stays until the run ends: a send to every rank shares it.
+  [[nodiscard]] std::span<const std::byte> encode(agreement_kind kind, const proposal& p) {
+    const std::span<std::byte> m = fresh(message_bytes());
     m[0] = static_cast<std::byte>(kind);
     m[1] = std::byte{p.ballot >= 0};
-    put(std::span(m).subspan(4, 4), static_cast<std::uint32_t>(p.ballot));
-    put(std::span(m).subspan(8, 8), static_cast<std::uint64_t>(p.value));
-    for (std::size_t i = 0; i < p.lost.size(); ++i) {
-      if (p.lost[i]) m[16 + i / 8] |= std::byte{1} << (i % 8);
-    }
+    m[2] = m[3] = std::byte{0};
+    put(m.subspan(4, 4), static_cast<std::uint32_t>(p.ballot));
+    put(m.subspan(8, 8), static_cast<std::uint64_t>(p.value));
+    p.lost.write(m.subspan(16));
     return m;
   }
 
-  [[nodiscard]] proposal decode(const std::vector<std::byte>& m) const {
+  [[nodiscard]] proposal decode(std::span<const std::byte> m) const {
     if (m.size() != message_bytes()) {
       throw error(errc::protocol_violation,
                   fmt::format("agreement {}: a message of {} bytes where {} were expected", number_,
                               m.size(), message_bytes()));
     }
     proposal p;
-    p.ballot = m[1] == std::byte{0} ? -1 : static_cast<int>(get(std::span(m).subspan(4, 4)));
-    p.value = static_cast<V>(get(std::span(m).subspan(8, 8)));
-    p.lost.assign(lost_.size(), false);
-    for (std::size_t i = 0; i < p.lost.size(); ++i) {
-      p.lost[i] = (m[16 + i / 8] & (std::byte{1} << (i % 8))) != std::byte{0};
-    }
+    p.ballot = m[1] == std::byte{0} ? -1 : static_cast<int>(get(m.subspan(4, 4)));
+    p.value = static_cast<V>(get(m.subspan(8, 8)));
+    p.lost = rank_bits::read(m.subspan(16), members_.size());
     return p;
   }
 
@@ -353,20 +340,30 @@ class agreement_run {
     return v;
   }
 
-  // Sends are kept with their payload until finish_sends; a send to a lost rank just fails.
-  void send(int r, int tag, std::vector<std::byte> payload, bool to_lost = false) {
+  // Sends are kept until finish_sends (their payload stays in the arena); a send to a lost
+  // rank just fails.
+  void send(int r, int tag, std::span<const std::byte> payload, bool to_lost = false) {
     outgoing_.push_back(
-        {std::make_unique<std::vector<std::byte>>(std::move(payload)), {}, r, to_lost});
-    sending& s = outgoing_.back();
-    s.handle = state_.endpoint.isend(members_.world_of(r), members_.channel(), tag,
-                                     std::span<const std::byte>(*s.payload));
+        {state_.endpoint.isend(members_.world_of(r), members_.channel(), tag, payload), r,
+         to_lost});
+  }
+  void send_to_all(int tag, std::span<const std::byte> payload) {
+    for (int r = 0; r < members_.size(); ++r) {
+      if (r != me_ && !lost_.contains(r)) send(r, tag, payload);
+    }
+  }
+  // `bytes` of the arena, zeroed.
+  std::span<std::byte> fresh(std::size_t bytes) {
+    auto* at = static_cast<std::byte*>(arena_.allocate(bytes, 1));
+    std::fill_n(at, bytes, std::byte{0});
+    return {at, bytes};
   }
 
   void finish_sends() {
     for (sending& s : outgoing_) {
       // A rank the agreement holds lost needs nothing more; a send to it may never leave (a
       // partition holds it) and is withdrawn.
-      if (lost_[index(s.to)] && !s.to_lost && !state_.endpoint.test(s.handle) &&
+      if (lost_.contains(s.to) && !s.to_lost && !state_.endpoint.test(s.handle) &&
           state_.endpoint.cancel(s.handle)) {
         continue;
       }
@@ -379,21 +376,19 @@ class agreement_run {
     outgoing_.clear();
   }
 
-  // The next message from `r` with `tag`; nothing if `r` is gone.
-  std::optional<std::vector<std::byte>> receive(int r, int tag) {
-    std::vector<std::byte> m;
-    const transport::recv_buffer into(static_cast<void*>(&m), &grow_bytes);
-    typename T::request handle =
-        state_.endpoint.irecv(members_.world_of(r), members_.channel(), tag, into);
-    const clock::time_point began = clock::now();
+  // The next message from `r` with `tag`, read into the inbox (valid until the next receive);
+  // nothing if `r` is gone.
+  std::optional<std::span<const std::byte>> receive(int r, int tag) {
+    typename T::request handle = state_.endpoint.irecv(members_.world_of(r), members_.channel(),
+                                                       tag, transport::recv_buffer(inbox_));
     wait_end end = wait_watched(state_, members_, handle, suspicion(tag), false);
     if constexpr (transport::excludes_peers<T>) {
       if (end == wait_end::deadline && clock::now() < until_) {
         // Silent past the suspicion time: declared lost here, which ends the receive (or it
         // matched meanwhile), and, the connection closed, the rank finds this one lost too.
-        state_.endpoint.exclude(
-            members_.world_of(r),
-            fmt::format("silent for {} ms in agreement {}", as_ms(clock::now() - began), number_));
+        state_.endpoint.exclude(members_.world_of(r),
+                                fmt::format("silent for at least {} ms in agreement {}",
+                                            as_ms(*state_.recovery.suspect_after), number_));
         end = wait_watched(state_, members_, handle, until_, false);
       }
     }
@@ -402,8 +397,13 @@ class agreement_run {
     }
     const transport::op_result& result = state_.endpoint.result(handle);
     if (result.error == errc::peer_lost) return std::nullopt;
+    if (result.error == errc::truncated) {
+      throw error(errc::protocol_violation,
+                  fmt::format("agreement {}: a message from rank {} longer than its {} bytes",
+                              number_, r, message_bytes()));
+    }
     if (result.error) throw error(result.error, fmt::format("agreement {}", number_));
-    return m;
+    return inbox_.first(result.bytes);
   }
 
   // Until when a receive with `tag` waits before it suspects its sender: the deadline, or,
@@ -435,7 +435,6 @@ class agreement_run {
   }
 
   struct sending {
-    std::unique_ptr<std::vector<std::byte>> payload;
     typename T::request handle;
     int to = 0;
     bool to_lost = false;  // a decision for a rank in the lost set, which must arrive
@@ -448,10 +447,16 @@ class agreement_run {
   Op op_;
   clock::time_point until_;
   V value_;
-  std::vector<bool> lost_;   // ranks this rank knows lost
-  std::vector<bool> heard_;  // ranks that sent this coordinator something: alive
+  // The run's messages and its list of sends come from here, freed together as it ends (after
+  // the destructor withdrew any send still in flight): a few hundred bytes, no allocation, up
+  // to about 8 ranks.
+  std::array<std::byte, 2048> arena_bytes_;
+  std::pmr::monotonic_buffer_resource arena_{arena_bytes_.data(), arena_bytes_.size()};
+  rank_bits lost_;              // ranks this rank knows lost
+  rank_bits heard_;             // ranks that sent this coordinator something: alive
+  std::span<std::byte> inbox_;  // where each message received is read, one at a time
   std::optional<proposal> accepted_;
-  std::vector<sending> outgoing_;
+  std::pmr::vector<sending> outgoing_{&arena_};
   clock::time_point suspect_by_{};  // the current phase's suspicion time (start_phase)
 };
 
