@@ -497,15 +497,6 @@ class communicator
                     std::size_t buffer, const char* operation, const char* what) const;
   static std::size_t total(std::span<const std::size_t> counts);
 
-  template <class Elements, class Op>
-  static constexpr void check_op() {
-    using E = std::remove_const_t<typename Elements::element_type>;
-    static_assert(!std::is_const_v<typename Elements::element_type>,
-                  "commx: a reduction's data must be writable");
-    static_assert(std::is_convertible_v<std::invoke_result_t<Op&, const E&, const E&>, E>,
-                  "commx: a reduction op must take two elements and return one");
-  }
-
   // Point-to-point plumbing (detail/communicator_p2p.hpp).
   std::optional<status> find_queued(int source, int tag, const char* operation);
 
@@ -534,16 +525,6 @@ class communicator
   [[noreturn]] void fail(const transport::op_result& result, const error_context& context) const;
 
   // Collectives' plumbing (detail/communicator_collectives.hpp).
-  template <class E>
-  static detail::call_signature signature(stats::op kind, int root, std::uint64_t count) {
-    return {static_cast<std::uint64_t>(kind), root, count, sizeof(E), 0};
-  }
-  template <class E, class Op>
-  static detail::call_signature signature(stats::op kind, int root, std::uint64_t count,
-                                          const Op&) {
-    return {static_cast<std::uint64_t>(kind), root, count, sizeof(E),
-            detail::type_fingerprint<Op>()};
-  }
   // Each collective, prepared (detail::collective_call) for `run` (blocking) or `start`.
   auto barrier_call();
   template <class M>

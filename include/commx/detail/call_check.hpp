@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "commx/coll/binomial.hpp"
 #include "commx/error.hpp"
+#include "commx/serialize.hpp"
 #include "commx/stats.hpp"
 
 namespace commx::detail {
@@ -39,6 +41,27 @@ struct call_signature {
     return text + ")";
   }
 };
+
+/// What a rank passes to a collective of `kind` on elements of type E.
+template <class E>
+call_signature signature_of(stats::op kind, int root, std::uint64_t count) {
+  return {static_cast<std::uint64_t>(kind), root, count, sizeof(E), 0};
+}
+/// The same for a reduction with `Op`, whose type every rank must pass alike.
+template <class E, class Op>
+call_signature signature_of(stats::op kind, int root, std::uint64_t count, const Op& /*op*/) {
+  return {static_cast<std::uint64_t>(kind), root, count, sizeof(E), type_fingerprint<Op>()};
+}
+
+/// A reduction's data must be writable, and its op must combine two elements into one.
+template <class Elements, class Op>
+constexpr void check_reduction_op() {
+  using E = std::remove_const_t<typename Elements::element_type>;
+  static_assert(!std::is_const_v<typename Elements::element_type>,
+                "commx: a reduction's data must be writable");
+  static_assert(std::is_convertible_v<std::invoke_result_t<Op&, const E&, const E&>, E>,
+                "commx: a reduction op must take two elements and return one");
+}
 
 /// A fingerprint of a counts array, for collectives whose counts every rank must agree on.
 inline std::uint64_t fingerprint(std::span<const std::size_t> counts) {

@@ -28,7 +28,7 @@ template <transport::transport T, coll::collectives<T> C, stats::policy S>
 inline auto communicator<T, C, S>::barrier_call() {
   check_valid("barrier");
   return detail::make_call<false>(
-      signature<std::byte>(stats::op::barrier, -1, detail::call_signature::not_compared),
+      detail::signature_of<std::byte>(stats::op::barrier, -1, detail::call_signature::not_compared),
       [](auto& port, auto policy) { policy.barrier(port); });
 }
 
@@ -40,7 +40,7 @@ inline auto communicator<T, C, S>::bcast_call(M& data, int root) {
   using E = element_of<decltype(elements)>;
   const std::span<E> d(elements.data(), elements.size());
   return detail::make_call<false>(
-      signature<E>(stats::op::bcast, root, d.size()),
+      detail::signature_of<E>(stats::op::bcast, root, d.size()),
       [d, root](auto& port, auto policy) { policy.bcast(port, d, root); }, d.empty());
 }
 
@@ -49,11 +49,11 @@ template <class M, class Op>
 inline auto communicator<T, C, S>::reduce_call(M& data, Op op, int root) {
   check_root(root, "reduce");
   auto elements = detail::elements_of(data);
-  check_op<decltype(elements), Op>();
+  detail::check_reduction_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
   const std::span<E> d(elements.data(), elements.size());
   return detail::make_call<true>(
-      signature<E>(stats::op::reduce, root, d.size(), op),
+      detail::signature_of<E>(stats::op::reduce, root, d.size(), op),
       [d, op, root](auto& port, auto policy) { policy.reduce(port, d, op, root); }, d.empty());
 }
 
@@ -62,11 +62,11 @@ template <class M, class Op>
 inline auto communicator<T, C, S>::allreduce_call(M& data, Op op) {
   check_valid("allreduce");
   auto elements = detail::elements_of(data);
-  check_op<decltype(elements), Op>();
+  detail::check_reduction_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
   const std::span<E> d(elements.data(), elements.size());
   return detail::make_call<true>(
-      signature<E>(stats::op::allreduce, -1, d.size(), op),
+      detail::signature_of<E>(stats::op::allreduce, -1, d.size(), op),
       [d, op](auto& port, auto policy) { policy.allreduce(port, d, op); }, d.empty());
 }
 
@@ -81,7 +81,7 @@ inline auto communicator<T, C, S>::gather_call(const In& in, Out& out, int root)
   const std::span<const E> i(sent.data(), sent.size());
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
-      signature<E>(stats::op::gather, root, i.size()),
+      detail::signature_of<E>(stats::op::gather, root, i.size()),
       [i, o, root](auto& port, auto policy) { policy.gather(port, i, o, root); }, i.empty());
 }
 
@@ -96,7 +96,7 @@ inline auto communicator<T, C, S>::scatter_call(const In& in, Out& out, int root
   const std::span<const E> i(sent.data(), sent.size());
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
-      signature<E>(stats::op::scatter, root, o.size()),
+      detail::signature_of<E>(stats::op::scatter, root, o.size()),
       [i, o, root](auto& port, auto policy) { policy.scatter(port, i, o, root); }, o.empty());
 }
 
@@ -111,7 +111,7 @@ inline auto communicator<T, C, S>::allgather_call(const In& in, Out& out) {
   const std::span<const E> i(sent.data(), sent.size());
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
-      signature<E>(stats::op::allgather, -1, i.size()),
+      detail::signature_of<E>(stats::op::allgather, -1, i.size()),
       [i, o](auto& port, auto policy) { policy.allgather(port, i, o); }, i.empty());
 }
 
@@ -130,7 +130,7 @@ inline auto communicator<T, C, S>::alltoall_call(const In& in, Out& out) {
   const std::span<const E> i(sent.data(), sent.size());
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
-      signature<E>(stats::op::alltoall, -1, i.size()),
+      detail::signature_of<E>(stats::op::alltoall, -1, i.size()),
       [i, o](auto& port, auto policy) { policy.alltoall(port, i, o); }, i.empty());
 }
 
@@ -139,11 +139,11 @@ template <class M, class Op>
 inline auto communicator<T, C, S>::scan_call(M& data, Op op) {
   check_valid("scan");
   auto elements = detail::elements_of(data);
-  check_op<decltype(elements), Op>();
+  detail::check_reduction_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
   const std::span<E> d(elements.data(), elements.size());
   return detail::make_call<true>(
-      signature<E>(stats::op::scan, -1, d.size(), op),
+      detail::signature_of<E>(stats::op::scan, -1, d.size(), op),
       [d, op](auto& port, auto policy) { policy.scan(port, d, op); }, d.empty());
 }
 
@@ -152,11 +152,11 @@ template <class M, class Op>
 inline auto communicator<T, C, S>::exscan_call(M& data, Op op) {
   check_valid("exscan");
   auto elements = detail::elements_of(data);
-  check_op<decltype(elements), Op>();
+  detail::check_reduction_op<decltype(elements), Op>();
   using E = element_of<decltype(elements)>;
   const std::span<E> d(elements.data(), elements.size());
   return detail::make_call<true>(
-      signature<E>(stats::op::exscan, -1, d.size(), op),
+      detail::signature_of<E>(stats::op::exscan, -1, d.size(), op),
       [d, op](auto& port, auto policy) { policy.exscan(port, d, op); }, d.empty());
 }
 
@@ -176,7 +176,7 @@ inline auto communicator<T, C, S>::gatherv_call(const In& in, Out& out,
   const std::span<const E> i(sent.data(), sent.size());
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
-      signature<E>(stats::op::gatherv, root, detail::call_signature::not_compared),
+      detail::signature_of<E>(stats::op::gatherv, root, detail::call_signature::not_compared),
       [i, o, c = detail::owned(counts), d = detail::owned(displs), root](auto& port, auto policy) {
         policy.gatherv(port, i, o, std::span<const std::size_t>(c), std::span<const std::size_t>(d),
                        root);
@@ -199,7 +199,7 @@ inline auto communicator<T, C, S>::scatterv_call(const In& in, std::span<const s
   const std::span<const E> i(sent.data(), sent.size());
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
-      signature<E>(stats::op::scatterv, root, detail::call_signature::not_compared),
+      detail::signature_of<E>(stats::op::scatterv, root, detail::call_signature::not_compared),
       [i, o, c = detail::owned(counts), d = detail::owned(displs), root](auto& port, auto policy) {
         policy.scatterv(port, i, std::span<const std::size_t>(c), std::span<const std::size_t>(d),
                         o, root);
@@ -221,7 +221,7 @@ inline auto communicator<T, C, S>::allgatherv_call(const In& in, Out& out,
   const std::span<E> o(got.data(), got.size());
   const bool nothing = total(counts) == 0;
   return detail::make_call<false>(
-      signature<E>(stats::op::allgatherv, -1, detail::fingerprint(counts)),
+      detail::signature_of<E>(stats::op::allgatherv, -1, detail::fingerprint(counts)),
       [i, o, c = detail::owned(counts, nothing), d = detail::owned(displs, nothing)](auto& port,
                                                                                      auto policy) {
         policy.allgatherv(port, i, o, std::span<const std::size_t>(c),
@@ -247,7 +247,7 @@ inline auto communicator<T, C, S>::alltoallv_call(const In& in,
   const std::span<const E> i(sent.data(), sent.size());
   const std::span<E> o(got.data(), got.size());
   return detail::make_call<false>(
-      signature<E>(stats::op::alltoallv, -1, detail::call_signature::not_compared),
+      detail::signature_of<E>(stats::op::alltoallv, -1, detail::call_signature::not_compared),
       [i, o, sc = detail::owned(send_counts), sd = detail::owned(send_displs),
        rc = detail::owned(recv_counts), rd = detail::owned(recv_displs)](auto& port, auto policy) {
         using counts = std::span<const std::size_t>;
@@ -263,7 +263,7 @@ inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
   auto sent = detail::elements_of(in);
   auto got = detail::elements_of(out);
   using E = std::remove_const_t<typename decltype(sent)::element_type>;
-  check_op<std::span<E>, Op>();
+  detail::check_reduction_op<std::span<E>, Op>();
   check_layout(counts, detail::packed_displacements(counts).view(), sent.size(), "reduce_scatter",
                "in");
   const std::size_t elements = total(counts);
@@ -273,7 +273,7 @@ inline auto communicator<T, C, S>::reduce_scatter_call(const In& in, Out& out,
   // Policies reduce in place: into a copy of `in`, whose own block then goes to `out`.
   const bool nothing = elements == 0;
   return detail::make_call<true>(
-      signature<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
+      detail::signature_of<E>(stats::op::reduce_scatter, -1, detail::fingerprint(counts), op),
       [work = std::vector<E>(sent.begin(), sent.end()), o, c = detail::owned(counts, nothing), op](
           auto& port, auto policy) mutable {
         policy.reduce_scatter(port, std::span<E>(work), std::span<const std::size_t>(c), op);

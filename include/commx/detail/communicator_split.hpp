@@ -37,7 +37,7 @@ inline communicator<T, C, S> communicator<T, C, S>::split(int color, int key, de
   const entry mine{color, key, state_->next_context};
   std::vector<entry> all(as_size(size()));
   run(detail::make_call<false>(
-          signature<entry>(stats::op::split, -1, detail::call_signature::not_compared),
+          detail::signature_of<entry>(stats::op::split, -1, detail::call_signature::not_compared),
           [&](auto& port, auto policy) {
             policy.allgather(port, std::span<const entry>(&mine, 1), std::span<entry>(all));
           }),
