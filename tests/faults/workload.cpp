@@ -9,8 +9,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -12,21 +12,15 @@ or two, and exactly one rank, the last member, printed "alone". Prints one line 
 """
 
 import argparse
-import os
-import re
-import subprocess
 import sys
 
-OUTCOME = re.compile(r"outcome rank=(\d+) (.*)")
-ROUND = re.compile(r"round (\d+) members=\[(.*)\]")
+from recovery_runs import ROUND, outcomes, ranks_in, run_job
+
 TIMEOUT = 120
 
 
 def judge(out: str, n: int) -> str | None:
-    said: dict[int, list[str]] = {}
-    for line in out.splitlines():
-        if m := OUTCOME.search(line):
-            said.setdefault(int(m.group(1)), []).append(m.group(2))
+    said = outcomes(out)
     alone = [r for r, lines in said.items() if lines and lines[-1] == "alone"]
     if len(alone) != 1:
         return f"ranks saying alone: {alone}"
@@ -36,7 +30,7 @@ def judge(out: str, n: int) -> str | None:
             if line.startswith("error") or line.startswith("WRONG"):
                 return f"rank {r}: {line}"
             if m := ROUND.match(line):
-                members = tuple(int(x) for x in m.group(2).split(",") if x.strip())
+                members = ranks_in(m.group(2))
                 if r not in members:
                     return f"rank {r} printed members {members} without itself"
                 rounds.setdefault(int(m.group(1)), set()).add(members)
@@ -65,20 +59,9 @@ def main() -> int:
     for stack, program in (a.split("=", 1) for a in args.stacks):
         for n in args.ranks:
             for seed in args.seeds:
-                env = dict(os.environ, COMMX_TIMEOUT="20")
-                if stack == "inproc":
-                    env["COMMX_INPROC_RANKS"] = str(n)
-                    cmd = [program, f"suicides:{seed}"]
-                else:
-                    cmd = [args.commxrun, "-n", str(n), "--keep-going", "--timeout",
-                           str(TIMEOUT - 20), program, f"suicides:{seed}"]
-                try:
-                    out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT,
-                                         start_new_session=True).stdout
-                    problem = judge(out, n)
-                except subprocess.TimeoutExpired:
-                    out, problem = "", "no end within the time limit"
+                out = run_job(stack, program, n, f"suicides:{seed}", commxrun=args.commxrun,
+                              timeout=TIMEOUT, env={"COMMX_TIMEOUT": "20"})
+                problem = judge(out, n) if out is not None else "no end within the time limit"
                 runs += 1
                 wrong += problem is not None
                 print(f"{stack} n={n} seed={seed}: " + (f"WRONG: {problem}\n{out}" if problem

@@ -19,13 +19,10 @@ printed "refused". Prints one line per run and "silence: runs R, wrong 0".
 """
 
 import argparse
-import os
-import re
-import subprocess
 import sys
 
-OUTCOME = re.compile(r"outcome rank=(\d+) (.*)")
-ROUND = re.compile(r"round (\d+) members=\[(.*)\]")
+from recovery_runs import ROUND, outcomes, ranks_in, run_job
+
 TIMEOUT = 120
 
 # plan, ranks that go on with these members, ranks refused
@@ -36,10 +33,7 @@ CASES = {
 
 
 def judge(out: str, majority: tuple[int, ...], refused: tuple[int, ...]) -> str | None:
-    said: dict[int, list[str]] = {}
-    for line in out.splitlines():
-        if m := OUTCOME.search(line):
-            said.setdefault(int(m.group(1)), []).append(m.group(2))
+    said = outcomes(out)
     for r in refused:
         lines = said.get(r, [])
         if not lines or not lines[-1].startswith("refused"):
@@ -52,7 +46,7 @@ def judge(out: str, majority: tuple[int, ...], refused: tuple[int, ...]) -> str 
         last = None
         for line in lines:
             if m := ROUND.match(line):
-                last = tuple(int(x) for x in m.group(2).split(",") if x.strip())
+                last = ranks_in(m.group(2))
                 rounds.setdefault(int(m.group(1)), set()).add(last)
         if last != majority:
             return f"rank {r} went on as {last}, not {majority}"
@@ -73,17 +67,12 @@ def main() -> int:
     runs = wrong = 0
     for stack, program in (a.split("=", 1) for a in args.stacks):
         for case, (plan, majority, refused) in CASES.items():
-            env = dict(os.environ, COMMX_TIMEOUT="20", COMMX_SUSPECT_AFTER="1",
-                       COMMX_FAULTS=plan)
-            cmd = [args.commxrun, "-n", "5", "--nodes", "5", "--keep-going", "--timeout",
-                   str(TIMEOUT - 20), program, f"silence:{args.seconds}"]
-            try:
-                out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT,
-                                     start_new_session=True).stdout
-                problem = judge(out, majority, refused)
-            except subprocess.TimeoutExpired:
-                out, problem = "", "no end within the time limit"
+            out = run_job(stack, program, 5, f"silence:{args.seconds}", commxrun=args.commxrun,
+                          timeout=TIMEOUT, launch_args=["--nodes", "5"],
+                          env={"COMMX_TIMEOUT": "20", "COMMX_SUSPECT_AFTER": "1",
+                               "COMMX_FAULTS": plan})
+            problem = (judge(out, majority, refused) if out is not None else
+                       "no end within the time limit")
             runs += 1
             wrong += problem is not None
             print(f"{stack} {case}: " + (f"WRONG: {problem}\n{out}" if problem else

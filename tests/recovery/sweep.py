@@ -17,35 +17,13 @@ a pass (exit 0).
 """
 
 import argparse
-import os
 import re
-import subprocess
 import sys
 
-OUTCOME = re.compile(r"outcome rank=(\d+) (.*)")
+from recovery_runs import outcomes, ranks_in, run_job
+
 SANITIZER = re.compile(r"(Address|Thread|Memory|UndefinedBehavior)Sanitizer|runtime error:")
 TIMEOUT = 60
-
-
-def run(commxrun, stack, program, n, plan, launch_args=()):
-    env = dict(os.environ, COMMX_FAULTS=plan, COMMX_TIMEOUT="20")
-    if stack == "inproc":
-        env["COMMX_INPROC_RANKS"] = str(n)
-        cmd = [program, "agree"]
-    else:
-        cmd = [commxrun, "-n", str(n), *launch_args, "--keep-going", "--timeout",
-               str(TIMEOUT - 10), program, "agree"]
-    try:
-        out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, timeout=TIMEOUT, start_new_session=True).stdout
-    except subprocess.TimeoutExpired:
-        return None
-    lines = {}
-    for line in out.splitlines():
-        m = OUTCOME.search(line)
-        if m:
-            lines.setdefault(int(m.group(1)), []).append(m.group(2))
-    return lines, out
 
 
 def judge(lines, n, killed):
@@ -61,18 +39,18 @@ def judge(lines, n, killed):
     agreed1, agreed2, shrunk = next(iter(views))
     m = re.match(r"agreed 1 value=(0x[0-9a-f]+) lost=\[(.*)\]", agreed1)
     value = int(m.group(1), 16)
-    lost1 = {int(x) for x in m.group(2).split(",") if x.strip()}
+    lost1 = set(ranks_in(m.group(2)))
     for r in range(n):
         if not (value >> r) & 1 and r not in lost1:
             return f"rank {r} neither contributed nor is lost: {agreed1}", fired, "wrong"
     if lost1 - set(killed):
         return f"a live rank agreed lost: {agreed1}", fired, "wrong"
     m = re.match(r"agreed 2 value=(-?\d+) lost=\[(.*)\]", agreed2)
-    lost2 = {int(x) for x in m.group(2).split(",") if x.strip()}
+    lost2 = set(ranks_in(m.group(2)))
     if any(k in lost1 and k not in lost2 for k in fired):
         return f"a rank lost in agreement 1 is back in 2: {agreed2}", fired, "wrong"
     m = re.match(r"shrunk size=(\d+) members=\[(.*)\] sum=(\d+)", shrunk)
-    members = [int(x) for x in m.group(2).split(",") if x.strip()]
+    members = list(ranks_in(m.group(2)))
     # A rank killed after it took part in the last agreement is still a member: it died after
     # the communicator was agreed, as any rank may.
     if not survivors <= set(members) <= survivors | fired or members != sorted(members) or \
@@ -115,14 +93,15 @@ def main():
                 if ranks in stop:
                     continue
                 plan = ";".join(f"kill@{r}:after={k}" for r, k in kills)
-                result = run(args.commxrun, stack, program, n, plan, args.launch_args.split())
+                out = run_job(stack, program, n, "agree", commxrun=args.commxrun,
+                              timeout=TIMEOUT, env={"COMMX_FAULTS": plan, "COMMX_TIMEOUT": "20"},
+                              launch_args=args.launch_args.split())
                 tally["schedules"] += 1
-                if result is None:
+                if out is None:
                     tally["hangs"] += 1
                     print(f"{stack} n={n} {plan}: HANG", flush=True)
                     continue
-                lines, out = result
-                problem, fired, kind = judge(lines, n, ranks)
+                problem, fired, kind = judge(outcomes(out), n, ranks)
                 if SANITIZER.search(out):  # a sanitized build's report, whatever the outcome
                     problem, kind = problem or "a sanitizer reported", "wrong"
                 if problem:

@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: MIT
+"""What the recovery scripts (sweep.py, barrier_loop.py, silence.py) share: starting one run of
+recovery_job, bounded in time, and reading what each rank said ("outcome rank=R ..." lines)."""
+
+import os
+import re
+import subprocess
+
+OUTCOME = re.compile(r"outcome rank=(\d+) (.*)")
+ROUND = re.compile(r"round (\d+) members=\[(.*)\]")
+
+
+def ranks_in(text: str) -> tuple[int, ...]:
+    """The ranks of a printed list's inside, "0, 2, 3"."""
+    return tuple(int(x) for x in text.split(",") if x.strip())
+
+
+def run_job(stack: str, program: str, n: int, mode: str, *, commxrun: str, timeout: float,
+            env: dict[str, str], launch_args=()) -> str | None:
+    """Output of recovery_job in `mode` at n ranks (threads on inproc, else under commxrun with
+    --keep-going, which ends the job 10 s before `timeout`); None if it did not end in time."""
+    env = dict(os.environ, **env)
+    if stack == "inproc":
+        env["COMMX_INPROC_RANKS"] = str(n)
+        cmd = [program, mode]
+    else:
+        cmd = [commxrun, "-n", str(n), *launch_args, "--keep-going", "--timeout",
+               str(timeout - 10), program, mode]
+    try:
+        return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout, start_new_session=True).stdout
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def outcomes(out: str) -> dict[int, list[str]]:
+    """What each rank said, in order."""
+    said: dict[int, list[str]] = {}
+    for line in out.splitlines():
+        if m := OUTCOME.search(line):
+            said.setdefault(int(m.group(1)), []).append(m.group(2))
+    return said
