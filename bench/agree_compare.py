@@ -4,12 +4,14 @@
 
     python3 bench/agree_compare.py [--build-dir build/release] [--rounds 5] [--ranks 2 4 8]
                                    [--stacks shm tcp] [--out results/bench/agree.csv]
+                                   [--before OTHER_BUILD_DIR]
 
 Each round runs bench_agree_<stack> under commxrun at every rank count, after timing a cache
 line's crossing (bench_cache_line: ~40 ns one die, ~200-250 ns two); the CSV holds, per stack
 and rank count, the median over rounds of each figure and of each round's ratio, the rounds
 by the VM's mode and the load average seen. The goal (issue 50): agree at most 2x the
-allreduce.
+allreduce. With --before, each run is paired with one of the other build's (which goes first
+alternates), and the CSV adds agree's median time there and the median of the pairs' ratios.
 """
 
 import argparse
@@ -26,8 +28,8 @@ from launching import cache_line_ns  # noqa: E402
 LINE = re.compile(r"^\[0\] (Agree|Allreduce)/commx-[a-z_]+(-[a-z]+)?/np\d+/4/\S+\s+([0-9.]+) us")
 
 
-def one_run(build: Path, stack: str, ranks: int) -> dict[str, float]:
-    out = subprocess.run([str(build / "tools/commxrun/commxrun"), "-n", str(ranks), "--timeout",
+def one_run(build: Path, stack: str, ranks: int, launcher: Path) -> dict[str, float]:
+    out = subprocess.run([str(launcher / "tools/commxrun/commxrun"), "-n", str(ranks), "--timeout",
                           "300", str(build / f"bench/bench_agree_{stack}")],
                          capture_output=True, text=True, timeout=330).stdout
     found = {}
@@ -47,8 +49,10 @@ def main() -> None:
     p.add_argument("--ranks", type=int, nargs="+", default=[2, 4, 8])
     p.add_argument("--stacks", nargs="+", default=["shm", "tcp"])
     p.add_argument("--out", type=Path, default=Path("results/bench/agree.csv"))
+    p.add_argument("--before", type=Path, help="another build of bench_agree_<stack>, paired")
     args = p.parse_args()
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
+    before: dict[tuple[str, int], list[dict[str, float]]] = {}
     modes = {"one die": 0, "two dies": 0}
     loads = []
     for round_ in range(args.rounds):
@@ -57,19 +61,30 @@ def main() -> None:
                 line = cache_line_ns(args.build_dir) or float("nan")
                 modes["one die" if line < 120 else "two dies"] += 1
                 loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
-                runs.setdefault((stack, ranks), []).append(one_run(args.build_dir, stack, ranks))
-                print(f"round {round_ + 1} {stack} np{ranks}: {runs[(stack, ranks)][-1]} "
-                      f"(a cache line {line:.0f} ns)", flush=True)
+                builds = [(runs, args.build_dir)]
+                if args.before:
+                    builds.insert(round_ % 2, (before, args.before))
+                for into, build in builds:
+                    into.setdefault((stack, ranks), []).append(
+                        one_run(build, stack, ranks, args.build_dir))
+                    print(f"round {round_ + 1} {stack} np{ranks} {build}: "
+                          f"{into[(stack, ranks)][-1]} (a cache line {line:.0f} ns)", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["stack", "ranks", "agree us", "allreduce binomial us", "allreduce tuned us",
-                    "agree / binomial", "agree / tuned"])
+                    "agree / binomial", "agree / tuned"] +
+                   (["agree before us", "agree after / before"] if args.before else []))
         for (stack, ranks), rs in runs.items():
             med = lambda key: statistics.median(r[key] for r in rs)  # noqa: E731
             ratio = lambda key: statistics.median(r["agree"] / r[key] for r in rs)  # noqa: E731
-            w.writerow([stack, ranks, f"{med('agree'):.2f}", f"{med('binomial'):.2f}",
-                        f"{med('tuned'):.2f}", f"{ratio('binomial'):.2f}", f"{ratio('tuned'):.2f}"])
+            row = [stack, ranks, f"{med('agree'):.2f}", f"{med('binomial'):.2f}",
+                   f"{med('tuned'):.2f}", f"{ratio('binomial'):.2f}", f"{ratio('tuned'):.2f}"]
+            if args.before:
+                bs = before[(stack, ranks)]
+                row += [f"{statistics.median(b['agree'] for b in bs):.2f}",
+                        f"{statistics.median(r['agree'] / b['agree'] for r, b in zip(rs, bs)):.2f}"]
+            w.writerow(row)
     print(f"agree_compare: runs by the VM's mode: {modes}; load average {min(loads):.2f}-"
           f"{max(loads):.2f}; {args.out}")
 
