@@ -299,8 +299,9 @@ int wildcard_after_loss(comm& world) {
 // Silent ranks (faulty's stall or partition, COMMX_SUSPECT_AFTER set): rounds of an allreduce
 // bounded by a short deadline; a timeout, a loss or a revocation sends the ranks to revoke and
 // shrink, whose agreement declares the silent ones lost. Each shrink's members are printed,
-// "refused: ..." where the survivors are no majority or the others agreed this rank lost, "finished" after `seconds` (all stop at
-// one round: the allreduce carries whether anyone's time is up). silence.py checks the lines.
+// "refused: ..." where the survivors are no majority or the others agreed this rank lost,
+// "finished" after `seconds` (all stop at one round: the allreduce carries whether anyone's
+// time is up). silence.py checks the lines.
 int silence(comm& world, double seconds) {
   const int me = world.rank();
   const auto end = commx::clock::now() + std::chrono::duration_cast<commx::clock::duration>(

@@ -132,8 +132,16 @@ class agreement_run {
 
   agreement<V> run() {
     std::optional<proposal> decided;
-    if (members_.size() <= all_to_all_ranks) decided = all_to_all();
+    // The others declared this rank lost (its transport says so, transport::excludes_peers):
+    // it takes no part, and its outcome names it lost (shrink: errc::excluded).
+    if (lost_.contains(me_)) decided = mine();
+    if (!decided && members_.size() <= all_to_all_ranks) decided = all_to_all();
     if (!decided) decided = take_part();
+    // Declared lost while it took part (a stall that ended inside the agreement): every other
+    // rank was lost to it and it decided alone, but it is out all the same.
+    if (!decided->lost.none() && !decided->lost.contains(me_) && declared_lost()) {
+      decided->lost.insert(me_);
+    }
     const std::span<const std::byte> decision = encode(agreement_kind::decision, *decided);
     state_.recovery.decided(
         {members_.channel(), number_,
@@ -158,6 +166,14 @@ class agreement_run {
   };
 
   [[nodiscard]] std::size_t message_bytes() const { return 16 + lost_.wire_bytes(); }
+  // Whether the transport holds this rank itself failed: the others declared it lost.
+  [[nodiscard]] bool declared_lost() const {
+    if constexpr (transport::knows_failures<T>) {
+      const std::vector<int> failed = state_.endpoint.failed_peers();
+      return std::ranges::find(failed, members_.world_of(me_)) != failed.end();
+    }
+    return false;
+  }
 
   // Two all-to-all rounds: every rank sends its report to every other; a rank that received
   // them all, none knowing a loss, computes the outcome (ballot 0) and confirms it to every

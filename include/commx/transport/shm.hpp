@@ -183,6 +183,9 @@ class shm {
 
   /// Marks this rank as failed (its peers count it in failed_peers()), not finished.
   void fail() { endpoint_->fail(); }
+  /// Declares a live `peer` failed, for every rank of the node at once (transport concept):
+  /// a stalled rank, resumed, finds every peer lost and itself in failed_peers().
+  void exclude(int peer, std::string_view why) { endpoint_->exclude(peer, why); }
 
   /// Whether large messages are copied by cross-memory attach (else through the ring).
   [[nodiscard]] bool cross_memory_enabled() const { return endpoint_->cross_memory_enabled(); }

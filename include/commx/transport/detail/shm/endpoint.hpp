@@ -341,6 +341,9 @@ class endpoint {
 
   /// Marks this rank failed (rather than finished): its peers count it in failed_peers().
   void fail() { leave(presence::failed); }
+  /// Declares a live `peer` failed (transport concept): marked so in the segment, every rank
+  /// departs it, and it, resumed, finds itself marked (endpoint_departures.hpp).
+  void exclude(int peer, std::string_view why);
 
  private:
   struct outgoing {
@@ -561,6 +564,7 @@ class endpoint {
   std::deque<std::shared_ptr<operation>> posted_;
   unexpected_queue unexpected_;
   std::vector<int> failed_;  // in the order they were found failed
+  bool cut_off_ = false;     // the others declared this rank lost (exclude)
   std::uint64_t events_ = 0;
   std::uint32_t departures_seen_ = 0;
   clock::time_point last_liveness_;

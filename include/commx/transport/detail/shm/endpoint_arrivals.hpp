@@ -12,7 +12,11 @@ namespace commx::detail::shm {
 inline void endpoint::progress() {
   check_departures();
   find_senders();
-  for (const int peer : senders_) drain(peer, drain_limit);
+  // A peer that went was drained as it went (depart): nothing it writes later is taken in, so
+  // a rank declared lost (exclude) that resumes is never heard again.
+  for (const int peer : senders_) {
+    if (state_[static_cast<std::size_t>(peer)] == presence::present) drain(peer, drain_limit);
+  }
   for (std::size_t i = 0; i < queued_peers_.size();) {
     const int peer = queued_peers_[i];
     const auto p = static_cast<std::size_t>(peer);

@@ -139,11 +139,42 @@ inline void endpoint::look_at(int peer, bool exact) {
   }
 }
 
+// Silent past a suspicion time, `peer` is marked failed in the segment like a process found
+// gone, though it lives: a stalled process resumes to find its own slot marked.
+inline void endpoint::exclude(int peer, std::string_view why) {
+  if (peer == rank_ || state_[static_cast<std::size_t>(peer)] != presence::present) return;
+  presence there = presence::present;
+  if (segment_.slot(peer).state.compare_exchange_strong(there, presence::failed,
+                                                        std::memory_order_acq_rel)) {
+    there = presence::failed;
+    segment_.header().departures.fetch_add(1, std::memory_order_acq_rel);
+    wake_everyone();
+  }
+  depart(peer, there, fmt::format("declared lost here: {}", why));
+}
+
 // A rank left or was found dead: settle everything that involves it.
 inline void endpoint::check_departures(bool force) {
   const std::uint32_t now = segment_.header().departures.load(std::memory_order_acquire);
   if (now == departures_seen_ && !force) return;
   departures_seen_ = now;
+  if (!left_ && !cut_off_ &&
+      segment_.slot(rank_).state.load(std::memory_order_acquire) == presence::failed) {
+    // The others declared this rank lost (exclude) while it was stopped: it is out, and must
+    // not go on as a job of its own. Every peer is lost to it, and it is among the failed
+    // itself (failed_peers), which is how an agreement learns it is out (errc::excluded).
+    cut_off_ = true;
+    COMMX_LOG(warn, log_,
+              "the other ranks declared this rank lost (it was silent past their "
+              "suspicion time): it is out of the job");
+    failed_.push_back(rank_);
+    for (int peer = 0; peer < size_; ++peer) {
+      if (peer != rank_ && state_[static_cast<std::size_t>(peer)] == presence::present) {
+        depart(peer, presence::failed, "this rank was declared lost by the others");
+      }
+    }
+    return;
+  }
   for (int peer = 0; peer < size_; ++peer) {
     const auto p = static_cast<std::size_t>(peer);
     if (peer == rank_ || state_[p] != presence::present) continue;
