@@ -11,10 +11,9 @@ or two, and exactly one rank, the last member, printed "alone". Prints one line 
 "barrier loop: runs R, wrong 0".
 """
 
-import argparse
 import sys
 
-from recovery_runs import ROUND, outcomes, ranks_in, run_job
+from recovery_runs import ROUND, argument_parser, outcomes, ranks_in, run_job
 
 TIMEOUT = 120
 
@@ -48,12 +47,9 @@ def judge(out: str, n: int) -> str | None:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--commxrun", required=True)
+    p = argument_parser(__doc__)
     p.add_argument("--ranks", type=int, nargs="+", required=True)
     p.add_argument("--seeds", type=int, nargs="+", default=[1])
-    p.add_argument("stacks", nargs="+", metavar="STACK=PROGRAM")
     args = p.parse_args()
     runs = wrong = 0
     for stack, program in (a.split("=", 1) for a in args.stacks):

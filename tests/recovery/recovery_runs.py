@@ -2,6 +2,7 @@
 """What the recovery scripts (sweep.py, barrier_loop.py, silence.py) share: starting one run of
 recovery_job, bounded in time, and reading what each rank said ("outcome rank=R ..." lines)."""
 
+import argparse
 import os
 import re
 import subprocess
@@ -40,3 +41,12 @@ def outcomes(out: str) -> dict[int, list[str]]:
         if m := OUTCOME.search(line):
             said.setdefault(int(m.group(1)), []).append(m.group(2))
     return said
+
+
+def argument_parser(doc: str) -> argparse.ArgumentParser:
+    """A script's arguments: --commxrun and the STACK=PROGRAM list; the script adds its own."""
+    p = argparse.ArgumentParser(description=doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--commxrun", required=True)
+    p.add_argument("stacks", nargs="+", metavar="STACK=PROGRAM")
+    return p

@@ -22,10 +22,9 @@ after each shrink and the expected last ones, then "finished", and every rank of
 printed "refused". Prints one line per run and "silence: runs R, wrong 0".
 """
 
-import argparse
 import sys
 
-from recovery_runs import ROUND, outcomes, ranks_in, run_job
+from recovery_runs import ROUND, argument_parser, outcomes, ranks_in, run_job
 
 TIMEOUT = 120
 
@@ -61,12 +60,9 @@ def judge(out: str, majority: tuple[int, ...], refused: tuple[int, ...]) -> str 
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--commxrun", required=True)
+    p = argument_parser(__doc__)
     p.add_argument("--seconds", type=float, default=8.0,
                    help="how long the majority runs (past the stall's end)")
-    p.add_argument("stacks", nargs="+", metavar="STACK=PROGRAM")
     args = p.parse_args()
     runs = wrong = 0
     for stack, program in (a.split("=", 1) for a in args.stacks):

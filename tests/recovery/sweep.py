@@ -16,11 +16,10 @@ Prints one line per stack and a summary: "schedules S, hangs 0, disagreements 0,
 a pass (exit 0).
 """
 
-import argparse
 import re
 import sys
 
-from recovery_runs import outcomes, ranks_in, run_job
+from recovery_runs import argument_parser, outcomes, ranks_in, run_job
 
 SANITIZER = re.compile(r"(Address|Thread|Memory|UndefinedBehavior)Sanitizer|runtime error:")
 TIMEOUT = 60
@@ -60,8 +59,7 @@ def judge(lines, n, killed):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--commxrun", required=True)
+    parser = argument_parser(__doc__)
     parser.add_argument("--ranks", type=int, nargs="+", required=True)
     parser.add_argument("--only", default="",
                         help="R:K,R:K...: these kills instead of the whole sweep")
@@ -69,7 +67,6 @@ def main():
                         help="two ranks killed a few sends apart, instead of one")
     parser.add_argument("--launch-args", default="",
                         help="more arguments for commxrun, e.g. '--nodes 4 --sites 2'")
-    parser.add_argument("stacks", nargs="+", help="STACK=PROGRAM")
     args = parser.parse_args()
     total = {"schedules": 0, "hangs": 0, "disagreements": 0, "wrong": 0}
     both = 0  # --pairs: schedules in which both kills fired
