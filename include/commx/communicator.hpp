@@ -273,8 +273,9 @@ class communicator
   agreement<V> agree(V value, Op op, deadline until = {});
   /// Collective over the survivors, also on a revoked communicator: a new communicator of the
   /// ranks that return, in this one's order, without every rank agreed lost. When the members
-  /// span nodes, survivors that are half of this communicator or less raise errc::no_majority
-  /// (a partition must not give two working halves) unless `quorum` is `any`. A rank that is
+  /// span nodes or a network joins them (transport::splits_within_node: tcp, wan), survivors
+  /// that are half of this communicator or less raise errc::no_majority (a partition or a
+  /// stall must not give two working halves) unless `quorum` is `any`. A rank that is
   /// alive but agreed lost (silent, or cut off from some members) gets errc::excluded.
   communicator shrink(shrink_quorum quorum, deadline until = {});
   /// shrink with the majority rule.

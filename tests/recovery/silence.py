@@ -1,25 +1,34 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Silent ranks, declared lost: a stall and a partition on a network stack.
+"""Silent ranks, declared lost: a stall and a partition, across nodes and on one node.
 
     silence.py --commxrun COMMXRUN -- STACK=PROGRAM...
 
-Runs recovery_job in `silence:SECONDS` mode at 5 ranks, each on its own node (so shrink's
-majority rule applies), with COMMX_SUSPECT_AFTER=1 and two fault plans:
+Runs recovery_job in `silence:SECONDS` mode at 5 ranks with COMMX_SUSPECT_AFTER=1 and these
+fault plans:
 
-- stall: rank 4 stops for 4 s (faulty's stall, as if SIGSTOPped). The others declare it lost
-  and go on as [0, 1, 2, 3] to the end; rank 4, resumed, finds itself refused by everyone, and
-  its own shrink ends with errc::no_majority ("refused").
-- partition: from 0.5 s ranks 0-2 and 3-4 cannot reach each other, for good. Ranks 0-2 go on
-  as [0, 1, 2]; ranks 3 and 4 end "refused": two working halves never form.
+- stall, each rank on its own node: rank 4 stops for 4 s (faulty's stall, as if SIGSTOPped).
+  The others declare it lost and go on as [0, 1, 2, 3] to the end; rank 4, resumed, finds
+  itself refused by everyone, and its own shrink ends with errc::no_majority ("refused").
+- partition, each rank on its own node: from 0.5 s ranks 0-2 and 3-4 cannot reach each other,
+  for good. Ranks 0-2 go on as [0, 1, 2]; ranks 3 and 4 end "refused": two working halves
+  never form.
+- stall, all five on one node: the same outcome. On tcp rank 4, resumed, reads the decision
+  that named it lost, still waiting on a connection the others closed, and ends with
+  errc::excluded; without it, it would find every connection closed, as a rank whose peers
+  all died does, and shrink's majority rule (which holds on one host too on a network stack:
+  transport::splits_within_node) ends it with errc::no_majority rather than as a job of one.
+  On shm the others mark it failed in the segment; resumed, it finds its own slot marked and
+  ends with errc::excluded.
+- three killed, all five on one node: ranks 2, 3 and 4 die at 1 s. On tcp, ranks 0 and 1, two
+  of five, cannot tell this from a partition and end "refused" (errc::no_majority); on shm and
+  shm+tcp (whose node is shm's) nothing can partition the node, and they go on as [0, 1].
 
-On shm (STACK `shm`) the five ranks share one node and only the stall is run (a node does not
-split in two): the four mark rank 4 failed in the segment, and rank 4, resumed, finds its own
-slot marked and ends "refused" (errc::excluded), not going on by itself.
-
-A run passes when it ends by itself, every rank of the majority printed the same members
-after each shrink and the expected last ones, then "finished", and every rank of the minority
-printed "refused". Prints one line per run and "silence: runs R, wrong 0".
+The one-node cases run on tcp, shm and shm+tcp (the stall on tcp and shm; wan's rule is
+tcp's), and STACK `shm` runs only those (a node does not split in two). A run passes when it
+ends by itself, every rank of the majority printed the same members after each shrink and the
+expected last ones, then "finished", and every rank of the minority printed "refused". Prints
+one line per run and "silence: runs R, wrong 0".
 """
 
 import sys
@@ -28,11 +37,23 @@ from recovery_runs import ROUND, argument_parser, outcomes, ranks_in, run_job
 
 TIMEOUT = 120
 
-# plan, ranks that go on with these members, ranks refused
-CASES = {
-    "stall": ("stall@4:at=1s:for=4s", (0, 1, 2, 3), (4,)),
-    "partition": ("partition=0,0,0,1,1:at=500ms", (0, 1, 2), (3, 4)),
-}
+STALL = "stall@4:at=1s:for=4s"
+KILL_THREE = "kill@2:at=1s;kill@3:at=1s;kill@4:at=1s"
+# Stacks whose ranks on one node are joined by shared memory (not transport::splits_within_node).
+MEMORY_JOINED = {"shm", "shm_tcp"}
+
+
+def cases(stack: str):
+    """(case, plan, ranks that go on with these members, ranks refused, one node) for `stack`."""
+    if stack != "shm":
+        yield "stall", STALL, (0, 1, 2, 3), (4,), False
+        yield "partition", "partition=0,0,0,1,1:at=500ms", (0, 1, 2), (3, 4), False
+    if stack in ("tcp", "shm"):
+        yield "stall on one node", STALL, (0, 1, 2, 3), (4,), True
+    if stack in ("tcp", "shm", "shm_tcp"):
+        joined = stack in MEMORY_JOINED
+        yield ("three killed on one node", KILL_THREE, (0, 1) if joined else (),
+               () if joined else (0, 1), True)
 
 
 def judge(out: str, majority: tuple[int, ...], refused: tuple[int, ...]) -> str | None:
@@ -66,10 +87,7 @@ def main() -> int:
     args = p.parse_args()
     runs = wrong = 0
     for stack, program in (a.split("=", 1) for a in args.stacks):
-        one_node = stack == "shm"
-        for case, (plan, majority, refused) in CASES.items():
-            if one_node and case != "stall":
-                continue
+        for case, plan, majority, refused, one_node in cases(stack):
             out = run_job(stack, program, 5, f"silence:{args.seconds}", commxrun=args.commxrun,
                           timeout=TIMEOUT, launch_args=[] if one_node else ["--nodes", "5"],
                           env={"COMMX_TIMEOUT": "20", "COMMX_SUSPECT_AFTER": "1",

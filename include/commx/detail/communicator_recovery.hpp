@@ -91,21 +91,22 @@ inline communicator<T, C, S> communicator<T, C, S>::shrink(shrink_quorum quorum,
   std::vector<int> members;  // world ranks, in this communicator's order
   int new_rank = -1;
   // The old communicator's nodes, not the survivors': a rank cut off from every other node
-  // keeps only its own, and must not go on alone.
-  bool spans_nodes = false;
+  // keeps only its own, and must not go on alone. Within a node a network transport can cut a
+  // rank off too (a stall on tcp: transport::splits_within_node).
+  bool partition_possible = transport::splits_within_node<T>;
   const int my_node = node_of(rank_);
   for (int r = 0; r < size(); ++r) {
-    spans_nodes = spans_nodes || node_of(r) != my_node;
+    partition_possible = partition_possible || node_of(r) != my_node;
     if (std::ranges::binary_search(agreed.lost, r)) continue;
     if (r == rank_) new_rank = static_cast<int>(members.size());
     members.push_back(group_->world_of(r));
   }
   const int kept = static_cast<int>(members.size());
-  if (quorum == shrink_quorum::majority && spans_nodes && 2 * kept <= size()) {
+  if (quorum == shrink_quorum::majority && partition_possible && 2 * kept <= size()) {
     throw_error(errc::no_majority, where("shrink", unknown, unknown, 0),
                 fmt::format("{} of {} ranks survive, not a majority: on a network a partition "
-                            "must not leave two working halves (shrink(shrink_quorum::any) "
-                            "goes on without one)",
+                            "or a stall must not leave two working halves "
+                            "(shrink(shrink_quorum::any) goes on without one)",
                             kept, size()));
   }
   communicator made = child(fresh, std::move(members), new_rank);

@@ -61,6 +61,7 @@
 /// | `T::shares_node_memory` | `bool`, constexpr | true when ranks with equal `node_of` may map each other's POSIX shared memory; windows then map theirs (window.hpp). Without it, false |
 /// | `t.bytes_sent_to(p)` | `std::uint64_t` | payload bytes this endpoint has handed to sends to `p` so far, so a test can see which pairs, and so which levels, traffic crossed |
 /// | `t.layout_of(p)` | `data_layout` | how `p`'s machine lays out values (byte order; sizes of long, long double, wchar_t: data_layout.hpp), as it said when the job started; the communicator converts raw data received from a rank whose layout differs from this rank's. Without it, every rank has this one's (one machine type: inproc, shm; MPI converts nothing commx sends as bytes) |
+/// | `T::node_cannot_split` | `bool`, constexpr | true when ranks with equal `node_of` reach each other through memory they share (one process, one segment): nothing partitions them, and a rank they declared lost learns it when it resumes (`exclude`). Shrink then asks a majority only of communicators that span nodes. Without it, false: a shrink asks a majority always, as on tcp between ranks of one host, where a stalled rank, resumed, finds every connection closed as a rank whose peers all died would (`splits_within_node`) |
 /// | `T::simulated` | `bool`, constexpr | true when ranks run on a simulated platform (transport::simgrid): each on a core of its simulated host, so this machine's load does not apply (coll::tuned). Without it, false |
 /// | `t.failed_peers()` | `std::vector<int>` | the world ranks this endpoint knows failed (gone without finishing: a process that died, a connection that broke, a rank that threw), in the order it learned of them (`knows_failures`); the communicator's `known_lost()` and its errc::peer_lost messages report them. Without it, none are known (an MPI job ends as a whole) |
 /// | `t.exclude(p, why)` | `void` | declares `p` failed at this endpoint although nothing showed it (the survivors agreed it lost, or it stayed silent past the suspicion time, recovery_state.hpp): what waits on it ends with errc::peer_lost, `failed_peers()` gains it, and nothing of it is taken in again; a connection to it is closed, so it sees this endpoint lost in turn, and it is never readmitted (`excludes_peers`). Where the transport can tell `p` itself (shm: its slot in the segment), `p`, resumed, finds every peer lost and its own rank in its failed_peers(): an agreement then names it lost there too (shrink: errc::excluded). Without it, a silent rank is waited for until the deadline |
@@ -160,6 +161,13 @@ concept knows_failures = requires(const T& t) {
 template <class T>
 concept excludes_peers = requires(T& t, int peer, std::string_view why) {
   t.exclude(peer, why);
+};
+
+/// Whether ranks of one node can be cut off from each other without knowing it (see
+/// `T::node_cannot_split` above): shrink's majority rule then applies within a node too.
+template <class T>
+inline constexpr bool splits_within_node = !requires {
+  requires T::node_cannot_split;
 };
 
 /// A transport that knows each rank's data layout (see the table above).

@@ -103,6 +103,8 @@ class faulty {
   static constexpr std::string_view name = commx::detail::faults::stack_name<T>::value;
   /// Windows travel as messages, where the faults reach them.
   static constexpr bool shares_node_memory = false;
+  /// T's: the plan's partitions are drawn between nodes (silence.py runs none inside one).
+  static constexpr bool node_cannot_split = !splits_within_node<T>;
 
   /// A send or receive: T's own, or a send still held here.
   struct request {
@@ -164,12 +166,7 @@ class faulty {
   void exclude(int peer, std::string_view why) requires excludes_peers<T> {
     inner_.exclude(peer, why);
     auto& queue = queues_[static_cast<std::size_t>(peer)];
-    for (const std::shared_ptr<held>& h : queue) {
-      h->inner = inner_.isend(h->peer, h->ctx, h->tag, h->data);
-      h->posted = true;
-      --holding_;
-      ++released_;
-    }
+    for (const std::shared_ptr<held>& h : queue) hand_over(*h);
     queue.clear();
   }
   /// Marks this rank as failed, as T's `fail` does (in-process ranks).
@@ -323,14 +320,18 @@ class faulty {
                                                     queue.front()->peer) != failed.end();
       while (!queue.empty() &&
              (gone || (queue.front()->release <= now && !cut_off(queue.front()->peer, now)))) {
-        held& h = *queue.front();
-        h.inner = inner_.isend(h.peer, h.ctx, h.tag, h.data);
-        h.posted = true;
+        hand_over(*queue.front());
         queue.pop_front();
-        --holding_;
-        ++released_;
       }
     }
+  }
+
+  // Gives a held send to T (the caller takes it out of its queue).
+  void hand_over(held& h) {
+    h.inner = inner_.isend(h.peer, h.ctx, h.tag, h.data);
+    h.posted = true;
+    --holding_;
+    ++released_;
   }
 
   // The next time something here changes: a held send comes due, a partition starts or heals,

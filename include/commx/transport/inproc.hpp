@@ -34,6 +34,8 @@ class inproc {
  public:
   /// The stack's name, as benches and examples print it.
   static constexpr std::string_view name = "inproc";
+  /// One process: nothing cuts its threads apart.
+  static constexpr bool node_cannot_split = true;
   /// The state every rank of an inproc job shares.
   using hub = detail::inproc::hub;
   /// How a hub is made: rank count and which node each rank pretends to be on.

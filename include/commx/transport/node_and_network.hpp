@@ -83,6 +83,9 @@ class node_and_network {
   static constexpr bool shares_node_memory = Inner == level::node && requires {
     requires Node::shares_node_memory;
   };
+  /// Whether nothing can cut a node's ranks apart: when the inner level is the node and its
+  /// transport says so (concept.hpp).
+  static constexpr bool node_cannot_split = Inner == level::node && !splits_within_node<Node>;
 
   /// Joins: `net` is this rank's endpoint in the whole job; `node` its endpoint among
   /// `node_members` (world ranks, ascending, this rank among them), which are the ranks

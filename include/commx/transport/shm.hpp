@@ -53,6 +53,8 @@ class shm {
   static constexpr std::string_view name = "shm";
   /// Ranks of a node may map each other's POSIX shared memory (windows do: window.hpp).
   static constexpr bool shares_node_memory = true;
+  /// One segment joins the node's ranks: an excluded rank finds its own slot marked.
+  static constexpr bool node_cannot_split = true;
   /// shm's tuning (COMMX_SHM_*, docs/environment.md).
   using options = detail::shm::options;
   /// How messages above options::large_threshold travel: auto, cma or copy.
