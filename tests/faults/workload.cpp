@@ -90,7 +90,7 @@ std::string step(comm& team, int it) {
 }
 
 // With `recover`, a loss, a revocation or a timeout (a stall, a partition) is answered by
-// revoke, shrink (a majority of a multi-node job) and an agreement on the last iteration every
+// revoke, shrink (a majority, where a network joins the ranks) and an agreement on the last iteration every
 // survivor completed, from which all go on; the finishing ranks print their members and how
 // many recoveries they made (run_campaign.sh compares them: disagreements).
 int work(comm& world, bool recover) {
