@@ -90,8 +90,8 @@ struct options {
       "COMMX_CHECKS", {{"basic", check_level::basic}, {"collective", check_level::collective}},
       check_level::basic);
   /// How long an agreement (agree, shrink) waits for a silent rank before it declares it lost,
-  /// on a transport that can (`transport::excludes_peers`: shm, tcp, wan and the layered
-  /// stacks), COMMX_SUSPECT_AFTER seconds; unset, a silent rank (stalled, or across
+  /// on a transport that can (`transport::excludes_peers`: inproc, shm, tcp, wan and the
+  /// layered stacks), COMMX_SUSPECT_AFTER seconds; unset, a silent rank (stalled, or across
   /// a partition) holds the agreement until its deadline. Set it below the timeout, above the
   /// longest pause a healthy rank may take: a rank declared lost is refused by everyone.
   std::optional<clock::duration> suspect_after = detail::suspicion_from_env();

@@ -18,14 +18,15 @@ fault plans:
   errc::excluded; without it, it would find every connection closed, as a rank whose peers
   all died does, and shrink's majority rule (which holds on one host too on a network stack:
   transport::splits_within_node) ends it with errc::no_majority rather than as a job of one.
-  On shm the others mark it failed in the segment; resumed, it finds its own slot marked and
-  ends with errc::excluded.
+  On shm the others mark it failed in the segment, on inproc (threads) in the hub; resumed, it
+  finds itself marked and ends with errc::excluded.
 - three killed, all five on one node: ranks 2, 3 and 4 die at 1 s. On tcp, ranks 0 and 1, two
-  of five, cannot tell this from a partition and end "refused" (errc::no_majority); on shm and
-  shm+tcp (whose node is shm's) nothing can partition the node, and they go on as [0, 1].
+  of five, cannot tell this from a partition and end "refused" (errc::no_majority); on inproc,
+  shm and shm+tcp (whose node is shm's) nothing can partition the node, and they go on as
+  [0, 1].
 
-The one-node cases run on tcp, shm and shm+tcp (the stall on tcp and shm; wan's rule is
-tcp's), and STACK `shm` runs only those (a node does not split in two). A run passes when it
+The one-node cases run on inproc, tcp, shm and shm+tcp (the stall not on shm+tcp; wan's rule
+is tcp's), and STACKs `inproc` and `shm` run only those (a node does not split in two). A run passes when it
 ends by itself, every rank of the majority printed the same members after each shrink and the
 expected last ones, then "finished", and every rank of the minority printed "refused". Prints
 one line per run and "silence: runs R, wrong 0".
@@ -40,17 +41,17 @@ TIMEOUT = 120
 STALL = "stall@4:at=1s:for=4s"
 KILL_THREE = "kill@2:at=1s;kill@3:at=1s;kill@4:at=1s"
 # Stacks whose ranks on one node are joined by shared memory (not transport::splits_within_node).
-MEMORY_JOINED = {"shm", "shm_tcp"}
+MEMORY_JOINED = {"inproc", "shm", "shm_tcp"}
 
 
 def cases(stack: str):
     """(case, plan, ranks that go on with these members, ranks refused, one node) for `stack`."""
-    if stack != "shm":
+    if stack not in ("inproc", "shm"):
         yield "stall", STALL, (0, 1, 2, 3), (4,), False
         yield "partition", "partition=0,0,0,1,1:at=500ms", (0, 1, 2), (3, 4), False
-    if stack in ("tcp", "shm"):
+    if stack in ("inproc", "tcp", "shm"):
         yield "stall on one node", STALL, (0, 1, 2, 3), (4,), True
-    if stack in ("tcp", "shm", "shm_tcp"):
+    if stack in ("inproc", "tcp", "shm", "shm_tcp"):
         joined = stack in MEMORY_JOINED
         yield ("three killed on one node", KILL_THREE, (0, 1) if joined else (),
                () if joined else (0, 1), True)

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <utility>
 
+#include "commx/log.hpp"
 #include "commx/transport/concept.hpp"
 #include "commx/transport/detail/inproc/hub.hpp"
 
@@ -119,6 +120,16 @@ class inproc {
   /// Marks this rank as failed (its peers count it in failed_peers()), not finished.
   void fail() {
     if (hub_) hub_->leave(rank_, /*failed=*/true);
+  }
+
+  /// Declares `peer` failed for every rank at once (the hub is shared): what waits on it ends
+  /// with errc::peer_lost, and `peer`'s thread, if it still runs, finds every peer lost and
+  /// its own rank in failed_peers() (transport::excludes_peers).
+  void exclude(int peer, std::string_view why) {
+    if (peer == rank_) return;
+    const log::context here{"inproc", rank_};
+    COMMX_LOG(warn, here, "declared rank {} lost: {}", peer, why);
+    hub_->exclude(peer);
   }
 
  private:

@@ -98,7 +98,8 @@ class hub {
                                   std::span<const std::byte> data) {
     std::lock_guard lock(mutex_);
     mailbox& box = boxes_[index(to)];
-    if (box.state != presence::present) {
+    // An excluded sender is cut off: nothing it sends is taken in.
+    if (box.state != presence::present || boxes_[index(from)].state != presence::present) {
       return completed(operation::kind::send, from, to, ctx, tag, lost(to, 0));
     }
     // Posted receives in the order they were posted; one that refuses the message (too small,
@@ -155,7 +156,7 @@ class hub {
       }
       return completed(operation::kind::recv, owner, from, ctx, tag, result);
     }
-    if (auto gone = lost_source(from)) {
+    if (auto gone = lost_source(owner, from)) {
       return completed(operation::kind::recv, owner, from, ctx, tag, *gone);
     }
     auto op = std::make_shared<operation>(operation::kind::recv, owner, from, ctx, tag);
@@ -172,7 +173,7 @@ class hub {
       const queued_message& m = *queued;
       return op_result{m.source, m.tag, m.payload().size(), {}};
     }
-    return lost_source(from);
+    return lost_source(owner, from);
   }
 
   /// Withdraws an operation that has not completed; false if it already had.
@@ -217,14 +218,27 @@ class hub {
   /// waiting for it; what it sent eagerly is still delivered. Idempotent. `woken`, if given,
   /// gets the ranks whose posted receives this ended.
   void leave(int rank, bool failed, std::vector<int>* woken = nullptr) {
+    depart(rank, failed ? presence::failed : presence::finished, errc::cancelled, woken);
+  }
+
+  /// The others declared `rank` failed although its thread may still run (inproc::exclude):
+  /// it goes as a rank that threw does, and from then on its own operations end with
+  /// errc::peer_lost, every peer being lost to it, and its rank is among the failed ones.
+  void exclude(int rank) { depart(rank, presence::failed, errc::peer_lost, nullptr); }
+
+ private:
+  enum class presence { present, finished, failed };
+
+  // `rank` goes (`how`); what it still has under way itself ends with `own`.
+  void depart(int rank, presence how, errc own, std::vector<int>* woken) {
     std::lock_guard lock(mutex_);
     mailbox& leaving = boxes_[index(rank)];
     if (leaving.state != presence::present) return;
-    leaving.state = failed ? presence::failed : presence::finished;
+    leaving.state = how;
+    const bool failed = how == presence::failed;
     if (failed) failed_.push_back(rank);
 
-    for (auto& op : leaving.posted)
-      finish(*op, {op->peer, op->tag, 0, make_error_code(errc::cancelled)});
+    for (auto& op : leaving.posted) finish(*op, {op->peer, op->tag, 0, make_error_code(own)});
     leaving.posted.clear();
     // Sends still waiting for this rank to receive them will never be taken.
     leaving.unexpected.remove_if([&](const queued_message& message) {
@@ -239,7 +253,7 @@ class hub {
       // This rank's rendezvous sends point into memory that is about to go away.
       box.unexpected.remove_if([&](const queued_message& m) {
         if (!m.rendezvous || m.source != rank) return false;
-        finish(*m.rendezvous, {rank, m.tag, 0, make_error_code(errc::cancelled)});
+        finish(*m.rendezvous, {other, m.tag, 0, make_error_code(own)});
         return true;
       });
       // An any_source receive stays posted: whether the failure ends it is its communicator's
@@ -256,10 +270,9 @@ class hub {
       box.events.fetch_add(1, std::memory_order_relaxed);
       box.wakeup.notify_all();
     }
+    leaving.events.fetch_add(1, std::memory_order_relaxed);  // an excluded rank may be waiting
+    leaving.wakeup.notify_all();
   }
-
- private:
-  enum class presence { present, finished, failed };
 
   struct mailbox {
     std::deque<std::shared_ptr<operation>> posted;
@@ -309,11 +322,15 @@ class hub {
     return {peer, any_tag, bytes, make_error_code(errc::peer_lost)};
   }
 
-  // A receive from `from` that nothing queued satisfies: can anyone still answer it?
-  // An any_source receive is not refused for a failure (its communicator decides).
-  std::optional<op_result> lost_source(int from) const {
+  // A receive at `owner` from `from` that nothing queued satisfies: can anyone still answer
+  // it? Not a rank that went, nor anyone at an excluded owner. An any_source receive is not
+  // refused for a failure (its communicator decides).
+  std::optional<op_result> lost_source(int owner, int from) const {
     if (from == any_source) return std::nullopt;
-    if (boxes_[index(from)].state != presence::present) return lost(from, 0);
+    if (boxes_[index(from)].state != presence::present ||
+        boxes_[index(owner)].state != presence::present) {
+      return lost(from, 0);
+    }
     return std::nullopt;
   }
 
