@@ -45,7 +45,8 @@ void say(int rank, std::string_view line) {
 // everywhere; on a loss or a revocation, revoke and go round again with the survivors.
 int agree_and_shrink(comm& world) {
   const int me = world.rank();
-  const auto first = world.agree(std::uint64_t{1} << me, std::bit_or<>{});
+  // Beyond 64 ranks, ranks share bits: rank r sets bit r % 64 (sweep.py checks it so).
+  const auto first = world.agree(std::uint64_t{1} << (me % 64), std::bit_or<>{});
   say(me, fmt::format("agreed 1 value={:#x} lost={}", first.value, first.lost));
   const auto second = world.agree(me, commx::op::min{});
   say(me, fmt::format("agreed 2 value={} lost={}", second.value, second.lost));

@@ -39,8 +39,8 @@ def judge(lines, n, killed):
     m = re.match(r"agreed 1 value=(0x[0-9a-f]+) lost=\[(.*)\]", agreed1)
     value = int(m.group(1), 16)
     lost1 = set(ranks_in(m.group(2)))
-    for r in range(n):
-        if not (value >> r) & 1 and r not in lost1:
+    for r in range(n):  # rank r sets bit r % 64 (shared beyond 64 ranks)
+        if not (value >> (r % 64)) & 1 and r not in lost1:
             return f"rank {r} neither contributed nor is lost: {agreed1}", fired, "wrong"
     if lost1 - set(killed):
         return f"a live rank agreed lost: {agreed1}", fired, "wrong"
