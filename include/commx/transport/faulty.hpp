@@ -103,7 +103,7 @@ class faulty {
   static constexpr std::string_view name = commx::detail::faults::stack_name<T>::value;
   /// Windows travel as messages, where the faults reach them.
   static constexpr bool shares_node_memory = false;
-  /// T's: the plan's partitions are drawn between nodes (silence.py runs none inside one).
+  /// T's (a plan's partition inside one node of shm is one no real node has: tests draw none).
   static constexpr bool node_cannot_split = !splits_within_node<T>;
 
   /// A send or receive: T's own, or a send still held here.
