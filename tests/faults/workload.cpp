@@ -90,9 +90,9 @@ std::string step(comm& team, int it) {
 }
 
 // With `recover`, a loss, a revocation or a timeout (a stall, a partition) is answered by
-// revoke, shrink (a majority, where a network joins the ranks) and an agreement on the last iteration every
-// survivor completed, from which all go on; the finishing ranks print their members and how
-// many recoveries they made (run_campaign.sh compares them: disagreements).
+// revoke, shrink (a majority, where a network joins the ranks) and an agreement on the last
+// iteration every survivor completed, from which all go on; the finishing ranks print their
+// members and how many recoveries they made (run_campaign.sh compares them: disagreements).
 int work(comm& world, bool recover) {
   const int me = world.rank();
   if (me == 0) fmt::print("plan {}\n", world.transport().plan().text());

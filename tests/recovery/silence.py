@@ -26,10 +26,10 @@ fault plans:
   [0, 1].
 
 The one-node cases run on inproc, tcp, shm and shm+tcp (the stall not on shm+tcp; wan's rule
-is tcp's), and STACKs `inproc` and `shm` run only those (a node does not split in two). A run passes when it
-ends by itself, every rank of the majority printed the same members after each shrink and the
-expected last ones, then "finished", and every rank of the minority printed "refused". Prints
-one line per run and "silence: runs R, wrong 0".
+is tcp's), and STACKs `inproc` and `shm` run only those (a node does not split in two). A run
+passes when it ends by itself, every rank of the majority printed the same members after each
+shrink and the expected last ones, then "finished", and every rank of the minority printed
+"refused". Prints one line per run and "silence: runs R, wrong 0".
 """
 
 import sys
