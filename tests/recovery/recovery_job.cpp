@@ -9,6 +9,7 @@
 // loop, ranks killing themselves until one is left (barrier_loop.py checks it). `wildcard`
 // mode: any_source after a loss, before and after acknowledge_failures. `silence:SECONDS`
 // mode: ranks that stall or are partitioned off are declared lost (silence.py checks it).
+// `cost:K` mode: the bytes one agreement sends to each rank, against the documented cost.
 // Exit status: 0 every step done, 1 a revocation case went wrong, 2 a typed error.
 
 #include <atomic>
@@ -297,6 +298,60 @@ int wildcard_after_loss(comm& world) {
   return wrong.empty() ? 0 : 1;
 }
 
+// What one agreement without failures sends, against its file comment's cost: radix k > 0,
+// two phases of dissemination, a message of 16 + p/8 bytes to each rank m k^j after this one
+// (m < k) in each; radix 0, the coordinator's report and acknowledgement from each participant,
+// its proposal and decision to each. Rank 0 prints "cost: as documented" or what differed.
+template <class Comm>
+int counted_cost(Comm& world, int radix) {
+  const int me = world.rank();
+  const int p = world.size();
+  const auto sent = [&] {
+    std::vector<std::uint64_t> bytes(static_cast<std::size_t>(p));
+    for (int r = 0; r < p; ++r) {
+      bytes[static_cast<std::size_t>(r)] = world.transport().bytes_sent_to(r);
+    }
+    return bytes;
+  };
+  world.barrier();  // its sends are handed over when it returns
+  const std::vector<std::uint64_t> before = sent();
+  (void)world.agree(me, commx::op::min{});
+  std::vector<std::uint64_t> bytes = sent();
+  std::vector<std::uint64_t> expected(static_cast<std::size_t>(p));
+  const std::uint64_t message = 16 + (static_cast<std::uint64_t>(p) + 7) / 8;
+  for (int r = 0; r < p; ++r) {
+    const auto at = static_cast<std::size_t>(r);
+    bytes[at] -= before[at];
+    if (r == me) continue;
+    if (radix == 0) {
+      expected[at] = me == 0 ? 2 * message : r == 0 ? message + 1 : 0;
+      continue;
+    }
+    for (int step = 1; step < p; step *= radix) {
+      for (int o = step; o < p && o < step * radix; o += step) {
+        if ((me + o) % p == r) expected[at] = 2 * message;
+      }
+    }
+  }
+  const int wrong = world.allreduce_value(bytes == expected ? 0 : 1, std::plus<>{});
+  if (bytes != expected) {
+    say(me,
+        fmt::format("cost: sent {} bytes to each rank where {} were expected", bytes, expected));
+  }
+  if (me == 0 && wrong == 0) say(me, "cost: as documented");
+  return wrong == 0 ? 0 : 1;
+}
+
+template <class Comm>
+int message_cost(Comm& world, int radix) {
+  if constexpr (!requires(const typename Comm::transport_type& t) { t.bytes_sent_to(0); }) {
+    say(world.rank(), "cost: this stack counts no bytes sent");
+    return 1;
+  } else {
+    return counted_cost(world, radix);
+  }
+}
+
 // Silent ranks (faulty's stall or partition, COMMX_SUSPECT_AFTER set): rounds of an allreduce
 // bounded by a short deadline; a timeout, a loss or a revocation sends the ranks to revoke and
 // shrink, whose agreement declares the silent ones lost. Each shrink's members are printed,
@@ -341,6 +396,7 @@ int work(comm& world, std::string_view mode) {
     if (mode.starts_with("silence")) {
       return silence(world, std::atof(mode.data() + mode.find(':') + 1));
     }
+    if (mode.starts_with("cost")) return message_cost(world, std::atoi(mode.data() + 5));
     if (mode.starts_with("suicides")) {
       return suicides(world, static_cast<unsigned>(std::atoi(mode.data() + mode.find(':') + 1)));
     }

@@ -29,19 +29,26 @@
 /// result when a contribution arrives twice (and, or, min, max), so that a later protocol that
 /// folds in partial results (a tree) may use the same ops.
 ///
-/// Up to `all_to_all_ranks` ranks, an agreement without failures takes two all-to-all rounds
-/// instead: every rank sends its report to every other; a rank that has them all, none knowing
-/// a loss, computes the outcome (ballot 0, below every coordinator's), confirms it to every
-/// other, and returns it once all others confirmed, so that a rank returns only when every
-/// survivor holds the outcome (and a coordinator, if one is needed, proposes it again). A rank
-/// that meets a loss, or a report that knows one, tells those that wait for its confirmation
-/// that it falls back, and all go on with the coordinator, holding the outcome if they
-/// computed it.
+/// Up to `disseminated_ranks` (4) ranks, an agreement without failures takes two phases of
+/// dissemination instead (Hensgen, Finkel and Manber's barrier, radix k): in each round every
+/// rank sends to the ranks m k^j after it and hears from those m k^j before it (m < k), so that
+/// after ceil(log_k p) rounds each has heard, through others, from all. In phase one the
+/// messages are reports, what a rank has combined so far; a rank that has heard from all, none
+/// knowing a loss, holds the outcome (ballot 0, below every coordinator's). Phase two confirms,
+/// the same way, that every rank holds it, and a rank returns once it has heard so from all:
+/// every survivor then holds the outcome, and a coordinator, if one is needed, proposes it
+/// again. A rank that meets a loss, a report that knows one, or a fallback, tells each rank
+/// that still waits for a message of its own that it falls back, and all go on with the
+/// coordinator, holding the outcome if they computed it. Where memory joins every member
+/// (inproc; shm on one node) the radix is p: two all-to-all rounds, since rounds cost more
+/// than messages there; where a network joins some, the radix with the fewest messages (2 at
+/// 4 ranks: 0.8x the all-to-all's time on tcp, bench/README.md).
 ///
-/// Cost without failures: up to 4 ranks, 2 p (p - 1) messages of 16 + p/8 bytes in two
-/// all-to-all rounds (two latencies); beyond, 4 (p - 1), all to or from the coordinator
-/// (report, propose, acknowledge, decide): four latencies and p - 1 messages through one rank
-/// at each. A coordinator's loss adds a round of reports to the next one.
+/// Cost without failures: up to 4 ranks, two phases of ceil(log_k p) rounds, each of p o
+/// messages of 16 + p/8 bytes (o, the ranks one sends to: p - 1 all to all, 2 at radix 2
+/// among 4); beyond, 4 (p - 1) messages, all to or from the coordinator (report, propose,
+/// acknowledge, decide): four latencies and p - 1 messages through one rank at each. A
+/// coordinator's loss adds a round of reports to the next one.
 ///
 /// The failure detector is the transport's: a receive from a rank that is gone ends with
 /// errc::peer_lost. A rank that stays silent (stalled, or across a partition) holds the
@@ -94,6 +101,20 @@ struct agreement {
 
 namespace detail {
 
+/// Whether a network joins some of `members` (world ranks of `endpoint`'s job), rather than
+/// memory joining them all: only then can a partition or a stall cut one off for good (shrink's
+/// majority rule), and only then does each message cost system calls (agreement's radix).
+/// Within a node a transport joins ranks by memory only where it says `node_cannot_split`.
+template <transport::transport T>
+bool network_joins(const T& endpoint, const group& members) {
+  if constexpr (transport::splits_within_node<T>) return true;
+  const int node = endpoint.node_of(members.world_of(0));
+  for (int r = 1; r < members.size(); ++r) {
+    if (endpoint.node_of(members.world_of(r)) != node) return true;
+  }
+  return false;
+}
+
 /// One rank's run of agreement `number` on `members` (see the file comment).
 template <transport::transport T, stats::policy S, class V, class Op>
 class agreement_run {
@@ -135,7 +156,7 @@ class agreement_run {
     // The others declared this rank lost (its transport says so, transport::excludes_peers):
     // it takes no part, and its outcome names it lost (shrink: errc::excluded).
     if (lost_.contains(me_)) decided = mine();
-    if (!decided && members_.size() <= all_to_all_ranks) decided = all_to_all();
+    if (!decided && members_.size() <= disseminated_ranks) decided = disseminate();
     if (!decided) decided = take_part();
     // Declared lost while it took part (a stall that ended inside the agreement): every other
     // rank was lost to it and it decided alone, but it is out all the same.
@@ -154,10 +175,10 @@ class agreement_run {
   }
 
  private:
-  // Up to this many ranks, agreements start with two all-to-all rounds (the file comment):
-  // two latencies against four, for p (p - 1) messages a round. At 8 ranks on 2 cores the
-  // coordinator's 4 (p - 1) messages took 0.6x their time (bench/README.md).
-  static constexpr int all_to_all_ranks = 4;
+  // Up to this many ranks, agreements start with two phases of dissemination (the file
+  // comment). At 8 ranks on 2 cores the coordinator's 4 (p - 1) messages took 0.6x the time of
+  // two all-to-all rounds, and 0.7x (shm) and 0.65x (tcp) that of six rounds of radix 2.
+  static constexpr int disseminated_ranks = 4;
 
   struct proposal {
     int ballot = -1;
@@ -175,46 +196,89 @@ class agreement_run {
     return false;
   }
 
-  // Two all-to-all rounds: every rank sends its report to every other; a rank that received
-  // them all, none knowing a loss, computes the outcome (ballot 0) and confirms it to every
-  // other, and returns it once every other confirmed. Anything else (a loss, a report that
-  // knows one, a rank that falls back) ends the rounds: the rank tells those still waiting for
-  // its confirmation, unless it sent it, and goes on with a coordinator, holding the outcome if
-  // it computed one. Nothing: go on with a coordinator.
-  std::optional<proposal> all_to_all() {
+  // Two phases of k-ary dissemination (the file comment): in each round every rank sends to
+  // the ranks m k^j after it and hears from those m k^j before it (m = 1 .. k - 1), so after
+  // ceil(log_k p) rounds each has heard, through others, from all. Phase one carries reports
+  // (what a rank has combined so far); a rank that has them all, none knowing a loss, holds
+  // the outcome (ballot 0) and phase two confirms that every rank does, so that a rank returns
+  // only once every survivor holds it. Anything else (a loss, a report that knows one, a
+  // fallback) ends the rounds: the rank tells each rank that still waits for a message of its
+  // own, and goes on with a coordinator, holding the outcome if it computed one. Op results do
+  // not change when a contribution arrives twice (agreement_op), so overlapping reach is fine.
+  std::optional<proposal> disseminate() {
+    const int p = members_.size();
+    const int k = radix();
     const int tag = recovery_tag::among(number_);
-    send_to_all(tag, encode(agreement_kind::report, mine()));
-    proposal outcome = mine();
-    bool whole = lost_.none();
-    start_phase();
-    for (int r = 0; r < members_.size() && whole; ++r) {
-      if (r == me_) continue;
-      const std::optional<std::span<const std::byte>> m = receive(r, tag);
-      if (!m || kind_of(*m) != agreement_kind::report) {
-        if (!m) lost_.insert(r);
-        whole = false;
-        break;
+    rank_bits confirmed_to(p);  // sent its phase-two message: waits for nothing more of ours
+    const auto fall_back = [&]() -> std::optional<proposal> {
+      const std::span<const std::byte> message = encode(agreement_kind::fallback, mine());
+      for (int step = 1; step < p; step *= k) {
+        for (int o = step; o < p && o < step * k; o += step) {
+          const int r = (me_ + o) % p;
+          if (!confirmed_to.contains(r) && !lost_.contains(r)) send(r, tag, message);
+          confirmed_to.insert(r);  // told once is enough
+        }
       }
-      const proposal theirs = decode(*m);
-      if (!theirs.lost.none()) whole = false;
-      outcome.value = op_(outcome.value, theirs.value);
-    }
-    if (!whole) {
-      send_to_all(tag, encode(agreement_kind::fallback, mine()));
       return std::nullopt;
-    }
-    outcome.ballot = 0;
-    accepted_ = outcome;
-    send_to_all(tag, encode(agreement_kind::confirmation, outcome));
-    start_phase(2);  // the others confirm once their own reports are in
-    for (int r = 0; r < members_.size(); ++r) {
-      if (r == me_) continue;
-      const std::optional<std::span<const std::byte>> m = receive(r, tag);
-      if (!m) lost_.insert(r);
-      if (!m || kind_of(*m) != agreement_kind::confirmation) return std::nullopt;
+    };
+    if (!lost_.none()) return fall_back();
+    proposal outcome = mine();
+    // Round i's senders are suspected (i + 1) S after the rounds began: a sender may have
+    // waited up to S in each of its own i rounds before (on a silent rank, which it then
+    // suspects and falls back), and must not look silent itself.
+    const std::optional<clock::duration>& suspect = state_.recovery.suspect_after;
+    const clock::time_point began = suspect ? clock::now() : clock::time_point{};
+    int round = 0;
+    for (const agreement_kind kind : {agreement_kind::report, agreement_kind::confirmation}) {
+      if (kind == agreement_kind::confirmation) {
+        outcome.ballot = 0;
+        accepted_ = outcome;
+      }
+      std::span<const std::byte> message;
+      for (int step = 1; step < p; step *= k) {
+        if (kind == agreement_kind::report || message.empty()) message = encode(kind, outcome);
+        for (int o = step; o < p && o < step * k; o += step) {
+          const int r = (me_ + o) % p;
+          send(r, tag, message);
+          if (kind == agreement_kind::confirmation) confirmed_to.insert(r);
+        }
+        ++round;
+        if (suspect) suspect_by_ = began + round * *suspect;
+        for (int o = step; o < p && o < step * k; o += step) {
+          const int r = (me_ - o + p) % p;
+          const std::optional<std::span<const std::byte>> m = receive(r, tag);
+          if (!m) lost_.insert(r);
+          if (!m || kind_of(*m) != kind) return fall_back();
+          if (kind == agreement_kind::report) {
+            const proposal theirs = decode(*m);
+            if (!theirs.lost.none()) return fall_back();
+            outcome.value = op_(outcome.value, theirs.value);
+          }
+        }
+      }
     }
     finish_sends();
     return outcome;
+  }
+
+  // The dissemination's radix (the file comment): where memory joins every member, p (one
+  // round a phase: with messages that cheap, rounds are what costs); where a network joins
+  // some, the radix that sends the fewest messages (each costs system calls at both ends),
+  // the larger on a tie (fewer rounds).
+  [[nodiscard]] int radix() const {
+    const int p = members_.size();
+    if (!network_joins(state_.endpoint, members_)) return p;
+    int best = p;
+    for (int k = p - 1; k >= 2; --k) {
+      if (offsets(k, p) < offsets(best, p)) best = k;
+    }
+    return best;
+  }
+  // The ranks one rank sends to in a phase of radix-k dissemination among p.
+  static int offsets(int k, int p) {
+    int n = 0;
+    for (int step = 1; step < p; step *= k) n += std::min(k - 1, (p - 1) / step);
+    return n;
   }
 
   // Participant: reports to each coordinator it takes, until one decides, or it coordinates.

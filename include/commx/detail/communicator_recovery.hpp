@@ -93,10 +93,8 @@ inline communicator<T, C, S> communicator<T, C, S>::shrink(shrink_quorum quorum,
   // The old communicator's nodes, not the survivors': a rank cut off from every other node
   // keeps only its own, and must not go on alone. Within a node a network transport can cut a
   // rank off too (a stall on tcp: transport::splits_within_node).
-  bool partition_possible = transport::splits_within_node<T>;
-  const int my_node = node_of(rank_);
+  const bool partition_possible = detail::network_joins(state_->endpoint, *group_);
   for (int r = 0; r < size(); ++r) {
-    partition_possible = partition_possible || node_of(r) != my_node;
     if (std::ranges::binary_search(agreed.lost, r)) continue;
     if (r == rank_) new_rank = static_cast<int>(members.size());
     members.push_back(group_->world_of(r));
