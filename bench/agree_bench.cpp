@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // What an agreement costs beside the collective it replaces when nothing fails: agree on a
-// 4-byte value (op::min) against an allreduce of 4 bytes (binomial and tuned), every rank
+// 4-byte value (op::min) against an allreduce of 4 bytes (binomial and tuned; tuned followed by
+// a barrier, what a uniform agreement must do at least), every rank
 // running the same fixed number of calls per iteration; rank 0 reports the slowest rank's time
 // per call (IMB's t_max). ULFM's published agreement costs about 2.8 small allreduces.
 //
@@ -69,6 +70,16 @@ void register_all(world_comm& world) {
       benchmark::DoNotOptimize(tuned.allreduce_value(world.rank() + i, commx::op::min{}));
     });
   });
+  // What a uniform agreement must do at least: learn the outcome, then hold every rank until
+  // all hold it (agreement.hpp).
+  add(fmt::format("Allreduce/commx-{}-tuned+barrier/{}/4", stack, np),
+      [&world](benchmark::State& state) {
+        auto tuned = world.with_collectives<commx::coll::tuned>();
+        time_calls(state, world, [&](int i) {
+          benchmark::DoNotOptimize(tuned.allreduce_value(world.rank() + i, commx::op::min{}));
+          tuned.barrier();
+        });
+      });
 }
 
 }  // namespace
