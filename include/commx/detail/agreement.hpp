@@ -213,11 +213,11 @@ class agreement_run {
     const auto fall_back = [&]() -> std::optional<proposal> {
       const std::span<const std::byte> message = encode(agreement_kind::fallback, mine());
       for (int step = 1; step < p; step *= k) {
-        for (int o = step; o < p && o < step * k; o += step) {
+        for_each_offset(step, k, p, [&](int o) {
           const int r = (me_ + o) % p;
           if (!confirmed_to.contains(r) && !lost_.contains(r)) send(r, tag, message);
           confirmed_to.insert(r);  // told once is enough
-        }
+        });
       }
       return std::nullopt;
     };
@@ -237,14 +237,14 @@ class agreement_run {
       std::span<const std::byte> message;
       for (int step = 1; step < p; step *= k) {
         if (kind == agreement_kind::report || message.empty()) message = encode(kind, outcome);
-        for (int o = step; o < p && o < step * k; o += step) {
+        for_each_offset(step, k, p, [&](int o) {
           const int r = (me_ + o) % p;
           send(r, tag, message);
           if (kind == agreement_kind::confirmation) confirmed_to.insert(r);
-        }
+        });
         ++round;
         if (suspect) suspect_by_ = began + round * *suspect;
-        for (int o = step; o < p && o < step * k; o += step) {
+        for (int o = step; o < round_end(step, k, p); o += step) {
           const int r = (me_ - o + p) % p;
           const std::optional<std::span<const std::byte>> m = receive(r, tag);
           if (!m) lost_.insert(r);
@@ -277,8 +277,15 @@ class agreement_run {
   // The ranks one rank sends to in a phase of radix-k dissemination among p.
   static int offsets(int k, int p) {
     int n = 0;
-    for (int step = 1; step < p; step *= k) n += std::min(k - 1, (p - 1) / step);
+    for (int step = 1; step < p; step *= k) n += (round_end(step, k, p) - 1) / step;
     return n;
+  }
+  // Round `step` of radix-k dissemination among p reaches the offsets step, 2 step, .. below
+  // round_end: k - 1 of them, fewer in a last round that would reach past p.
+  static int round_end(int step, int k, int p) { return std::min(p, step * k); }
+  template <class F>
+  static void for_each_offset(int step, int k, int p, F&& f) {
+    for (int o = step; o < round_end(step, k, p); o += step) f(o);
   }
 
   // Participant: reports to each coordinator it takes, until one decides, or it coordinates.
