@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// The engine behind transport::ucx (see its file comment): matching, requests, endpoints and
+/// peers' ends.
+///
+/// Matching is commx's, on messages UCX has already matched to this worker: every arrival is
+/// probed out of UCX's unexpected queue with a mask of zero (any tag) and removed, so UCX
+/// never consumes a message into a receive too small for it; commx then offers it to its
+/// posted receives in the order they were posted, each checking the size in `prepare`, and a
+/// refused message goes on to the next or waits queued, whole, for a later receive. A message
+/// taken is received from its handle (`ucp_tag_msg_recv_nbx`): a small one is copied out of
+/// UCX's buffer, a large one (rendezvous) lands in the receive's own memory. UCX keeps each
+/// sender's messages in order, so probing in arrival order keeps commx's non-overtaking rule.
+///
+/// Peers: an endpoint is made on first use (a send to the peer, or a receive naming it: then
+/// the endpoint watches it), with UCX's peer error handling, and announced by a `hello`, so
+/// the peer makes one back and both know to say `bye` when they close. A peer that said bye is
+/// finished: what it sent before is delivered, and what waits on it then ends with
+/// errc::peer_lost. A peer whose endpoint fails without a bye failed: it also joins
+/// `failed_peers()`.
+
+#include <ucp/api/ucp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "commx/error.hpp"
+#include "commx/log.hpp"
+#include "commx/transport/detail/shm/liveness.hpp"
+#include "commx/transport/detail/ucx/tag_bits.hpp"
+#include "commx/transport/detail/ucx/wireup.hpp"
+#include "commx/transport/detail/ucx/worker.hpp"
+#include "commx/transport/detail/unexpected_queue.hpp"
+#include "commx/transport/message.hpp"
+#include "commx/transport/tcp.hpp"
+
+namespace commx::detail::ucx {
+
+class engine;
+
+/// One send or receive.
+struct operation {
+  bool done = false;
+  bool is_receive = false;
+  transport::op_result result;
+  int peer = any_source;  // a receive's wanted envelope, a send's destination
+  context_id ctx = 0;
+  int tag = any_tag;
+  transport::recv_buffer buffer{std::span<std::byte>{}};
+  void* in_flight = nullptr;                // UCX's request, while UCX holds this operation
+  bool cancel_asked = false;                // an error from UCX is then errc::cancelled
+  std::shared_ptr<operation> keep_alive;    // set while UCX may still call back with it
+  engine* owner = nullptr;
+};
+
+/// A message probed out of UCX and not yet asked for.
+struct arrival {
+  std::uint64_t order = 0;
+  int source = any_source;
+  context_id ctx = 0;
+  int tag = any_tag;
+  std::size_t bytes = 0;
+  ucp_tag_message_h handle = nullptr;
+  void recycle() { handle = nullptr; }
+};
+
+class engine {
+ public:
+  explicit engine(transport::tcp::config cfg)
+      : timeout_(cfg.timeout), control_(std::move(cfg)), bits_(control_.size()),
+        peers_(static_cast<std::size_t>(control_.size())),
+        log_{"ucx", control_.rank()} {
+    for (int r = 0; r < size(); ++r) {
+      peers_[index(r)].owner = this;
+      peers_[index(r)].rank = r;
+    }
+    // Each rank's entry: its pid and start time (a watch on ranks of its node), its address.
+    const pid_t pid = ::getpid();
+    const std::uint64_t started = shm::process_start_time(pid);
+    std::vector<std::byte> mine(identity_bytes);
+    std::memcpy(mine.data(), &pid, sizeof pid);
+    std::memcpy(mine.data() + 8, &started, sizeof started);
+    mine.insert(mine.end(), worker_.address().begin(), worker_.address().end());
+    addresses_ = exchange_addresses(control_, mine, timeout_);
+    for (int r = 0; r < size(); ++r) {
+      std::vector<std::byte>& entry = addresses_[index(r)];
+      if (entry.size() <= identity_bytes) {
+        throw error(errc::protocol_violation, fmt::format("ucx: rank {} sent no address", r));
+      }
+      pid_t their_pid = 0;
+      std::uint64_t their_start = 0;
+      std::memcpy(&their_pid, entry.data(), sizeof their_pid);
+      std::memcpy(&their_start, entry.data() + 8, sizeof their_start);
+      entry.erase(entry.begin(), entry.begin() + identity_bytes);
+      peer& p = peers_[index(r)];
+      p.same_node = node_of(r) == node_of(rank());
+      if (p.same_node && r != rank()) p.watch = shm::process_watch(their_pid, their_start);
+    }
+  }
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+  ~engine() { close(); }
+
+  [[nodiscard]] int rank() const { return control_.rank(); }
+  [[nodiscard]] int size() const { return control_.size(); }
+  [[nodiscard]] int node_of(int peer) const { return control_.node_of(peer); }
+  [[nodiscard]] int site_of(int peer) const { return control_.site_of(peer); }
+  [[nodiscard]] transport::data_layout layout_of(int peer) const {
+    return control_.layout_of(peer);
+  }
+  [[nodiscard]] clock::duration timeout() const { return timeout_; }
+  [[nodiscard]] std::uint64_t event_count() const { return events_; }
+  [[nodiscard]] std::uint64_t bytes_sent_to(int peer) const { return peers_[index(peer)].sent; }
+  [[nodiscard]] std::vector<int> failed_peers() const { return failed_; }
+  /// Endpoints this rank has made (a send to the peer, a receive naming it, its hello).
+  [[nodiscard]] int endpoints() const {
+    return static_cast<int>(std::ranges::count_if(peers_, [](const peer& p) { return p.ep; }));
+  }
+
+  std::shared_ptr<operation> isend(int dest, context_id ctx, int tag,
+                                   std::span<const std::byte> data) {
+    peer& to = peers_[index(dest)];
+    to.sent += data.size();
+    if (!bits_.fits(ctx)) return failed_now(dest, tag, context_error(ctx));
+    if (to.gone() || endpoint_of(to) == nullptr) return failed_now(dest, tag, lost());
+    auto op = std::make_shared<operation>();
+    op->peer = dest;
+    op->tag = tag;
+    op->owner = this;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = &engine::on_sent;
+    param.user_data = op.get();
+    const ucs_status_ptr_t sent =
+        ucp_tag_send_nbx(to.ep, data.data(), data.size(), bits_.pack(ctx, rank(), tag), &param);
+    if (sent == nullptr) return nullptr;  // done at once: the common eager send
+    if (UCS_PTR_IS_ERR(sent)) return failed_now(dest, tag, lost());
+    op->in_flight = sent;
+    op->keep_alive = op;
+    return op;
+  }
+
+  std::shared_ptr<operation> irecv(int source, context_id ctx, int tag,
+                                   const transport::recv_buffer& buffer) {
+    auto op = std::make_shared<operation>();
+    op->is_receive = true;
+    op->peer = source;
+    op->ctx = ctx;
+    op->tag = tag;
+    op->buffer = buffer;
+    op->owner = this;
+    if (!bits_.fits(ctx)) {
+      finish(*op, {source, tag, 0, context_error(ctx)});
+      return op;
+    }
+    if (source != any_source && source != rank()) (void)endpoint_of(peers_[index(source)]);
+    if (const auto at = unexpected_.find(source, ctx, tag); at != unexpected_.end()) {
+      if (take(op, *at)) unexpected_.pop(at);
+      return op;
+    }
+    if (source != any_source && peers_[index(source)].gone()) {
+      finish(*op, {source, tag, 0, lost()});
+      return op;
+    }
+    posted_.push_back(op);
+    return op;
+  }
+
+  bool test(const std::shared_ptr<operation>& op) {
+    if (!op || op->done) return true;
+    progress();
+    return op->done;
+  }
+
+  bool cancel(const std::shared_ptr<operation>& op) {
+    if (!op || op->done) return false;
+    if (const auto it = std::ranges::find(posted_, op); it != posted_.end()) {
+      posted_.erase(it);
+      finish(*op, {op->peer, op->tag, 0, make_error_code(errc::cancelled)});
+      return true;
+    }
+    if (op->is_receive) return complete_in_flight(*op);  // matched: it ends by itself
+    // A send UCX holds: asked to withdraw it, UCX either does or completes it meanwhile.
+    op->cancel_asked = true;
+    ucp_request_cancel(worker_.get(), op->in_flight);
+    if (!complete_in_flight(*op)) {
+      // Not withdrawn within the bound: the endpoint is closed, which ends every send on it
+      // (the peer then sees this rank lost), so nothing is left reading the caller's buffer.
+      drop_endpoint(peers_[index(op->peer)], "a send could not be withdrawn");
+      (void)complete_in_flight(*op);
+    }
+    return op->result.error == make_error_code(errc::cancelled);
+  }
+
+  std::optional<transport::op_result> iprobe(int source, context_id ctx, int tag) {
+    progress();
+    if (const auto at = unexpected_.find(source, ctx, tag); at != unexpected_.end()) {
+      const arrival& a = *at;
+      return transport::op_result{a.source, a.tag, a.bytes, {}};
+    }
+    if (source != any_source && source != rank() && peers_[index(source)].gone()) {
+      return transport::op_result{source, tag, 0, lost()};
+    }
+    return std::nullopt;
+  }
+
+  /// Takes in what arrived and notices peers' ends, without blocking.
+  void progress() {
+    worker_.progress();
+    take_arrivals();
+    if (losses_pending_) notice_losses();
+  }
+
+  void wait_for_event(std::uint64_t seen, clock::time_point until) {
+    for (int turn = 0;; ++turn) {
+      progress();
+      if (events_ != seen || clock::now() >= until) return;
+      // A short poll first (a reply often comes within microseconds), yielding the core now
+      // and then to ranks that share it; then sleep on the worker's descriptor.
+      if (turn < spin_turns) {
+        if (turn % 8 == 7) std::this_thread::yield();
+        continue;
+      }
+      check_local_peers();
+      (void)worker_.sleep_until(until);
+    }
+  }
+
+ private:
+  static constexpr int spin_turns = 64;
+  static constexpr std::size_t identity_bytes = 16;  // pid (4 of 8), start time (8)
+
+  struct peer {
+    engine* owner = nullptr;
+    int rank = 0;
+    ucp_ep_h ep = nullptr;
+    std::uint64_t sent = 0;
+    bool said_bye = false;     // finished: everything it sent came before
+    bool failed = false;       // its endpoint failed without a bye
+    bool noticed = false;      // what waits on it has been ended
+    bool made_failed = false;  // endpoint creation failed
+    bool same_node = false;    // memory joins us: UCX's shared memory, and no peer errors
+    shm::process_watch watch;  // a peer of this node's process (UCX cannot tell its loss)
+    [[nodiscard]] bool gone() const { return said_bye || failed || made_failed; }
+  };
+
+  [[nodiscard]] static std::size_t index(int r) { return static_cast<std::size_t>(r); }
+  static std::error_code lost() { return make_error_code(errc::peer_lost); }
+  std::error_code context_error(context_id ctx) const {
+    COMMX_LOG(error, log_, "context id {} needs more than the {} bits a job of {} ranks "
+              "leaves in UCX's tag (detail/ucx/tag_bits.hpp)", ctx, bits_.context_width(),
+              size());
+    return make_error_code(errc::invalid_argument);
+  }
+
+  std::shared_ptr<operation> failed_now(int peer, int tag, std::error_code ec) {
+    auto op = std::make_shared<operation>();
+    op->peer = peer;
+    finish(*op, {peer, tag, 0, ec});
+    return op;
+  }
+
+  void finish(operation& op, const transport::op_result& result) {
+    op.result = result;
+    op.done = true;
+    ++events_;
+  }
+
+  // The endpoint to `p`, made on first use (with a hello, so `p` makes one back); null when
+  // it cannot be made (the peer is gone).
+  ucp_ep_h endpoint_of(peer& p, bool say_hello = true) {
+    if (p.ep != nullptr || p.gone()) return p.ep;
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.address = reinterpret_cast<const ucp_address_t*>(addresses_[index(p.rank)].data());
+    // UCX's shared-memory transports (posix, sysv, cma, self) have no peer error handling,
+    // and an endpoint that asks for it cannot use them: within a node commx watches the
+    // peer's process instead (check_local_peers).
+    params.err_mode = p.same_node ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+    params.err_handler.cb = &engine::on_endpoint_failed;
+    params.err_handler.arg = &p;
+    if (const ucs_status_t s = ucp_ep_create(worker_.get(), &params, &p.ep); s != UCS_OK) {
+      COMMX_LOG(warn, log_, "no endpoint to rank {}: {}", p.rank, status_text(s));
+      p.ep = nullptr;
+      p.made_failed = true;
+      losses_pending_ = true;
+      return nullptr;
+    }
+    if (say_hello && p.rank != rank()) send_control(p, control::hello);
+    return p.ep;
+  }
+
+  void send_control(peer& p, control what) {
+    ucp_request_param_t param{};
+    const ucs_status_ptr_t sent = ucp_tag_send_nbx(p.ep, nullptr, 0, bits_.pack(what, rank()),
+                                                   &param);
+    if (sent != nullptr && !UCS_PTR_IS_ERR(sent)) controls_.push_back(sent);
+  }
+
+  // Every arrival probed out of UCX, in order, and offered to the posted receives.
+  void take_arrivals() {
+    for (;;) {
+      ucp_tag_recv_info_t info{};
+      ucp_tag_message_h handle = ucp_tag_probe_nb(worker_.get(), 0, 0, 1, &info);
+      if (handle == nullptr) return;
+      const tag_bits::envelope e = bits_.unpack(info.sender_tag);
+      if (e.source >= size() || e.control_message) {
+        discard(handle, info.length);
+        if (e.source < size()) on_control(peers_[index(e.source)], *e.control_message);
+        continue;
+      }
+      ++events_;
+      arrival a{0, e.source, e.ctx, e.tag, info.length, handle};
+      if (!offer(a)) unexpected_.push(a);
+    }
+  }
+
+  // Offers `a` to the posted receives in post order; true when one took it.
+  bool offer(arrival& a) {
+    for (auto it = posted_.begin(); it != posted_.end();) {
+      operation& op = **it;
+      if (!matches(op.peer, op.ctx, op.tag, a.source, a.ctx, a.tag)) {
+        ++it;
+        continue;
+      }
+      const std::shared_ptr<operation> taker = *it;
+      it = posted_.erase(it);
+      if (take(taker, a)) return true;
+    }
+    return false;
+  }
+
+  // `op` takes `a` if its buffer accepts it (true); a refused message ends `op` with the
+  // error and stays where it was.
+  bool take(const std::shared_ptr<operation>& op, arrival& a) {
+    transport::op_result result{a.source, a.tag, a.bytes, {}};
+    std::byte* target = op->buffer.prepare(a.bytes, result.error);
+    if (result.error) {
+      finish(*op, result);
+      return false;
+    }
+    op->result = result;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.recv = &engine::on_received;
+    param.user_data = op.get();
+    std::byte none{};
+    const ucs_status_ptr_t got = ucp_tag_msg_recv_nbx(
+        worker_.get(), target != nullptr ? target : &none, a.bytes, a.handle, &param);
+    if (got == nullptr) {
+      finish(*op, result);
+    } else if (UCS_PTR_IS_ERR(got)) {
+      result.error = lost();
+      finish(*op, result);
+    } else {
+      op->in_flight = got;
+      op->keep_alive = op;
+    }
+    return true;
+  }
+
+  // A message nobody will read (a control message, a stranger's tag): received and dropped.
+  void discard(ucp_tag_message_h handle, std::size_t bytes) {
+    std::vector<std::byte> sink(std::max<std::size_t>(bytes, 1));
+    ucp_request_param_t param{};
+    const ucs_status_ptr_t got = ucp_tag_msg_recv_nbx(worker_.get(), sink.data(), bytes, handle,
+                                                      &param);
+    if (got == nullptr || UCS_PTR_IS_ERR(got)) return;
+    while (ucp_request_check_status(got) == UCS_INPROGRESS) worker_.progress();
+    ucp_request_free(got);
+  }
+
+  void on_control(peer& p, control what) {
+    if (what == control::hello) {
+      (void)endpoint_of(p, false);
+    } else if (what == control::bye) {
+      p.said_bye = true;
+      losses_pending_ = true;
+    }
+  }
+
+  // Peers of this node whose process ended (looked at before each sleep, so at most every
+  // 100 ms while waiting, and only peers with an endpoint: those this rank talks to or watches).
+  void check_local_peers() {
+    for (peer& p : peers_) {
+      if (p.same_node && p.ep != nullptr && !p.gone() && p.watch.gone()) {
+        p.failed = true;
+        losses_pending_ = true;
+      }
+    }
+    if (losses_pending_) notice_losses();
+  }
+
+  // Ends what waits on peers found gone: after the arrivals were taken in, so that what a
+  // peer sent before it went is delivered first.
+  void notice_losses() {
+    losses_pending_ = false;
+    for (peer& p : peers_) {
+      if (!p.gone() || p.noticed) continue;
+      p.noticed = true;
+      if (!p.said_bye) {
+        failed_.push_back(p.rank);
+        COMMX_LOG(warn, log_, "rank {} lost", p.rank);
+      }
+      ++events_;
+      if (p.ep != nullptr && p.rank != rank() && !p.said_bye) {
+        drop_endpoint(p, "the peer is gone");  // what UCX still holds for it ends
+      }
+      for (auto it = posted_.begin(); it != posted_.end();) {
+        if ((*it)->peer != p.rank) {
+          ++it;
+          continue;
+        }
+        finish(**it, {p.rank, (*it)->tag, 0, lost()});
+        it = posted_.erase(it);
+      }
+    }
+  }
+
+  static void on_endpoint_failed(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+    auto* p = static_cast<peer*>(arg);
+    if (!p->said_bye && !p->failed) {
+      COMMX_LOG(info, p->owner->log_, "endpoint to rank {} failed: {}", p->rank,
+                status_text(status));
+    }
+    p->failed = !p->said_bye;
+    p->owner->losses_pending_ = true;
+    ++p->owner->events_;
+  }
+
+  static void ended(void* request, ucs_status_t status, void* user_data) {
+    auto* op = static_cast<operation*>(user_data);
+    if (status != UCS_OK) {
+      op->result.error = make_error_code(op->cancel_asked && status == UCS_ERR_CANCELED
+                                             ? errc::cancelled
+                                             : errc::peer_lost);
+    }
+    op->in_flight = nullptr;
+    ucp_request_free(request);
+    op->owner->finish(*op, op->result);
+    const std::shared_ptr<operation> release = std::move(op->keep_alive);
+  }
+  static void on_sent(void* request, ucs_status_t status, void* user_data) {
+    ended(request, status, user_data);
+  }
+  static void on_received(void* request, ucs_status_t status,
+                          const ucp_tag_recv_info_t* /*info*/, void* user_data) {
+    ended(request, status, user_data);
+  }
+
+  // Progresses until `op` completes, for at most a second; whether it did.
+  bool complete_in_flight(operation& op) {
+    const clock::time_point until = clock::now() + std::chrono::seconds(1);
+    while (!op.done && clock::now() < until) worker_.progress();
+    return op.done;
+  }
+
+  void drop_endpoint(peer& p, std::string_view why) {
+    if (p.ep == nullptr) return;
+    COMMX_LOG(info, log_, "closing the endpoint to rank {}: {}", p.rank, why);
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    wait_released(ucp_ep_close_nbx(p.ep, &param), std::chrono::seconds(1));
+    p.ep = nullptr;
+    p.failed = !p.said_bye;
+    losses_pending_ = losses_pending_ || !p.noticed;
+  }
+
+  void wait_released(ucs_status_ptr_t request, clock::duration bound) {
+    if (request == nullptr || UCS_PTR_IS_ERR(request)) return;
+    const clock::time_point until = clock::now() + bound;
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && clock::now() < until) {
+      worker_.progress();
+    }
+    ucp_request_free(request);
+  }
+
+  // Says bye to every peer with an endpoint, then closes them, each step bounded.
+  void close() {
+    for (peer& p : peers_) {
+      if (p.ep != nullptr && p.rank != rank() && !p.gone()) send_control(p, control::bye);
+    }
+    const clock::time_point until = clock::now() + std::min<clock::duration>(timeout_, std::chrono::seconds(10));
+    for (ucs_status_ptr_t c : controls_) {
+      while (ucp_request_check_status(c) == UCS_INPROGRESS && clock::now() < until) {
+        worker_.progress();
+      }
+      ucp_request_free(c);
+    }
+    controls_.clear();
+    for (peer& p : peers_) {
+      if (p.ep == nullptr) continue;
+      ucp_request_param_t param{};
+      if (p.gone()) {
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      }
+      wait_released(ucp_ep_close_nbx(p.ep, &param), std::chrono::seconds(2));
+      p.ep = nullptr;
+    }
+  }
+
+  clock::duration timeout_;
+  transport::tcp control_;  // the bootstrap, kept for the job: its node ids, sites, layouts
+  worker worker_;
+  tag_bits bits_;
+  std::vector<peer> peers_;  // never resized: endpoints' error handlers hold their addresses
+  address_table addresses_;
+  std::list<std::shared_ptr<operation>> posted_;
+  unexpected_queue<arrival> unexpected_;
+  std::vector<ucs_status_ptr_t> controls_;  // hellos and byes UCX still holds
+  std::vector<int> failed_;
+  std::uint64_t events_ = 0;
+  bool losses_pending_ = false;
+  log::context log_;
+};
+
+}  // namespace commx::detail::ucx

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// How ranks learn each other's UCX worker addresses (transport/ucx.hpp): through commx's own
+/// bootstrap, a tcp endpoint (COMMX_ROOT's rendezvous and its HMAC-checked connections, or
+/// PMIx), so nothing of UCX's out-of-band is needed and the job starts under commxrun, srun and
+/// mpirun alike. Every rank sends its address to rank 0, which hands the table down a binomial
+/// tree: rank 0 talks to every rank once, the others to about log2 N peers. The table is
+/// N addresses (a few hundred bytes each over TCP and shared memory) on every rank; endpoints
+/// are made from it on first use. Each child tells its parent it has the table, so every
+/// rank's bootstrap traffic is delivered when the exchange returns.
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/transport/tcp.hpp"
+
+namespace commx::detail::ucx {
+
+using address_table = std::vector<std::vector<std::byte>>;
+
+namespace wireup {
+
+inline constexpr context_id bootstrap_context = 0;
+inline constexpr int address_tag = 1;
+inline constexpr int table_tag = 2;
+inline constexpr int received_tag = 3;
+
+inline std::byte* grow_bytes(void* container, std::size_t bytes, std::error_code& /*ec*/) {
+  auto* v = static_cast<std::vector<std::byte>*>(container);
+  v->resize(bytes);
+  return v->data();
+}
+
+inline void wait(transport::tcp& t, transport::tcp::request& r, clock::time_point until,
+                 int peer, const char* what) {
+  for (;;) {
+    const std::uint64_t seen = t.event_count();
+    if (t.test(r)) break;
+    if (clock::now() >= until) {
+      t.cancel(r);
+      throw error(errc::bootstrap_failed,
+                  fmt::format("ucx: {} rank {} timed out (COMMX_TIMEOUT)", what, peer));
+    }
+    t.wait_for_event(seen, until);
+  }
+  if (const std::error_code ec = t.result(r).error) {
+    throw error(errc::bootstrap_failed, fmt::format("ucx: {} rank {}: {}", what, peer, ec.message()));
+  }
+}
+
+inline void send(transport::tcp& t, int to, int tag, std::span<const std::byte> data,
+                 clock::time_point until) {
+  transport::tcp::request r = t.isend(to, bootstrap_context, tag, data);
+  wait(t, r, until, to, "sending the UCX address table to");
+}
+
+inline std::vector<std::byte> receive(transport::tcp& t, int from, int tag,
+                                      clock::time_point until) {
+  std::vector<std::byte> got;
+  transport::tcp::request r =
+      t.irecv(from, bootstrap_context, tag, transport::recv_buffer(&got, &grow_bytes));
+  wait(t, r, until, from, "receiving UCX addresses from");
+  return got;
+}
+
+// The table as bytes: N lengths (4 bytes each), then the addresses one after the other.
+inline std::vector<std::byte> encode(const address_table& table) {
+  std::size_t total = 4 * table.size();
+  for (const auto& a : table) total += a.size();
+  std::vector<std::byte> out(total);
+  std::byte* at = out.data();
+  for (const auto& a : table) {
+    const auto length = static_cast<std::uint32_t>(a.size());
+    std::memcpy(at, &length, 4);
+    at += 4;
+  }
+  for (const auto& a : table) {
+    if (!a.empty()) std::memcpy(at, a.data(), a.size());
+    at += a.size();
+  }
+  return out;
+}
+
+inline address_table decode(std::span<const std::byte> in, int size) {
+  address_table table(static_cast<std::size_t>(size));
+  std::size_t at = 4 * table.size();
+  if (in.size() < at) throw error(errc::protocol_violation, "ucx: a short address table");
+  for (std::size_t r = 0; r < table.size(); ++r) {
+    std::uint32_t length = 0;
+    std::memcpy(&length, in.data() + 4 * r, 4);
+    if (in.size() - at < length) throw error(errc::protocol_violation, "ucx: a short address table");
+    table[r].assign(in.begin() + static_cast<std::ptrdiff_t>(at),
+                    in.begin() + static_cast<std::ptrdiff_t>(at + length));
+    at += length;
+  }
+  return table;
+}
+
+}  // namespace wireup
+
+/// Every rank's worker address, `mine` at this rank's index (see the file comment).
+/// @throws commx::error errc::bootstrap_failed when a peer does not answer within `timeout`.
+inline address_table exchange_addresses(transport::tcp& t, std::span<const std::byte> mine,
+                                        clock::duration timeout) {
+  const int rank = t.rank();
+  const int size = t.size();
+  const clock::time_point until = clock::now() + timeout;
+  std::vector<std::byte> table_bytes;
+  if (rank == 0) {
+    address_table table(static_cast<std::size_t>(size));
+    table[0].assign(mine.begin(), mine.end());
+    for (int r = 1; r < size; ++r) {
+      table[static_cast<std::size_t>(r)] = wireup::receive(t, r, wireup::address_tag, until);
+    }
+    table_bytes = wireup::encode(table);
+  } else {
+    wireup::send(t, 0, wireup::address_tag, mine, until);
+  }
+  int mask = 1;
+  while (mask < size) {
+    if ((rank & mask) != 0) {
+      table_bytes = wireup::receive(t, rank - mask, wireup::table_tag, until);
+      break;
+    }
+    mask <<= 1;
+  }
+  const int parent = mask < size ? rank - mask : -1;
+  std::vector<int> children;
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    if (rank + mask >= size) continue;
+    children.push_back(rank + mask);
+    wireup::send(t, rank + mask, wireup::table_tag, table_bytes, until);
+  }
+  // Each child says it has the table: what this rank sent is then delivered, and nothing is
+  // left for a bootstrap endpoint that nobody progresses once the job runs on UCX.
+  for (const int child : children) (void)wireup::receive(t, child, wireup::received_tag, until);
+  if (parent >= 0) wireup::send(t, parent, wireup::received_tag, {}, until);
+  return wireup::decode(table_bytes, size);
+}
+
+}  // namespace commx::detail::ucx

@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// One rank's UCP context and worker (transport/ucx.hpp): made with tag matching and wakeup,
+/// its settings the user's own (UCX_TLS, UCX_NET_DEVICES, UCX_RNDV_THRESH, ... as UCX reads
+/// them) except one default: peers are checked every second (UCX_KEEPALIVE_INTERVAL, UCX's
+/// own default 20 s), so a dead peer over shared memory is found within the deadlines commx
+/// users set, as over TCP, where a closed connection tells at once. Sleeping: arm the worker,
+/// then poll its event descriptor until something arrives or the deadline passes.
+
+#include <poll.h>
+#include <ucp/api/ucp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "commx/deadline.hpp"
+#include "commx/error.hpp"
+
+namespace commx::detail::ucx {
+
+/// UCX's words for a status.
+inline std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
+
+class worker {
+ public:
+  worker() {
+    ucp_config_t* config = nullptr;
+    check(ucp_config_read(nullptr, nullptr, &config), "reading UCX's configuration");
+    if (std::getenv("UCX_KEEPALIVE_INTERVAL") == nullptr) {
+      ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    const ucs_status_t made = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    check(made, "initialising UCX (UCX_TLS and UCX_NET_DEVICES name what it may use)");
+    ucp_worker_params_t wparams{};
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+    if (const ucs_status_t s = ucp_worker_create(context_, &wparams, &worker_); s != UCS_OK) {
+      ucp_cleanup(context_);
+      check(s, "creating a UCX worker: no usable transport (UCX_TLS, UCX_NET_DEVICES)");
+    }
+    ucp_address_t* address = nullptr;
+    std::size_t length = 0;
+    if (const ucs_status_t s = ucp_worker_get_address(worker_, &address, &length); s != UCS_OK) {
+      close();
+      check(s, "reading the UCX worker's address");
+    }
+    const auto* bytes = reinterpret_cast<const std::byte*>(address);
+    address_.assign(bytes, bytes + length);
+    ucp_worker_release_address(worker_, address);
+    if (const ucs_status_t s = ucp_worker_get_efd(worker_, &efd_); s != UCS_OK) {
+      close();
+      check(s, "reading the UCX worker's event descriptor");
+    }
+  }
+  worker(const worker&) = delete;
+  worker& operator=(const worker&) = delete;
+  ~worker() { close(); }
+
+  [[nodiscard]] ucp_worker_h get() const { return worker_; }
+  [[nodiscard]] ucp_context_h context() const { return context_; }
+  /// This worker's address, as peers connect to it.
+  [[nodiscard]] std::span<const std::byte> address() const { return address_; }
+
+  /// Progresses until nothing more happens (bounded: a flood cannot keep the caller here).
+  bool progress() {
+    bool any = false;
+    for (int turn = 0; turn < 64 && ucp_worker_progress(worker_) != 0; ++turn) any = true;
+    return any;
+  }
+
+  /// Sleeps until the worker has something to do or `until` passes. False: it had something
+  /// already (arming found events), progress again.
+  bool sleep_until(clock::time_point until) {
+    const ucs_status_t armed = ucp_worker_arm(worker_);
+    if (armed == UCS_ERR_BUSY) return false;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - clock::now());
+    pollfd fd{efd_, POLLIN, 0};
+    // At most 100 ms at a time: a peer's loss found by keepalive is progress, not an event.
+    ::poll(&fd, 1, static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 100)));
+    return true;
+  }
+
+ private:
+  static void check(ucs_status_t status, const char* what) {
+    if (status != UCS_OK) {
+      throw error(errc::bootstrap_failed, fmt::format("ucx: {}: {}", what, status_text(status)));
+    }
+  }
+  void close() {
+    if (worker_ != nullptr) ucp_worker_destroy(worker_);
+    if (context_ != nullptr) ucp_cleanup(context_);
+    worker_ = nullptr;
+    context_ = nullptr;
+  }
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<std::byte> address_;
+  int efd_ = -1;
+};
+
+}  // namespace commx::detail::ucx
