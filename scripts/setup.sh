@@ -16,6 +16,8 @@ packages=(
   libpmix-dev
   # commx::simgrid: a simulated cluster as a stack (include/commx/transport/simgrid.hpp).
   libsimgrid-dev
+  # commx::ucx: messages through UCX's tag API, for InfiniBand and RoCE (transport/ucx.hpp).
+  libucx-dev
   # The main job's chart (scripts/md_compare.py).
   python3-matplotlib
   # The N-body example's particle-mesh solve (examples/nbody_wide).

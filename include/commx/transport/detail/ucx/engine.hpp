@@ -57,9 +57,9 @@ struct operation {
   context_id ctx = 0;
   int tag = any_tag;
   transport::recv_buffer buffer{std::span<std::byte>{}};
-  void* in_flight = nullptr;                // UCX's request, while UCX holds this operation
-  bool cancel_asked = false;                // an error from UCX is then errc::cancelled
-  std::shared_ptr<operation> keep_alive;    // set while UCX may still call back with it
+  void* in_flight = nullptr;              // UCX's request, while UCX holds this operation
+  bool cancel_asked = false;              // an error from UCX is then errc::cancelled
+  std::shared_ptr<operation> keep_alive;  // set while UCX may still call back with it
   engine* owner = nullptr;
 };
 
@@ -77,7 +77,9 @@ struct arrival {
 class engine {
  public:
   explicit engine(transport::tcp::config cfg)
-      : timeout_(cfg.timeout), control_(std::move(cfg)), bits_(control_.size()),
+      : timeout_(cfg.timeout),
+        control_(std::move(cfg)),
+        bits_(control_.size()),
         peers_(static_cast<std::size_t>(control_.size())),
         log_{"ucx", control_.rank()} {
     for (int r = 0; r < size(); ++r) {
@@ -257,9 +259,10 @@ class engine {
   [[nodiscard]] static std::size_t index(int r) { return static_cast<std::size_t>(r); }
   static std::error_code lost() { return make_error_code(errc::peer_lost); }
   std::error_code context_error(context_id ctx) const {
-    COMMX_LOG(error, log_, "context id {} needs more than the {} bits a job of {} ranks "
-              "leaves in UCX's tag (detail/ucx/tag_bits.hpp)", ctx, bits_.context_width(),
-              size());
+    COMMX_LOG(error, log_,
+              "context id {} needs more than the {} bits a job of {} ranks "
+              "leaves in UCX's tag (detail/ucx/tag_bits.hpp)",
+              ctx, bits_.context_width(), size());
     return make_error_code(errc::invalid_argument);
   }
 
@@ -303,8 +306,8 @@ class engine {
 
   void send_control(peer& p, control what) {
     ucp_request_param_t param{};
-    const ucs_status_ptr_t sent = ucp_tag_send_nbx(p.ep, nullptr, 0, bits_.pack(what, rank()),
-                                                   &param);
+    const ucs_status_ptr_t sent =
+        ucp_tag_send_nbx(p.ep, nullptr, 0, bits_.pack(what, rank()), &param);
     if (sent != nullptr && !UCS_PTR_IS_ERR(sent)) controls_.push_back(sent);
   }
 
@@ -374,8 +377,8 @@ class engine {
   void discard(ucp_tag_message_h handle, std::size_t bytes) {
     std::vector<std::byte> sink(std::max<std::size_t>(bytes, 1));
     ucp_request_param_t param{};
-    const ucs_status_ptr_t got = ucp_tag_msg_recv_nbx(worker_.get(), sink.data(), bytes, handle,
-                                                      &param);
+    const ucs_status_ptr_t got =
+        ucp_tag_msg_recv_nbx(worker_.get(), sink.data(), bytes, handle, &param);
     if (got == nullptr || UCS_PTR_IS_ERR(got)) return;
     while (ucp_request_check_status(got) == UCS_INPROGRESS) worker_.progress();
     ucp_request_free(got);
@@ -442,9 +445,8 @@ class engine {
   static void ended(void* request, ucs_status_t status, void* user_data) {
     auto* op = static_cast<operation*>(user_data);
     if (status != UCS_OK) {
-      op->result.error = make_error_code(op->cancel_asked && status == UCS_ERR_CANCELED
-                                             ? errc::cancelled
-                                             : errc::peer_lost);
+      op->result.error = make_error_code(
+          op->cancel_asked && status == UCS_ERR_CANCELED ? errc::cancelled : errc::peer_lost);
     }
     op->in_flight = nullptr;
     ucp_request_free(request);
@@ -454,8 +456,8 @@ class engine {
   static void on_sent(void* request, ucs_status_t status, void* user_data) {
     ended(request, status, user_data);
   }
-  static void on_received(void* request, ucs_status_t status,
-                          const ucp_tag_recv_info_t* /*info*/, void* user_data) {
+  static void on_received(void* request, ucs_status_t status, const ucp_tag_recv_info_t* /*info*/,
+                          void* user_data) {
     ended(request, status, user_data);
   }
 
@@ -492,7 +494,8 @@ class engine {
     for (peer& p : peers_) {
       if (p.ep != nullptr && p.rank != rank() && !p.gone()) send_control(p, control::bye);
     }
-    const clock::time_point until = clock::now() + std::min<clock::duration>(timeout_, std::chrono::seconds(10));
+    const clock::time_point until =
+        clock::now() + std::min<clock::duration>(timeout_, std::chrono::seconds(10));
     for (ucs_status_ptr_t c : controls_) {
       while (ucp_request_check_status(c) == UCS_INPROGRESS && clock::now() < until) {
         worker_.progress();

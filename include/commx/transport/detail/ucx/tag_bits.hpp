@@ -70,8 +70,8 @@ class tag_bits {
   [[nodiscard]] envelope unpack(std::uint64_t bits) const {
     envelope e{};
     e.ctx = bits >> (source_width_ + tag_width + 1);
-    e.source = static_cast<int>((bits >> (tag_width + 1)) &
-                                ((std::uint64_t{1} << source_width_) - 1));
+    e.source =
+        static_cast<int>((bits >> (tag_width + 1)) & ((std::uint64_t{1} << source_width_) - 1));
     e.tag = static_cast<int>(bits & max_tag);
     if ((bits >> control_bit) & 1U) e.control_message = static_cast<control>(e.tag);
     return e;

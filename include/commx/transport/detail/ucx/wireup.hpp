@@ -36,8 +36,8 @@ inline std::byte* grow_bytes(void* container, std::size_t bytes, std::error_code
   return v->data();
 }
 
-inline void wait(transport::tcp& t, transport::tcp::request& r, clock::time_point until,
-                 int peer, const char* what) {
+inline void wait(transport::tcp& t, transport::tcp::request& r, clock::time_point until, int peer,
+                 const char* what) {
   for (;;) {
     const std::uint64_t seen = t.event_count();
     if (t.test(r)) break;
@@ -49,7 +49,8 @@ inline void wait(transport::tcp& t, transport::tcp::request& r, clock::time_poin
     t.wait_for_event(seen, until);
   }
   if (const std::error_code ec = t.result(r).error) {
-    throw error(errc::bootstrap_failed, fmt::format("ucx: {} rank {}: {}", what, peer, ec.message()));
+    throw error(errc::bootstrap_failed,
+                fmt::format("ucx: {} rank {}: {}", what, peer, ec.message()));
   }
 }
 
@@ -93,7 +94,8 @@ inline address_table decode(std::span<const std::byte> in, int size) {
   for (std::size_t r = 0; r < table.size(); ++r) {
     std::uint32_t length = 0;
     std::memcpy(&length, in.data() + 4 * r, 4);
-    if (in.size() - at < length) throw error(errc::protocol_violation, "ucx: a short address table");
+    if (in.size() - at < length)
+      throw error(errc::protocol_violation, "ucx: a short address table");
     table[r].assign(in.begin() + static_cast<std::ptrdiff_t>(at),
                     in.begin() + static_cast<std::ptrdiff_t>(at + length));
     at += length;
