@@ -379,9 +379,8 @@ class engine {
     ucp_request_param_t param{};
     const ucs_status_ptr_t got =
         ucp_tag_msg_recv_nbx(worker_.get(), sink.data(), bytes, handle, &param);
-    if (got == nullptr || UCS_PTR_IS_ERR(got)) return;
-    while (ucp_request_check_status(got) == UCS_INPROGRESS) worker_.progress();
-    ucp_request_free(got);
+    // A zero-byte control message completes at once; anything larger gets a second at most.
+    wait_released(got, std::chrono::seconds(1));
   }
 
   void on_control(peer& p, control what) {
@@ -486,6 +485,9 @@ class engine {
     while (ucp_request_check_status(request) == UCS_INPROGRESS && clock::now() < until) {
       worker_.progress();
     }
+    if (ucp_request_check_status(request) == UCS_INPROGRESS) {
+      ucp_request_cancel(worker_.get(), request);
+    }
     ucp_request_free(request);
   }
 
@@ -512,6 +514,19 @@ class engine {
       }
       wait_released(ucp_ep_close_nbx(p.ep, &param), std::chrono::seconds(2));
       p.ep = nullptr;
+    }
+    // What arrived and nobody took (queued here, or still in UCX: a peer's bye) is received
+    // and dropped, so UCX does not leave its buffers behind.
+    unexpected_.remove_if([&](const arrival& a) {
+      discard(a.handle, a.bytes);
+      return true;
+    });
+    worker_.progress();
+    for (int left = 4096; left > 0; --left) {
+      ucp_tag_recv_info_t info{};
+      ucp_tag_message_h handle = ucp_tag_probe_nb(worker_.get(), 0, 0, 1, &info);
+      if (handle == nullptr) break;
+      discard(handle, info.length);
     }
   }
 

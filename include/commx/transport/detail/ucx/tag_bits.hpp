@@ -15,7 +15,8 @@
 /// numbers communicators upward from 0, two ids each (world: 0 and 1) and never reuses one,
 /// so a job runs out only after about 2^(32 - s) communicators (a million at 4,096 ranks). One
 /// beyond is refused where it is used: the operation ends with errc::invalid_argument, saying
-/// how many bits this job's size leaves.
+/// how many bits this job's size leaves. The 16 highest ids (~0 down: the layered stacks' own
+/// messages, detail/layered/on_network.hpp) take the field's 16 highest values.
 
 #include <algorithm>
 #include <bit>
@@ -46,11 +47,14 @@ class tag_bits {
   /// Bits left for context ids at this size.
   [[nodiscard]] int context_width() const { return context_width_; }
   /// Whether context `ctx` fits.
-  [[nodiscard]] bool fits(context_id ctx) const { return (ctx >> context_width_) == 0; }
+  [[nodiscard]] bool fits(context_id ctx) const {
+    return ctx <= field_max() - reserved_high || ctx > ~context_id{0} - reserved_high;
+  }
 
   /// The tag of a user message (ctx must fit, tag in [0, max_tag]).
   [[nodiscard]] std::uint64_t pack(context_id ctx, int source, int tag) const {
-    return (ctx << (source_width_ + tag_width + 1)) |
+    const context_id field = ctx <= field_max() ? ctx : field_max() - (~context_id{0} - ctx);
+    return (field << (source_width_ + tag_width + 1)) |
            (static_cast<std::uint64_t>(source) << (tag_width + 1)) |
            static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag));
   }
@@ -70,6 +74,7 @@ class tag_bits {
   [[nodiscard]] envelope unpack(std::uint64_t bits) const {
     envelope e{};
     e.ctx = bits >> (source_width_ + tag_width + 1);
+    if (e.ctx > field_max() - reserved_high) e.ctx = ~context_id{0} - (field_max() - e.ctx);
     e.source =
         static_cast<int>((bits >> (tag_width + 1)) & ((std::uint64_t{1} << source_width_) - 1));
     e.tag = static_cast<int>(bits & max_tag);
@@ -78,6 +83,9 @@ class tag_bits {
   }
 
  private:
+  static constexpr context_id reserved_high = 16;
+  [[nodiscard]] context_id field_max() const { return (context_id{1} << context_width_) - 1; }
+
   int source_width_;
   int context_width_;
 };
