@@ -22,7 +22,10 @@
 /// Peers: endpoints are made on first use, so a rank that talks to k peers holds k endpoints;
 /// with UCX's peer error handling, a dead peer ends what waits on it with errc::peer_lost and
 /// joins failed_peers(); one that finished (said bye as it closed) ends them too but is not
-/// failed. Peers are checked every second unless UCX_KEEPALIVE_INTERVAL says otherwise.
+/// failed. Peers are checked every second unless UCX_KEEPALIVE_INTERVAL says otherwise. UCX's
+/// shared memory has no peer error handling, so it carries messages only between ranks of a
+/// node that nothing else reaches (UCX_TLS=sm,self), whose processes commx then watches; within
+/// a node, shm_ucx.hpp (commx's own shared memory) is the fast path.
 
 #include <cstdint>
 #include <memory>

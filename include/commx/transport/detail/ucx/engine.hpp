@@ -14,16 +14,18 @@
 /// sender's messages in order, so probing in arrival order keeps commx's non-overtaking rule.
 ///
 /// Peers: an endpoint is made on first use (a send to the peer, or a receive naming it: then
-/// the endpoint watches it), with UCX's peer error handling, and announced by a `hello`, so
-/// the peer makes one back and both know to say `bye` when they close. A peer that said bye is
-/// finished: what it sent before is delivered, and what waits on it then ends with
-/// errc::peer_lost. A peer whose endpoint fails without a bye failed: it also joins
-/// `failed_peers()`.
+/// the endpoint watches it), with UCX's peer error handling where UCX can give it (endpoint_of),
+/// and announced by a `hello`, so the peer makes one back and both know to say `bye` when they
+/// close. A peer that said bye is finished: what it sent before is delivered, and what waits on
+/// it then ends with errc::peer_lost. A peer whose endpoint fails without a bye failed: it also
+/// joins `failed_peers()`.
 
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <cstdint>
 #include <list>
@@ -134,7 +136,7 @@ class engine {
     peer& to = peers_[index(dest)];
     to.sent += data.size();
     if (!bits_.fits(ctx)) return failed_now(dest, tag, context_error(ctx));
-    if (to.gone() || endpoint_of(to) == nullptr) return failed_now(dest, tag, lost());
+    if (to.gone() || endpoint_of(to) == nullptr) return failed_now(dest, tag, why_not(to));
     auto op = std::make_shared<operation>();
     op->peer = dest;
     op->tag = tag;
@@ -165,14 +167,25 @@ class engine {
       finish(*op, {source, tag, 0, context_error(ctx)});
       return op;
     }
-    if (source != any_source && source != rank()) (void)endpoint_of(peers_[index(source)]);
-    if (const auto at = unexpected_.find(source, ctx, tag); at != unexpected_.end()) {
+    const auto take_queued = [&] {
+      const auto at = unexpected_.find(source, ctx, tag);
+      if (at == unexpected_.end()) return false;
       if (take(op, *at)) unexpected_.pop(at);
-      return op;
-    }
-    if (source != any_source && peers_[index(source)].gone()) {
-      finish(*op, {source, tag, 0, lost()});
-      return op;
+      return true;
+    };
+    if (take_queued()) return op;
+    if (source != any_source && source != rank()) {
+      peer& from = peers_[index(source)];
+      (void)endpoint_of(from);  // watches it from now on
+      if (from.unreachable) {
+        finish(*op, {source, tag, 0, why_not(from)});
+        return op;
+      }
+      if (from.gone()) {
+        progress();  // what it sent before it went may still be in UCX's queue
+        if (!take_queued()) finish(*op, {source, tag, 0, lost()});
+        return op;
+      }
     }
     posted_.push_back(op);
     return op;
@@ -250,13 +263,17 @@ class engine {
     bool said_bye = false;     // finished: everything it sent came before
     bool failed = false;       // its endpoint failed without a bye
     bool noticed = false;      // what waits on it has been ended
-    bool made_failed = false;  // endpoint creation failed
-    bool same_node = false;    // memory joins us: UCX's shared memory, and no peer errors
+    bool unreachable = false;  // UCX has no transport to it (a configuration error)
+    bool same_node = false;    // its process can be watched (endpoint_of: UCX_TLS=sm,self)
     shm::process_watch watch;  // a peer of this node's process (UCX cannot tell its loss)
-    [[nodiscard]] bool gone() const { return said_bye || failed || made_failed; }
+    [[nodiscard]] bool gone() const { return said_bye || failed; }
   };
 
   [[nodiscard]] static std::size_t index(int r) { return static_cast<std::size_t>(r); }
+  // Why nothing goes to or comes from `p`: it is gone, or UCX cannot reach it.
+  static std::error_code why_not(const peer& p) {
+    return make_error_code(p.unreachable ? errc::bootstrap_failed : errc::peer_lost);
+  }
   static std::error_code lost() { return make_error_code(errc::peer_lost); }
   std::error_code context_error(context_id ctx) const {
     COMMX_LOG(error, log_,
@@ -282,26 +299,68 @@ class engine {
   // The endpoint to `p`, made on first use (with a hello, so `p` makes one back); null when
   // it cannot be made (the peer is gone).
   ucp_ep_h endpoint_of(peer& p, bool say_hello = true) {
-    if (p.ep != nullptr || p.gone()) return p.ep;
+    if (p.ep != nullptr || p.gone() || p.unreachable) return p.ep;
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.address = reinterpret_cast<const ucp_address_t*>(addresses_[index(p.rank)].data());
     // UCX's shared-memory transports (posix, sysv, cma, self) have no peer error handling,
-    // and an endpoint that asks for it cannot use them: within a node commx watches the
-    // peer's process instead (check_local_peers).
-    params.err_mode = p.same_node ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+    // so an endpoint that asks for it cannot use them; and on an endpoint without it, UCX
+    // may abort the process when the peer dies (its tcp transport does). So every endpoint
+    // asks for it but one to this rank itself, and one to a rank of this node that nothing
+    // else reaches (UCX_TLS=sm,self): commx then watches that peer's process instead
+    // (check_local_peers), and UCX's shared memory, which outlives a dead peer, is safe.
+    params.err_mode = p.rank == rank() ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = &engine::on_endpoint_failed;
     params.err_handler.arg = &p;
-    if (const ucs_status_t s = ucp_ep_create(worker_.get(), &params, &p.ep); s != UCS_OK) {
-      COMMX_LOG(warn, log_, "no endpoint to rank {}: {}", p.rank, status_text(s));
+    ucs_status_t made = ucp_ep_create(worker_.get(), &params, &p.ep);
+    if (made == UCS_ERR_UNREACHABLE && p.same_node) {
+      params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+      made = ucp_ep_create(worker_.get(), &params, &p.ep);
+    }
+    if (const ucs_status_t s = made; s != UCS_OK) {
       p.ep = nullptr;
-      p.made_failed = true;
-      losses_pending_ = true;
+      if (s != UCS_ERR_UNREACHABLE) {  // the peer's worker is gone (its memory, its port)
+        COMMX_LOG(info, log_, "no endpoint to rank {}: {}", p.rank, status_text(s));
+        p.failed = true;
+        losses_pending_ = true;
+        return nullptr;
+      }
+      const char* tls = std::getenv("UCX_TLS");
+      COMMX_LOG(error, log_,
+                "UCX has no transport to rank {} ({}): {}. Between nodes an endpoint needs one "
+                "that reports a peer's failure (tcp, or a fabric's: rc, ud, dc); shared memory "
+                "cannot. UCX_TLS={}",
+                p.rank, p.same_node ? "this node" : "another node", status_text(s),
+                tls != nullptr ? tls : "(unset: all)");
+      p.unreachable = true;
       return nullptr;
     }
+    if (log::enabled(log::level::info)) log_transports(p);
     if (say_hello && p.rank != rank()) send_control(p, control::hello);
     return p.ep;
+  }
+
+  // Which of UCX's transports the endpoint to `p` uses (COMMX_LOG=info): UCX's own account of
+  // the endpoint's lanes, one line each.
+  void log_transports(const peer& p) {
+    char* text = nullptr;
+    std::size_t length = 0;
+    FILE* out = ::open_memstream(&text, &length);
+    if (out == nullptr) return;
+    ucp_ep_print_info(p.ep, out);
+    std::fclose(out);
+    std::string_view lines(text, length);
+    while (!lines.empty()) {
+      const std::size_t end = std::min(lines.find('\n'), lines.size());
+      std::string_view line = lines.substr(0, end);
+      line.remove_prefix(std::min(line.find_first_not_of("# "), line.size()));
+      if (line.starts_with("lane[")) {
+        COMMX_LOG(info, log_, "to rank {}: {}", p.rank, line);
+      }
+      lines.remove_prefix(std::min(end + 1, lines.size()));
+    }
+    std::free(text);
   }
 
   void send_control(peer& p, control what) {
