@@ -39,6 +39,7 @@
 #include "commx/error.hpp"
 #include "commx/log.hpp"
 #include "commx/transport/detail/shm/liveness.hpp"
+#include "commx/transport/detail/ucx/operation.hpp"
 #include "commx/transport/detail/ucx/tag_bits.hpp"
 #include "commx/transport/detail/ucx/wireup.hpp"
 #include "commx/transport/detail/ucx/worker.hpp"
@@ -47,34 +48,6 @@
 #include "commx/transport/tcp.hpp"
 
 namespace commx::detail::ucx {
-
-class engine;
-
-/// One send or receive.
-struct operation {
-  bool done = false;
-  bool is_receive = false;
-  transport::op_result result;
-  int peer = any_source;  // a receive's wanted envelope, a send's destination
-  context_id ctx = 0;
-  int tag = any_tag;
-  transport::recv_buffer buffer{std::span<std::byte>{}};
-  void* in_flight = nullptr;              // UCX's request, while UCX holds this operation
-  bool cancel_asked = false;              // an error from UCX is then errc::cancelled
-  std::shared_ptr<operation> keep_alive;  // set while UCX may still call back with it
-  engine* owner = nullptr;
-};
-
-/// A message probed out of UCX and not yet asked for.
-struct arrival {
-  std::uint64_t order = 0;
-  int source = any_source;
-  context_id ctx = 0;
-  int tag = any_tag;
-  std::size_t bytes = 0;
-  ucp_tag_message_h handle = nullptr;
-  void recycle() { handle = nullptr; }
-};
 
 class engine {
  public:
@@ -341,26 +314,10 @@ class engine {
     return p.ep;
   }
 
-  // Which of UCX's transports the endpoint to `p` uses (COMMX_LOG=info): UCX's own account of
-  // the endpoint's lanes, one line each.
+  // Which of UCX's transports the endpoint to `p` uses (COMMX_LOG=info).
   void log_transports(const peer& p) {
-    char* text = nullptr;
-    std::size_t length = 0;
-    FILE* out = ::open_memstream(&text, &length);
-    if (out == nullptr) return;
-    ucp_ep_print_info(p.ep, out);
-    std::fclose(out);
-    std::string_view lines(text, length);
-    while (!lines.empty()) {
-      const std::size_t end = std::min(lines.find('\n'), lines.size());
-      std::string_view line = lines.substr(0, end);
-      line.remove_prefix(std::min(line.find_first_not_of("# "), line.size()));
-      if (line.starts_with("lane[")) {
-        COMMX_LOG(info, log_, "to rank {}: {}", p.rank, line);
-      }
-      lines.remove_prefix(std::min(end + 1, lines.size()));
-    }
-    std::free(text);
+    for (const std::string& lane : lanes_of(p.ep))
+      COMMX_LOG(info, log_, "to rank {}: {}", p.rank, lane);
   }
 
   void send_control(peer& p, control what) {

@@ -13,10 +13,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,6 +30,28 @@ namespace commx::detail::ucx {
 
 /// UCX's words for a status.
 inline std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
+
+/// The lanes of endpoint `ep` as UCX describes them (`ucp_ep_print_info`), one line each:
+/// which of its transports and devices carry what.
+inline std::vector<std::string> lanes_of(ucp_ep_h ep) {
+  std::vector<std::string> lanes;
+  char* text = nullptr;
+  std::size_t length = 0;
+  FILE* out = ::open_memstream(&text, &length);
+  if (out == nullptr) return lanes;
+  ucp_ep_print_info(ep, out);
+  std::fclose(out);
+  std::string_view rest(text, length);
+  while (!rest.empty()) {
+    const std::size_t end = std::min(rest.find('\n'), rest.size());
+    std::string_view line = rest.substr(0, end);
+    line.remove_prefix(std::min(line.find_first_not_of("# "), line.size()));
+    if (line.starts_with("lane[")) lanes.emplace_back(line);
+    rest.remove_prefix(std::min(end + 1, rest.size()));
+  }
+  std::free(text);
+  return lanes;
+}
 
 class worker {
  public:
