@@ -5,7 +5,7 @@ alpha-beta probe (alpha_beta.py) and the PMB sweep (pmb_sweep.py) all start them
   inproc           COMMX_INPROC_RANKS=N ./program
   mpi              mpirun -np N --oversubscribe ./program
   mpi_wan          two mpiruns of N/2 ranks, one per site (tests/transport/sites_by_launch.sh)
-  anything else    commxrun -n N --timeout T ./program (shm_tcp on two simulated nodes,
+  anything else    commxrun -n N --timeout T ./program (shm_tcp, shm_ucx on two simulated nodes,
                    shm_tcp_wan on two nodes at two sites)
 """
 
@@ -23,7 +23,9 @@ RANK_PREFIX = re.compile(r"^\[\d+\] ")  # a launcher's "[rank] " prefix on each 
 
 # Every stack commx builds, as commx_add_variants, find_package and pkg-config name them, and as
 # every script's --stacks takes them.
-STACKS = ["inproc", "shm", "tcp", "wan", "mpi", "shm_tcp", "shm_tcp_wan", "mpi_wan"]
+STACKS = [
+    "inproc", "shm", "tcp", "wan", "mpi", "shm_tcp", "shm_tcp_wan", "mpi_wan", "ucx", "shm_ucx"
+]
 
 
 def cache_line_ns(build_dir: Path) -> float | None:
@@ -101,7 +103,7 @@ def launched(stack: str, ranks: int, program: list[str], timeout: float,
         return launched("mpi", ranks, program, timeout, commxrun)
     # The layered stacks on two simulated nodes of this machine (shm_tcp_wan: at two sites).
     places = []
-    if ranks > 1 and stack == "shm_tcp":
+    if ranks > 1 and stack in ("shm_tcp", "shm_ucx"):
         places = ["--nodes", "2"]
     elif ranks > 1 and stack == "shm_tcp_wan":
         places = ["--nodes", "2", "--sites", "2"]
