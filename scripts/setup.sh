@@ -16,8 +16,9 @@ packages=(
   libpmix-dev
   # commx::simgrid: a simulated cluster as a stack (include/commx/transport/simgrid.hpp).
   libsimgrid-dev
-  # commx::ucx: messages through UCX's tag API, for InfiniBand and RoCE (transport/ucx.hpp).
-  libucx-dev
+  # commx::ucx: messages through UCX's tag API, for InfiniBand and RoCE (transport/ucx.hpp);
+  # ucx_perftest, the floor bench/ucx_vs_mpich.sh measures it against.
+  libucx-dev ucx-utils
   # The main job's chart (scripts/md_compare.py).
   python3-matplotlib
   # The N-body example's particle-mesh solve (examples/nbody_wide).

@@ -136,6 +136,10 @@ class tcp {
   /// COMMX_TIMEOUT.
   [[nodiscard]] clock::duration timeout() const { return engine_->timeout(); }
 
+  /// How a wait polls before it sleeps, as the rendezvous chose it (detail/tcp/polling.hpp):
+  /// transport::ucx, started by tcp's bootstrap, waits the same way.
+  [[nodiscard]] const detail::tcp::polling& wait_polling() const { return engine_->wait_polling(); }
+
   /// Makes progress without waiting: takes in what arrived, sends what can go (a transport
   /// composed with others, node_and_network.hpp, calls it on the one it is not waiting in).
   void progress() { engine_->progress(); }

@@ -38,6 +38,7 @@
 
 #include "commx/error.hpp"
 #include "commx/log.hpp"
+#include "commx/transport/detail/operation_pool.hpp"
 #include "commx/transport/detail/shm/liveness.hpp"
 #include "commx/transport/detail/ucx/operation.hpp"
 #include "commx/transport/detail/ucx/tag_bits.hpp"
@@ -110,26 +111,30 @@ class engine {
     to.sent += data.size();
     if (!bits_.fits(ctx)) return failed_now(dest, tag, context_error(ctx));
     if (to.gone() || endpoint_of(to) == nullptr) return failed_now(dest, tag, why_not(to));
-    auto op = std::make_shared<operation>();
-    op->peer = dest;
-    op->tag = tag;
-    op->owner = this;
+    // The operation UCX would call back with is made only for a send that does not complete
+    // at once (the common eager one does): until then it waits in `spare_send_`.
+    if (!spare_send_) spare_send_ = std::make_shared<operation>();
+    operation& op = *spare_send_;
+    op.peer = dest;
+    op.tag = tag;
+    op.owner = this;
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = &engine::on_sent;
-    param.user_data = op.get();
+    param.user_data = &op;
     const ucs_status_ptr_t sent =
         ucp_tag_send_nbx(to.ep, data.data(), data.size(), bits_.pack(ctx, rank(), tag), &param);
     if (sent == nullptr) return nullptr;  // done at once: the common eager send
     if (UCS_PTR_IS_ERR(sent)) return failed_now(dest, tag, lost());
-    op->in_flight = sent;
-    op->keep_alive = op;
-    return op;
+    std::shared_ptr<operation> pending = std::move(spare_send_);
+    pending->in_flight = sent;
+    pending->keep_alive = pending;
+    return pending;
   }
 
   std::shared_ptr<operation> irecv(int source, context_id ctx, int tag,
                                    const transport::recv_buffer& buffer) {
-    auto op = std::make_shared<operation>();
+    std::shared_ptr<operation> op = receives_.take();
     op->is_receive = true;
     op->peer = source;
     op->ctx = ctx;
@@ -209,23 +214,26 @@ class engine {
     if (losses_pending_) notice_losses();
   }
 
+  // Polls first as tcp's waits do (COMMX_TCP_POLL; detail/tcp/polling.hpp: back to back for
+  // up to 100 us where each rank has a core, yielding where ranks outnumber them), the budget
+  // starting again while UCX has work (a large message streaming in); then sleeps on the
+  // worker's descriptor. Sleeping early costs both ends: a sender to an armed worker over
+  // shared memory wakes it through a socket, a system call per message.
   void wait_for_event(std::uint64_t seen, clock::time_point until) {
-    for (int turn = 0;; ++turn) {
-      progress();
-      if (events_ != seen || clock::now() >= until) return;
-      // A short poll first (a reply often comes within microseconds), yielding the core now
-      // and then to ranks that share it; then sleep on the worker's descriptor.
-      if (turn < spin_turns) {
-        if (turn % 8 == 7) std::this_thread::yield();
-        continue;
-      }
+    progress();
+    if (events_ != seen) return;
+    if (control_.wait_polling().poll_first([this] { progress(); }, [&] { return events_ != seen; },
+                                           [this] { return worker_.activity(); }, until)) {
+      return;
+    }
+    while (events_ == seen && clock::now() < until) {
       check_local_peers();
-      (void)worker_.sleep_until(until);
+      if (worker_.sleep_until(until)) progress();
+      progress();
     }
   }
 
  private:
-  static constexpr int spin_turns = 64;
   static constexpr std::size_t identity_bytes = 16;  // pid (4 of 8), start time (8)
 
   struct peer {
@@ -552,6 +560,8 @@ class engine {
   tag_bits bits_;
   std::vector<peer> peers_;  // never resized: endpoints' error handlers hold their addresses
   address_table addresses_;
+  std::shared_ptr<operation> spare_send_;  // isend's operation, before it is needed
+  operation_pool<operation> receives_;     // recycled once nobody else holds one
   std::list<std::shared_ptr<operation>> posted_;
   unexpected_queue<arrival> unexpected_;
   std::vector<ucs_status_ptr_t> controls_;  // hellos and byes UCX still holds

@@ -101,8 +101,11 @@ class worker {
   bool progress() {
     bool any = false;
     for (int turn = 0; turn < 64 && ucp_worker_progress(worker_) != 0; ++turn) any = true;
+    activity_ += any ? 1 : 0;
     return any;
   }
+  /// How many progress calls found work: a wait's polling budget starts again when it moves.
+  [[nodiscard]] std::uint64_t activity() const { return activity_; }
 
   /// Sleeps until the worker has something to do or `until` passes. False: it had something
   /// already (arming found events), progress again.
@@ -133,6 +136,7 @@ class worker {
   ucp_worker_h worker_ = nullptr;
   std::vector<std::byte> address_;
   int efd_ = -1;
+  std::uint64_t activity_ = 0;
 };
 
 }  // namespace commx::detail::ucx

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# transport::ucx against MPICH's ch4:ucx (Debian's MPICH: one UCX under both) and against UCX's
+# own ucx_perftest (the floor), on 2 ranks, with the same UCX_TLS for all three: each round runs
+# each of them once per UCX_TLS, so a slow spell of a shared machine falls on all alike.
+#   bash bench/ucx_vs_mpich.sh [rounds] [UCX_TLS ...]   (default: 5 rounds; tcp,self sm,self)
+# (after: cmake --preset release && cmake --build --preset release --target bench_pingpong_ucx
+# commxrun bench_cache_line). Builds the raw-MPI driver against MPICH by hand (mpicxx.mpich)
+# into build/mpich/ as bench/shm_vs_mpi.sh does. JSON and logs per run go to results/bench/ucx/;
+# the medians and ratios are printed and written to results/bench/ucx/summary.{md,csv}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-5}
+shift || true
+tls_list=("$@")
+[[ ${#tls_list[@]} -gt 0 ]] || tls_list=(tcp,self sm,self)
+release=build/release
+out=results/bench/ucx
+mkdir -p "$out" build/mpich
+command -v ucx_perftest > /dev/null || { echo "ucx_perftest: apt-get install ucx-utils" >&2; exit 1; }
+common=(--benchmark_filter='(pingpong|bandwidth)/[^/]+/(8|65536|4194304)/'
+        --benchmark_min_time=0.2 --benchmark_min_warmup_time=0.1 --benchmark_out_format=json)
+mpich_bench=build/mpich/bench_mpi_pingpong
+if [[ ! -x $mpich_bench || bench/mpi_pingpong_bench.cpp -nt $mpich_bench ]]; then
+  mpicxx.mpich -O2 -DNDEBUG -std=c++20 -DMPICH_SKIP_MPICXX=1 -Ibench \
+    bench/mpi_pingpong_bench.cpp -lbenchmark -lpthread -o "$mpich_bench"
+fi
+# ucx_perftest's server and client on loopback: `test size iterations` -> its Final line.
+port=13500
+perftest() {
+  port=$((port + 1))
+  ucx_perftest -t "$1" -s "$2" -n "$3" -p "$port" > /dev/null 2>&1 &
+  local server=$!
+  local line=""
+  for ((try = 0; try < 50; ++try)); do  # the server's port opens within a few ms
+    line=$(timeout 120 ucx_perftest 127.0.0.1 -t "$1" -s "$2" -n "$3" -p "$port" 2>/dev/null |
+      grep '^Final:' || true)
+    [[ -n $line ]] && break
+    sleep 0.1
+  done
+  wait "$server" || true
+  echo "$line"
+}
+for ((r = 1; r <= rounds; r++)); do
+  "$release/bench/bench_cache_line" --benchmark_out_format=json \
+    --benchmark_out="$out/cache-line.$r.json" > /dev/null 2>&1
+  for tls in "${tls_list[@]}"; do
+    export UCX_TLS=$tls
+    at=${tls//,/-}.$r
+    "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$release/bench/bench_pingpong_ucx" \
+      "${common[@]}" --benchmark_out="$out/ucx.$at.json" > /dev/null
+    mpiexec.mpich -bind-to none -n 2 "$mpich_bench" "${common[@]}" \
+      --benchmark_out="$out/mpich.$at.json" > /dev/null 2>&1
+    {
+      echo "lat 8 $(perftest tag_lat 8 200000)"
+      echo "bw 8 $(perftest tag_bw 8 1000000)"
+      echo "bw 65536 $(perftest tag_bw 65536 20000)"
+      echo "bw 4194304 $(perftest tag_bw 4194304 500)"
+    } > "$out/perftest.$at.txt"
+  done
+done
+unset UCX_TLS
+python3 - "$out" "$rounds" "${tls_list[@]}" <<'PY'
+import csv, json, statistics, sys
+out, rounds, tls_list = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+GIB = 2.0 ** 30
+def measures(path):
+    """(measure, value): half round trip in us, 8-byte messages per second in millions,
+    bandwidth in GiB/s."""
+    for b in json.load(open(path))["benchmarks"]:
+        what, _, size = b["name"].split("/")[:3]
+        if what == "pingpong" and size == "8":
+            yield "8 B half round trip (us)", b["half_rtt"] * 1e6
+        elif what == "bandwidth" and size == "8":
+            yield "8 B windowed rate (M msg/s)", b["bytes_per_second"] / 8 / 1e6
+        elif what == "bandwidth":
+            yield f"{int(size) // 1024} KiB bandwidth (GiB/s)", b["bytes_per_second"] / GIB
+def perftest(path):
+    for line in open(path):
+        kind, size, *rest = line.split()
+        if len(rest) < 9:
+            continue
+        # Final: iterations lat50 lat_avg lat_overall bw_avg bw_overall rate_avg rate_overall
+        f = [float(x) for x in rest[1:]]
+        if kind == "lat":
+            yield "8 B half round trip (us)", f[2]
+        elif size == "8":
+            yield "8 B windowed rate (M msg/s)", f[6] / 1e6
+        else:
+            yield f"{int(size) // 1024} KiB bandwidth (GiB/s)", f[4] * 2**20 / GIB
+def median(lib, tls, reader, suffix):
+    rows = {}
+    for r in range(1, rounds + 1):
+        for k, v in reader(f"{out}/{lib}.{tls.replace(',', '-')}.{r}.{suffix}"):
+            rows.setdefault(k, []).append(v)
+    return {k: statistics.median(v) for k, v in rows.items()}
+lines = ["| UCX_TLS | measure | commx ucx | MPICH ch4:ucx | ucx_perftest | ucx / MPICH | "
+         "ucx / perftest |", "|---|---|---|---|---|---|---|"]
+table = []
+for tls in tls_list:
+    ucx = median("ucx", tls, measures, "json")
+    mpich = median("mpich", tls, measures, "json")
+    floor = median("perftest", tls, perftest, "txt")
+    for key in ucx:
+        cells = [tls, key, f"{ucx[key]:.3g}", f"{mpich.get(key, float('nan')):.3g}",
+                 f"{floor.get(key, float('nan')):.3g}",
+                 f"{ucx[key] / mpich.get(key, float('nan')):.2f}",
+                 f"{ucx[key] / floor.get(key, float('nan')):.2f}"]
+        table.append(cells)
+        lines.append("| " + " | ".join(cells) + " |")
+line = statistics.median(b["half_rtt"] * 1e9 for r in range(1, rounds + 1)
+                         for b in json.load(open(f"{out}/cache-line.{r}.json"))["benchmarks"])
+lines += ["", f"A cache line between the two CPUs: {line:.0f} ns (bench_cache_line, median of "
+          f"{rounds} rounds). Latency: lower is better; rate and bandwidth: higher."]
+text = "\n".join(lines)
+print(text)
+open(f"{out}/summary.md", "w").write(text + "\n")
+with open(f"{out}/summary.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["UCX_TLS", "measure", "commx ucx", "MPICH ch4:ucx", "ucx_perftest", "ucx / MPICH",
+                "ucx / perftest"])
+    w.writerows(table)
+PY
