@@ -50,6 +50,7 @@ AREAS = [
     ("tcp", "tcp"),
     ("wan", "wan"),
     ("mpi", "mpi"),
+    ("ucx", "ucx against MPICH's ch4:ucx and ucx_perftest"),
     ("layered", "Layered stacks"),
     ("onesided", "One-sided"),
     ("tls", "TLS"),
