@@ -182,7 +182,10 @@ class engine {
       finish(*op, {op->peer, op->tag, 0, make_error_code(errc::cancelled)});
       return true;
     }
-    if (op->is_receive) return complete_in_flight(*op);  // matched: it ends by itself
+    if (op->is_receive) {  // matched: not withdrawn, and given a moment to end by itself
+      (void)complete_in_flight(*op);
+      return false;
+    }
     // A send UCX holds: asked to withdraw it, UCX either does or completes it meanwhile.
     op->cancel_asked = true;
     ucp_request_cancel(worker_.get(), op->in_flight);
@@ -228,7 +231,7 @@ class engine {
     }
     while (events_ == seen && clock::now() < until) {
       check_local_peers();
-      if (worker_.sleep_until(until)) progress();
+      (void)worker_.sleep_until(until);
       progress();
     }
   }
