@@ -27,8 +27,10 @@
 /// operations to it with errc::peer_lost at their completion; a deadline passing, errc::timeout.
 ///
 /// How each stack carries it is in DESIGN.md ("One-sided communication"): memory the window
-/// allocates is mapped by every rank on shm (`mapped()`), an MPI window on mpi over Open MPI
-/// (`passed_to_mpi()`); elsewhere operations travel as messages, and the target applies them
+/// allocates is mapped by every rank on shm (`mapped()`); the transport's own remote memory
+/// access carries it on mpi over Open MPI (an MPI-3 window) and on ucx (UCP's RMA, elements of
+/// 4 and 8 bytes) (`carried_by_transport()`); elsewhere operations travel as messages, and the
+/// target applies them
 /// when it makes progress: in any commx call of its own, or `progress()`. A rank that computes
 /// for long without calling commx delays those operations on its memory (not their correctness).
 /// Operations belong in an epoch, as in MPI: between fences, or inside lock/unlock or lock_all.
@@ -63,8 +65,9 @@ namespace commx {
 
 namespace detail {
 
-/// The transport's MPI-3 RMA window of E elements where `ToMpi`; otherwise nothing.
-template <class T, class E, bool ToMpi>
+/// The transport's window of E elements (its own remote memory access) where `ByTransport`;
+/// otherwise nothing.
+template <class T, class E, bool ByTransport>
 struct rma_backend_of {
   struct type {};
 };
@@ -101,7 +104,7 @@ class window {
 
   /// This rank's exposed elements.
   [[nodiscard]] std::span<E> local() const {
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) rma_->sync();
     }
     return local_;
@@ -119,7 +122,7 @@ class window {
   /// Writes `data` to `target`'s elements from `offset`; `data` may be reused at once.
   void put(std::span<const E> data, int target, std::size_t offset) {
     check_range(target, offset, data.size(), "window put");
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) {
         rma_->put(std::as_bytes(data), target, offset);
         return;
@@ -140,7 +143,7 @@ class window {
   /// operation completes (fence, flush, unlock).
   void get(std::span<E> out, int target, std::size_t offset) {
     check_range(target, offset, out.size(), "window get");
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) {
         rma_->get(std::as_writable_bytes(out), target, offset);
         return;
@@ -158,9 +161,9 @@ class window {
   void accumulate(std::span<const E> data, int target, std::size_t offset, Op /*op*/) {
     constexpr detail::window_op which = detail::window_op_of<Op, E>();
     check_range(target, offset, data.size(), "window accumulate");
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) {
-        rma_->accumulate(data, target, offset, which);
+        rma_->accumulate(data, target, offset, which, resolve({}));
         return;
       }
     }
@@ -184,8 +187,8 @@ class window {
   E fetch_and_op(const E& value, int target, std::size_t offset, Op /*op*/, deadline until = {}) {
     constexpr detail::window_op which = detail::window_op_of<Op, E>();
     check_range(target, offset, 1, "window fetch_and_op");
-    if constexpr (to_mpi) {
-      if (rma_) return rma_->fetch_and_op(value, target, offset, which);
+    if constexpr (by_transport) {
+      if (rma_) return rma_->fetch_and_op(value, target, offset, which, resolve(until));
     }
     if (mapped_) {
       impl_->engine().check(target);
@@ -204,8 +207,10 @@ class window {
   E compare_and_swap(const E& expected, const E& desired, int target, std::size_t offset,
                      deadline until = {}) {
     check_range(target, offset, 1, "window compare_and_swap");
-    if constexpr (to_mpi) {
-      if (rma_) return rma_->compare_and_swap(expected, desired, target, offset);
+    if constexpr (by_transport) {
+      if (rma_) {
+        return rma_->compare_and_swap(expected, desired, target, offset, resolve(until));
+      }
     }
     if (mapped_) {
       impl_->engine().check(target);
@@ -224,9 +229,9 @@ class window {
   void fence(deadline until = {}) {
     check_open("window fence");
     const auto when = resolve(until);
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) {
-        rma_->fence();
+        rma_->fence(when);
         return;
       }
     }
@@ -244,9 +249,10 @@ class window {
   /// deadline (errc::timeout) holds nothing, now or later.
   void lock(int target, lock_type type = lock_type::exclusive, deadline until = {}) {
     check_rank(target, "window lock");
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) {
-        wait_mapped([&] { return rma_->try_lock(target, type); }, target, resolve(until),
+        const auto when = resolve(until);
+        wait_mapped([&] { return rma_->try_lock(target, type, when); }, target, when,
                     "window lock");
         held_.emplace_back(target, type);
         return;
@@ -270,9 +276,9 @@ class window {
     }
     const lock_type type = held->second;
     held_.erase(held);
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) {
-        rma_->unlock(target, type);
+        rma_->unlock(target, type, resolve(until));
         return;
       }
     }
@@ -297,9 +303,9 @@ class window {
   /// Returns once this rank's operations to `target` are applied there.
   void flush(int target, deadline until = {}) {
     check_rank(target, "window flush");
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) {
-        rma_->flush(target);
+        rma_->flush(target, resolve(until));
         return;
       }
     }
@@ -312,9 +318,9 @@ class window {
   /// Returns once this rank's operations to every target are applied.
   void flush_all(deadline until = {}) {
     check_open("window flush_all");
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) {
-        rma_->flush_all();
+        rma_->flush_all(resolve(until));
         return;
       }
     }
@@ -328,9 +334,10 @@ class window {
   /// True when this window's memory is mapped by every rank (put and get are copies, the
   /// target does nothing); false when its operations travel as messages.
   [[nodiscard]] bool mapped() const { return mapped_ != nullptr; }
-  /// True when this window is an MPI-3 RMA window (on transport::mpi, where MPI can make one).
-  [[nodiscard]] bool passed_to_mpi() const {
-    if constexpr (to_mpi) return rma_ != nullptr;
+  /// True when the transport's own remote memory access carries this window: an MPI-3 RMA
+  /// window on mpi (where MPI can make one), UCP's RMA on ucx.
+  [[nodiscard]] bool carried_by_transport() const {
+    if constexpr (by_transport) return rma_ != nullptr;
     return false;
   }
 
@@ -338,7 +345,7 @@ class window {
   /// destroyed.
   void free(deadline until = {}) {
     fence(until);
-    if constexpr (to_mpi) {
+    if constexpr (by_transport) {
       if (rma_) rma_->free();
     }
     impl_->stop();  // an engine left listening would cost every later call of this rank
@@ -355,12 +362,13 @@ class window {
   using backend = detail::window_by_messages<E, Comm>;
   using transport_type = typename Comm::transport_type;
 
-  // On a transport that offers MPI-3 RMA windows (transport::mpi), every window is one.
-  static constexpr bool to_mpi =
-      (sizeof(E) == 1 || sizeof(E) == 2 || sizeof(E) == 4 || sizeof(E) == 8) && requires {
+  // On a transport with remote memory access of its own for E (mpi, ucx), every window is
+  // carried by it.
+  static constexpr bool by_transport = requires {
     typename transport_type::template rma_window<E>;
+    requires transport_type::template rma_carries<E>;
   };
-  using rma_backend = typename detail::rma_backend_of<transport_type, E, to_mpi>::type;
+  using rma_backend = typename detail::rma_backend_of<transport_type, E, by_transport>::type;
 
   // Memory the window allocates is mapped by every rank where the stack lets ranks map each
   // other's and every rank is on this rank's node; other windows travel as messages.
@@ -375,14 +383,13 @@ class window {
     const std::uint64_t mine = count;
     own.allgather(mine, sizes_, until);
     touched_.assign(sizes_.size(), false);
-    if constexpr (to_mpi) {
-      rma_ = std::make_unique<rma_backend>(
-          own.transport().communicator_of(detail::communicator_access::context(own)), given, count);
+    if constexpr (by_transport) {
+      rma_ = std::make_unique<rma_backend>(own, given, count, until.resolve(own.timeout()));
       if (rma_->ok()) {
         local_ = rma_->local();
       } else {  // no osc component for this memory (MPI_Win_create without RDMA, say)
         COMMX_LOG(info, detail::log_context_of(own.transport()),
-                  "window: MPI could not make an RMA window ({}); its operations travel as "
+                  "window: the transport could not carry it ({}); its operations travel as "
                   "messages",
                   rma_->why_not());
         rma_.reset();
@@ -399,8 +406,8 @@ class window {
         }
       }
     }
-    if (passed_to_mpi()) {
-      // MPI holds the memory
+    if (carried_by_transport()) {
+      // the transport holds the memory
     } else if (given != nullptr) {
       local_ = *given;
     } else if (!mapped_) {

@@ -152,9 +152,9 @@ void window_atomics(Comm& comm) {
   // other's and the whole communicator is on one node.
   constexpr bool maps = requires { requires Comm::transport_type::shares_node_memory; };
   COMMX_CHECK_EQ(win.mapped(), maps && comm.split_by_node().size() == n);
-  // And on mpi (over Open MPI) it is MPI's own window.
+  // And on mpi (over Open MPI) and ucx the transport's own remote memory access carries it.
   constexpr bool rma = requires { typename Comm::transport_type::template rma_window<int>; };
-  COMMX_CHECK_EQ(win.passed_to_mpi(), rma);
+  COMMX_CHECK_EQ(win.carried_by_transport(), rma);
   win.fence();
   std::vector<std::int64_t> tickets;
   for (int i = 0; i < rounds; ++i) {

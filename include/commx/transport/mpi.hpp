@@ -382,6 +382,9 @@ class mpi {
   /// carries windows as messages there.
   template <class E>
   using rma_window = detail::mpi::rma_window<E>;
+  /// Whether rma_window carries elements of type E: those MPI's compare-and-swap takes as bits.
+  template <class E>
+  static constexpr bool rma_carries = detail::mpi::rma_element<E>;
 #endif
 
   /// The MPI communicator that carries context `ctx` (tags up to MPI_TAG_UB), for handing

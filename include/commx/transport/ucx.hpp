@@ -37,6 +37,7 @@
 
 #include "commx/transport/concept.hpp"
 #include "commx/transport/detail/ucx/engine.hpp"
+#include "commx/transport/detail/ucx/rma_window.hpp"
 
 namespace commx::transport {
 
@@ -108,6 +109,16 @@ class ucx {
   void wait_for_event(std::uint64_t seen, clock::time_point when) {
     engine_->wait_for_event(seen, when);
   }
+
+  /// What carries a commx::window of E elements (4 or 8 bytes): UCP's remote memory access
+  /// (detail/ucx/rma_window.hpp).
+  template <class E>
+  using rma_window = detail::ucx::rma_window<E>;
+  /// Whether rma_window carries elements of type E: the sizes UCX's atomics take.
+  template <class E>
+  static constexpr bool rma_carries = sizeof(E) == 4 || sizeof(E) == 8;
+  /// The engine, for what shares its UCX worker and endpoints (rma_window).
+  [[nodiscard]] detail::ucx::engine& engine() { return *engine_; }
 
  private:
   std::unique_ptr<detail::ucx::engine> engine_;

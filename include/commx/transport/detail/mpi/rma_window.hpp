@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "commx/coll/detail/native/types.hpp"
+#include "commx/detail/communicator_access.hpp"
 #include "commx/detail/window_ops.hpp"
 #include "commx/error.hpp"
 #include "commx/transport/detail/mpi/call.hpp"
@@ -95,6 +96,10 @@ class rma_window {
   /// Collective over `comm`: exposes `*given`, or `count` value-initialised elements MPI
   /// allocates. `ok()` is false, on every rank, when MPI could not make the window on some
   /// rank (Open MPI makes none over a caller's memory without an RDMA-capable transport).
+  template <class Comm>
+  rma_window(Comm& own, std::span<E>* given, std::size_t count, clock::time_point /*when*/)
+      : rma_window(own.transport().communicator_of(communicator_access::context(own)), given,
+                   count) {}
   rma_window(MPI_Comm comm, std::span<E>* given, std::size_t count) : comm_(comm) {
     const auto bytes = static_cast<MPI_Aint>(count * sizeof(E));
     int made = MPI_SUCCESS;
@@ -143,21 +148,24 @@ class rma_window {
     const int n = coll::detail::native::count_of(into.size(), "window get");
     check(MPI_Get(into.data(), n, MPI_BYTE, target, disp(offset), n, MPI_BYTE, win_), "MPI_Get");
   }
-  void accumulate(std::span<const E> data, int target, std::size_t offset, window_op op) {
+  void accumulate(std::span<const E> data, int target, std::size_t offset, window_op op,
+                  clock::time_point /*when*/) {
     const auto [type, n] = typed(data.size(), "window accumulate");
     check(MPI_Accumulate(data.data(), n, type, target, disp(offset), n, type, rma_op(op), win_),
           "MPI_Accumulate");
   }
-  E fetch_and_op(const E& value, int target, std::size_t offset, window_op op) {
+  E fetch_and_op(const E& value, int target, std::size_t offset, window_op op,
+                 clock::time_point when) {
     const auto [type, n] = typed(1, "window fetch_and_op");
     E old{};
     check(MPI_Get_accumulate(&value, n, type, &old, n, type, target, disp(offset), n, type,
                              rma_op(op), win_),
           "MPI_Get_accumulate");
-    flush(target);
+    flush(target, when);
     return old;
   }
-  E compare_and_swap(const E& expected, const E& desired, int target, std::size_t offset) {
+  E compare_and_swap(const E& expected, const E& desired, int target, std::size_t offset,
+                     clock::time_point when) {
     bits want{};
     bits put{};
     bits old{};
@@ -166,7 +174,7 @@ class rma_window {
     check(MPI_Compare_and_swap(&put, &want, &old, coll::detail::native::predefined_type<bits>(),
                                target, disp(offset), win_),
           "MPI_Compare_and_swap");
-    flush(target);
+    flush(target, when);
     E result{};
     std::memcpy(&result, &old, sizeof(E));
     return result;
@@ -174,10 +182,15 @@ class rma_window {
 
   /// Makes what others wrote visible to this rank's loads, and its stores to them.
   void sync() const { check(MPI_Win_sync(win_), "MPI_Win_sync"); }
-  void flush(int target) { check(MPI_Win_flush(target, win_), "MPI_Win_flush"); }
-  void flush_all() { check(MPI_Win_flush_all(win_), "MPI_Win_flush_all"); }
-  void fence() {
-    flush_all();
+  // MPI's calls take no deadline: MPI ends the job rather than let one wait for a dead rank.
+  void flush(int target, clock::time_point /*when*/) {
+    check(MPI_Win_flush(target, win_), "MPI_Win_flush");
+  }
+  void flush_all(clock::time_point /*when*/) {
+    check(MPI_Win_flush_all(win_), "MPI_Win_flush_all");
+  }
+  void fence(clock::time_point when) {
+    flush_all(when);
     check(MPI_Win_sync(win_), "MPI_Win_sync");
     check(MPI_Barrier(comm_), "MPI_Barrier");
     check(MPI_Win_sync(win_), "MPI_Win_sync");
@@ -189,7 +202,7 @@ class rma_window {
   /// would see 0, take the lock beside the exclusive holder, and leave the word at -1 for good
   /// once both had unlocked). The exclusive holder gives the mark back by adding, not by storing
   /// zero, so that a shared taker's passing +1 and -1 around it are not lost.
-  bool try_lock(int target, lock_type type) {
+  bool try_lock(int target, lock_type type, clock::time_point /*when*/) {
     if (type == lock_type::exclusive) {
       const std::int64_t free = 0;
       std::int64_t seen = 0;
@@ -202,8 +215,8 @@ class rma_window {
     (void)add_to_word(target, -1);  // an exclusive holder: take the share back
     return false;
   }
-  void unlock(int target, lock_type type) {
-    flush(target);
+  void unlock(int target, lock_type type, clock::time_point when) {
+    flush(target, when);
     (void)add_to_word(target, type == lock_type::exclusive ? -exclusive_mark : -1);
   }
 

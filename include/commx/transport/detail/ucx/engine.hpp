@@ -223,17 +223,35 @@ class engine {
   // worker's descriptor. Sleeping early costs both ends: a sender to an armed worker over
   // shared memory wakes it through a socket, a system call per message.
   void wait_for_event(std::uint64_t seen, clock::time_point until) {
+    wait_until([&] { return events_ != seen; }, until);
+  }
+  /// Waits as wait_for_event does until `done()` (something UCX completes that is not a
+  /// message: a window's flush) or `until` passes.
+  template <class Done>
+  void wait_until(Done&& done, clock::time_point until) {
     progress();
-    if (events_ != seen) return;
-    if (control_.wait_polling().poll_first([this] { progress(); }, [&] { return events_ != seen; },
+    if (done()) return;
+    if (control_.wait_polling().poll_first([this] { progress(); }, done,
                                            [this] { return worker_.activity(); }, until)) {
       return;
     }
-    while (events_ == seen && clock::now() < until) {
+    while (!done() && clock::now() < until) {
       check_local_peers();
       (void)worker_.sleep_until(until);
       progress();
     }
+  }
+
+  /// UCX's context, for memory that windows map (detail/ucx/rma_window.hpp).
+  [[nodiscard]] ucp_context_h ucp_context() const { return worker_.context(); }
+  [[nodiscard]] ucp_worker_h ucp_worker() const { return worker_.get(); }
+  /// The endpoint to `peer`, made on first use as a send's; null once nothing more can go
+  /// there (cut_off).
+  ucp_ep_h endpoint_to(int peer) { return endpoint_of(peers_[index(peer)]); }
+  /// Whether nothing more goes to `peer`: it finished, failed, or UCX cannot reach it.
+  [[nodiscard]] bool cut_off(int peer) const {
+    const auto& p = peers_[index(peer)];
+    return p.gone() || p.unreachable;
   }
 
  private:

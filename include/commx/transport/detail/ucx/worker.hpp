@@ -63,7 +63,9 @@ class worker {
     }
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
-    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    // RMA and atomics for windows (rma_window.hpp); UCX emulates them where a transport lacks them.
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA | UCP_FEATURE_AMO32 |
+                      UCP_FEATURE_AMO64;
     const ucs_status_t made = ucp_init(&params, config, &context_);
     ucp_config_release(config);
     check(made, "initialising UCX (UCX_TLS and UCX_NET_DEVICES name what it may use)");
