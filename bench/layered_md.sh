@@ -4,7 +4,8 @@
 # layered stack shm+tcp (shm within a node, tcp between) against tcp alone, shm alone (one node
 # of four: the bound) and Open MPI (btl self,vader,tcp, which on one host uses vader for every
 # pair; and btl self,tcp), each with commx's flat policy; and shm+tcp and shm with
-# coll::hierarchical, Open MPI with its own collectives (coll::native). Interleaved rounds,
+# coll::hierarchical, Open MPI with its own collectives (coll::native); where UCX is built,
+# shm+ucx (flat and hierarchical) and ucx alone. Interleaved rounds,
 # the order rotating; prints each run's median time per step over the rounds and its ratio to
 # shm+tcp.
 #   bash bench/layered_md.sh [build dir] [rounds] [steps] [before build dir]
@@ -29,6 +30,14 @@ cmd[ompi-vader+tcp]="${ompi[*]} --mca btl self,vader,tcp ${md}_mpi --collectives
 cmd[ompi-tcp]="${ompi[*]} --mca btl self,tcp ${md}_mpi --collectives flat"
 cmd[ompi-native]="${ompi[*]} --mca btl self,vader,tcp ${md}_mpi --collectives native"
 names=(shm+tcp shm+tcp/hier tcp shm shm/hier ompi-vader+tcp ompi-tcp ompi-native)
+# With UCX built: shm+ucx (UCX over its TCP between the nodes: its shared memory reports no
+# peer's failure) and ucx alone, likewise.
+if [[ -x ${md}_shm_ucx ]]; then
+  cmd[shm+ucx]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_ucx --collectives flat"
+  cmd[shm+ucx/hier]="$run -n 4 --nodes 2 --timeout 300 ${md}_shm_ucx --collectives hierarchical"
+  cmd[ucx]="$run -n 4 --nodes 2 --timeout 300 ${md}_ucx --collectives flat"
+  names+=(shm+ucx shm+ucx/hier ucx)
+fi
 if [[ -n $before ]]; then
   cmd[shm-before]="$before/tools/commxrun/commxrun -n 4 --timeout 300 $before/examples/md_replicated/md_replicated_shm --collectives flat"
   cmd[tcp-before]="$before/tools/commxrun/commxrun -n 4 --nodes 2 --timeout 300 $before/examples/md_replicated/md_replicated_tcp --collectives flat"
