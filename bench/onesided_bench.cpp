@@ -28,6 +28,9 @@
 namespace {
 
 using seconds_clock = std::chrono::steady_clock;
+// The windows' element: a 4-byte word; sizes stay in bytes, as MPI's driver counts them.
+using word = std::uint32_t;
+constexpr std::size_t words(std::size_t bytes) { return bytes / sizeof(word); }
 
 double since(seconds_clock::time_point start) {
   return std::chrono::duration<double>(seconds_clock::now() - start).count();
@@ -41,13 +44,15 @@ void run(Comm& world, int iterations) {
   const auto report = [&](const char* measure, std::size_t bytes, double value, const char* unit) {
     if (me == 0) fmt::print("result {} {} {} {:.4g} {}\n", measure, bytes, n, value, unit);
   };
-  // Every window exposes 1 KiB per peer, as bytes, so all-to-all writes land side by side.
-  const std::size_t span = bench::largest_size * static_cast<std::size_t>(n);
+  // Every window exposes 1 KiB per peer, as 4-byte words (every size measured is a multiple:
+  // the elements a transport's own remote memory access takes, ucx's included), so all-to-all
+  // writes land side by side.
+  const std::size_t span = words(bench::largest_size) * static_cast<std::size_t>(n);
   // Destroyed once freed: a window's engine is on the rank's running list while it exists,
   // and would take the ping-pong below off the blocking fast path it is compared with.
-  std::optional<commx::window<std::byte, Comm>> win_holder;
+  std::optional<commx::window<word, Comm>> win_holder;
   auto& win = win_holder.emplace(world, span);
-  std::vector<std::byte> buffer(span, std::byte{1});
+  std::vector<word> buffer(span, word{1});
   win.lock_all();
 
   for (const char* what : {"put_latency", "get_latency"}) {
@@ -57,9 +62,9 @@ void run(Comm& world, int iterations) {
       const auto start = seconds_clock::now();
       for (int i = 0; i < iterations; ++i) {
         if (put) {
-          win.put(std::span<const std::byte>(buffer.data(), 8), 0, 0);
+          win.put(std::span<const word>(buffer.data(), words(8)), 0, 0);
         } else {
-          win.get(std::span<std::byte>(buffer.data(), 8), 0, 0);
+          win.get(std::span<word>(buffer.data(), words(8)), 0, 0);
         }
         win.flush(0);
       }
@@ -79,7 +84,7 @@ void run(Comm& world, int iterations) {
     if (me == last && n > 1) {
       const auto start = seconds_clock::now();
       for (int i = 0; i < iterations; ++i) {
-        win.get(std::span<std::byte>(buffer.data(), bytes), 0, 0);
+        win.get(std::span<word>(buffer.data(), words(bytes)), 0, 0);
         win.flush(0);
       }
       world.send(0, 2, since(start) / iterations * 1e6);
@@ -94,7 +99,7 @@ void run(Comm& world, int iterations) {
     auto start = seconds_clock::now();
     for (int i = 0; i < iterations; ++i) {
       if (me != 0) {
-        win.get(std::span<std::byte>(buffer.data(), bytes), 0, 0);
+        win.get(std::span<word>(buffer.data(), words(bytes)), 0, 0);
         win.flush(0);
       }
     }
@@ -106,8 +111,8 @@ void run(Comm& world, int iterations) {
     for (int i = 0; i < iterations; ++i) {
       for (int target = 0; target < n; ++target) {
         if (target == me) continue;
-        win.put(std::span<const std::byte>(buffer.data(), bytes), target,
-                static_cast<std::size_t>(me) * bench::largest_size);
+        win.put(std::span<const word>(buffer.data(), words(bytes)), target,
+                static_cast<std::size_t>(me) * words(bench::largest_size));
       }
       win.flush_all();
     }
@@ -149,7 +154,7 @@ void run(Comm& world, int iterations) {
   // A computing target: rank 0 times a loop while the last rank gets 1 KiB from it over and
   // over, then alone; the ratio is what the gets cost the target.
   if (n > 1) {
-    commx::window<std::byte, Comm> data(world, bench::largest_size);
+    commx::window<word, Comm> data(world, words(bench::largest_size));
     commx::window<std::int32_t, Comm> flag(world, 1);
     data.lock_all();
     flag.lock_all();
@@ -170,7 +175,7 @@ void run(Comm& world, int iterations) {
         while (raised.load(std::memory_order_acquire) == 0) {
           if (since(waited) > 60) throw std::runtime_error("rank 0 never raised its flag");
           if (with_gets) {
-            data.get(std::span<std::byte>(buffer.data(), bench::largest_size), 0, 0);
+            data.get(std::span<word>(buffer.data(), words(bench::largest_size)), 0, 0);
             data.flush(0);
             ++gets;
           } else {

@@ -30,9 +30,9 @@
 /// allocates is mapped by every rank on shm (`mapped()`); the transport's own remote memory
 /// access carries it on mpi over Open MPI (an MPI-3 window) and on ucx (UCP's RMA, elements of
 /// 4 and 8 bytes) (`carried_by_transport()`); elsewhere operations travel as messages, and the
-/// target applies them
-/// when it makes progress: in any commx call of its own, or `progress()`. A rank that computes
-/// for long without calling commx delays those operations on its memory (not their correctness).
+/// target applies them when it makes progress: in any commx call of its own, or `progress()`.
+/// A rank that computes for long without calling commx delays those operations on its memory
+/// (not their correctness).
 /// Operations belong in an epoch, as in MPI: between fences, or inside lock/unlock or lock_all.
 /// A rank reads and writes its own `local()` elements directly; to order that against the
 /// others' operations, use a fence, or lock itself.

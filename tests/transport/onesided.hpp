@@ -108,7 +108,9 @@ void active_message_mismatch(Comm& comm) {
   COMMX_EXPECT_ERROR(errc::invalid_argument, twice.on<int>("x", [](int, int) {}));
 }
 
-/// put and get of every size class, over three fence epochs, from a span the rank owns.
+/// put and get of every size class, over three fence epochs, into a span the rank owns and into
+/// memory the window allocates (which some transports reach by other means: shm maps it, UCX
+/// allocates it).
 template <class Comm>
 void window_put_get(Comm& comm) {
   const int n = comm.size();
@@ -116,28 +118,32 @@ void window_put_get(Comm& comm) {
   const int next = (me + 1) % n;
   const int previous = (me + n - 1) % n;
   for (const std::size_t count :
-       {std::size_t{1}, std::size_t{16}, std::size_t{1024}, std::size_t{32768}}) {
-    std::vector<double> exposed(count + 3, -1.0);
-    window<double, Comm> win(comm, std::span<double>(exposed));
-    COMMX_CHECK_EQ(win.size_at(next), count + 3);
-    win.fence();  // the first epoch (MPI's rule: operations belong in an epoch)
-    for (int epoch = 0; epoch < 3; ++epoch) {
-      std::vector<double> data(count);
-      for (std::size_t i = 0; i < count; ++i) data[i] = pattern(me, i, epoch);
-      win.put(std::span<const double>(data), next, 2);
-      std::fill(data.begin(), data.end(), 0.0);  // copied at the call: reusable at once
-      win.fence();
-      for (std::size_t i = 0; i < count; ++i)
-        COMMX_CHECK_EQ(exposed[i + 2], pattern(previous, i, epoch));
-      COMMX_CHECK_EQ(exposed[0], -1.0);
-      COMMX_CHECK_EQ(exposed[count + 2], -1.0);
-      std::vector<double> back(count);
-      win.get(std::span<double>(back), next, 2);  // where this rank put its data
-      win.fence();
-      for (std::size_t i = 0; i < count; ++i) COMMX_CHECK_EQ(back[i], pattern(me, i, epoch));
+       {std::size_t{1}, std::size_t{16}, std::size_t{1024}, std::size_t{32768}})
+    for (const bool allocated : {false, true}) {
+      std::vector<double> owned(count + 3, -1.0);
+      window<double, Comm> win = allocated ? window<double, Comm>(comm, count + 3)
+                                           : window<double, Comm>(comm, std::span<double>(owned));
+      const std::span<double> exposed = win.local();
+      std::fill(exposed.begin(), exposed.end(), -1.0);
+      COMMX_CHECK_EQ(win.size_at(next), count + 3);
+      win.fence();  // the first epoch (MPI's rule: operations belong in an epoch)
+      for (int epoch = 0; epoch < 3; ++epoch) {
+        std::vector<double> data(count);
+        for (std::size_t i = 0; i < count; ++i) data[i] = pattern(me, i, epoch);
+        win.put(std::span<const double>(data), next, 2);
+        std::fill(data.begin(), data.end(), 0.0);  // copied at the call: reusable at once
+        win.fence();
+        for (std::size_t i = 0; i < count; ++i)
+          COMMX_CHECK_EQ(exposed[i + 2], pattern(previous, i, epoch));
+        COMMX_CHECK_EQ(exposed[0], -1.0);
+        COMMX_CHECK_EQ(exposed[count + 2], -1.0);
+        std::vector<double> back(count);
+        win.get(std::span<double>(back), next, 2);  // where this rank put its data
+        win.fence();
+        for (std::size_t i = 0; i < count; ++i) COMMX_CHECK_EQ(back[i], pattern(me, i, epoch));
+      }
+      win.free();
     }
-    win.free();
-  }
 }
 
 /// Every rank accumulates into one element of rank 0 at once: no update is lost; fetch_and_op

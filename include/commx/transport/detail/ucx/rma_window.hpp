@@ -112,16 +112,22 @@ class rma_window {
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
     const std::uint64_t address = t->base + offset * sizeof(E);
-    ucs_status_ptr_t sent =
+    const ucs_status_ptr_t sent =
         ucp_put_nbx(t->ep, data.data(), data.size(), address, t->memory, &param);
+    if (UCS_PTR_IS_PTR(sent)) {
+      // UCX kept the caller's data after all: it is the caller's again once UCX lets it go.
+      engine_.wait_until([&] { return ucp_request_check_status(sent) != UCS_INPROGRESS; },
+                         clock::now() + engine_.timeout());
+    }
     if (UCS_PTR_STATUS(sent) != UCS_ERR_NO_RESOURCE) {
       track(sent, target, {});
       return;
     }
     auto staged = std::make_shared<std::vector<std::byte>>(data.begin(), data.end());
     param.op_attr_mask = 0;
-    track(ucp_put_nbx(t->ep, staged->data(), staged->size(), address, t->memory, &param), target,
-          std::move(staged));
+    const ucs_status_ptr_t request =
+        ucp_put_nbx(t->ep, staged->data(), staged->size(), address, t->memory, &param);
+    track(request, target, std::move(staged));
   }
   void get(std::span<std::byte> into, int target, std::size_t offset) {
     if (into.empty()) return;
