@@ -51,6 +51,7 @@ AREAS = [
     ("wan", "wan"),
     ("mpi", "mpi"),
     ("ucx", "ucx against MPICH's ch4:ucx and ucx_perftest"),
+    ("ucx_allreduce", "Allreduce on ucx against MPICH's ch4:ucx, and on shm+ucx against shm+tcp"),
     ("layered", "Layered stacks"),
     ("onesided", "One-sided"),
     ("tls", "TLS"),

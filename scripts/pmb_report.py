@@ -36,7 +36,9 @@ SCALE = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 # The MPI run each commx stack is held against: the same layout of one machine.
 MPI_PEER = {"shm": "openmpi", "inproc": "openmpi", "mpi": "openmpi",
             "tcp": "openmpi-tcp", "wan": "openmpi-tcp", "shm_tcp": "openmpi-tcp",
-            "shm_tcp_wan": "openmpi-tcp", "mpi_wan": "openmpi-tcp"}
+            "shm_tcp_wan": "openmpi-tcp", "mpi_wan": "openmpi-tcp",
+            # ucx against MPICH's ch4:ucx: one UCX under both, with the same UCX_TLS.
+            "ucx": "mpich", "shm_ucx": "openmpi-tcp"}
 
 
 # Between this VM's two modes: a cache line crosses in about 40 ns in one, 200 in the other.
