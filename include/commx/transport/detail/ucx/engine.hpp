@@ -312,13 +312,16 @@ class engine {
     // asks for it but one to this rank itself, and one to a rank of this node that nothing
     // else reaches (UCX_TLS=sm,self): commx then watches that peer's process instead
     // (check_local_peers), and UCX's shared memory, which outlives a dead peer, is safe.
-    params.err_mode = p.rank == rank() ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+    // Once that happened for one rank of the node it holds for all (UCX logs each refusal).
+    const bool without = p.rank == rank() || (p.same_node && node_without_peer_mode_);
+    params.err_mode = without ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
     params.err_handler.cb = &engine::on_endpoint_failed;
     params.err_handler.arg = &p;
     ucs_status_t made = ucp_ep_create(worker_.get(), &params, &p.ep);
-    if (made == UCS_ERR_UNREACHABLE && p.same_node) {
+    if (made == UCS_ERR_UNREACHABLE && p.same_node && !without) {
       params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
       made = ucp_ep_create(worker_.get(), &params, &p.ep);
+      node_without_peer_mode_ = made == UCS_OK;
     }
     if (const ucs_status_t s = made; s != UCS_OK) {
       p.ep = nullptr;
@@ -589,6 +592,7 @@ class engine {
   std::vector<int> failed_;
   std::uint64_t events_ = 0;
   bool losses_pending_ = false;
+  bool node_without_peer_mode_ = false;  // endpoint_of: this node's peers need UCX_TLS's sm
   log::context log_;
 };
 
