@@ -49,7 +49,7 @@ class ucx {
   /// The bootstrap's settings: tcp's (COMMX_ROOT, COMMX_TOKEN, COMMX_TIMEOUT, ...).
   using config = tcp::config;
   /// Null when the operation completed at once, successfully (the common eager send).
-  using request = std::shared_ptr<detail::ucx::operation>;
+  using request = detail::ucx::operation_handle;
 
   /// Joins the job `cfg` describes and exchanges UCX addresses.
   /// @throws commx::error errc::bootstrap_failed (naming what is missing, or what UCX said when

@@ -28,7 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
-#include <list>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -105,7 +105,7 @@ class engine {
     return static_cast<int>(std::ranges::count_if(peers_, [](const peer& p) { return p.ep; }));
   }
 
-  std::shared_ptr<operation> isend(int dest, context_id ctx, int tag,
+  operation_handle isend(int dest, context_id ctx, int tag,
                                    std::span<const std::byte> data) {
     peer& to = peers_[index(dest)];
     to.sent += data.size();
@@ -113,7 +113,7 @@ class engine {
     if (to.gone() || endpoint_of(to) == nullptr) return failed_now(dest, tag, why_not(to));
     // The operation UCX would call back with is made only for a send that does not complete
     // at once (the common eager one does): until then it waits in `spare_send_`.
-    if (!spare_send_) spare_send_ = std::make_shared<operation>();
+    if (!spare_send_) spare_send_ = operation_handle::make();
     operation& op = *spare_send_;
     op.peer = dest;
     op.tag = tag;
@@ -126,15 +126,15 @@ class engine {
         ucp_tag_send_nbx(to.ep, data.data(), data.size(), bits_.pack(ctx, rank(), tag), &param);
     if (sent == nullptr) return nullptr;  // done at once: the common eager send
     if (UCS_PTR_IS_ERR(sent)) return failed_now(dest, tag, lost());
-    std::shared_ptr<operation> pending = std::move(spare_send_);
+    operation_handle pending = std::move(spare_send_);
     pending->in_flight = sent;
     pending->keep_alive = pending;
     return pending;
   }
 
-  std::shared_ptr<operation> irecv(int source, context_id ctx, int tag,
+  operation_handle irecv(int source, context_id ctx, int tag,
                                    const transport::recv_buffer& buffer) {
-    std::shared_ptr<operation> op = receives_.take();
+    operation_handle op = receives_.take();
     op->is_receive = true;
     op->peer = source;
     op->ctx = ctx;
@@ -169,13 +169,13 @@ class engine {
     return op;
   }
 
-  bool test(const std::shared_ptr<operation>& op) {
+  bool test(const operation_handle& op) {
     if (!op || op->done) return true;
     progress();
     return op->done;
   }
 
-  bool cancel(const std::shared_ptr<operation>& op) {
+  bool cancel(const operation_handle& op) {
     if (!op || op->done) return false;
     if (const auto it = std::ranges::find(posted_, op); it != posted_.end()) {
       posted_.erase(it);
@@ -285,8 +285,8 @@ class engine {
     return make_error_code(errc::invalid_argument);
   }
 
-  std::shared_ptr<operation> failed_now(int peer, int tag, std::error_code ec) {
-    auto op = std::make_shared<operation>();
+  operation_handle failed_now(int peer, int tag, std::error_code ec) {
+    auto op = operation_handle::make();
     op->peer = peer;
     finish(*op, {peer, tag, 0, ec});
     return op;
@@ -385,8 +385,13 @@ class engine {
         ++it;
         continue;
       }
-      const std::shared_ptr<operation> taker = *it;
-      it = posted_.erase(it);
+      const operation_handle taker = std::move(*it);
+      if (it == posted_.begin()) {  // the usual case, and cheaper than erase
+        posted_.pop_front();
+        it = posted_.begin();
+      } else {
+        it = posted_.erase(it);
+      }
       if (take(taker, a)) return true;
     }
     return false;
@@ -394,7 +399,7 @@ class engine {
 
   // `op` takes `a` if its buffer accepts it (true); a refused message ends `op` with the
   // error and stays where it was.
-  bool take(const std::shared_ptr<operation>& op, arrival& a) {
+  bool take(const operation_handle& op, arrival& a) {
     transport::op_result result{a.source, a.tag, a.bytes, {}};
     std::byte* target = op->buffer.prepare(a.bytes, result.error);
     if (result.error) {
@@ -498,7 +503,7 @@ class engine {
     op->in_flight = nullptr;
     ucp_request_free(request);
     op->owner->finish(*op, op->result);
-    const std::shared_ptr<operation> release = std::move(op->keep_alive);
+    const operation_handle release = std::move(op->keep_alive);
   }
   static void on_sent(void* request, ucs_status_t status, void* user_data) {
     ended(request, status, user_data);
@@ -584,9 +589,9 @@ class engine {
   tag_bits bits_;
   std::vector<peer> peers_;  // never resized: endpoints' error handlers hold their addresses
   address_table addresses_;
-  std::shared_ptr<operation> spare_send_;  // isend's operation, before it is needed
-  operation_pool<operation> receives_;     // recycled once nobody else holds one
-  std::list<std::shared_ptr<operation>> posted_;
+  operation_handle spare_send_;  // isend's operation, before it is needed
+  operation_pool<operation, operation_handle> receives_;     // recycled once nobody else holds one
+  std::deque<operation_handle> posted_;
   unexpected_queue<arrival> unexpected_;
   std::vector<ucs_status_ptr_t> controls_;  // hellos and byes UCX still holds
   std::vector<int> failed_;

@@ -7,16 +7,19 @@
 #include <ucp/api/ucp.h>
 
 #include <cstdint>
-#include <memory>
 #include <span>
 
+#include "commx/detail/local_shared.hpp"
 #include "commx/transport/message.hpp"
 
 namespace commx::detail::ucx {
 
 class engine;
 
-/// One send or receive.
+/// One send or receive. Its handles count without atomics (local_shared): the engine, UCX's
+/// callbacks (run inside ucp_worker_progress) and the requests are all of one thread, the
+/// worker being UCS_THREAD_MODE_SINGLE, and a locked count per copy was a tenth of a windowed
+/// 8-byte receive.
 struct operation {
   bool done = false;
   bool is_receive = false;
@@ -27,9 +30,21 @@ struct operation {
   transport::recv_buffer buffer{std::span<std::byte>{}};
   void* in_flight = nullptr;              // UCX's request, while UCX holds this operation
   bool cancel_asked = false;              // an error from UCX is then errc::cancelled
-  std::shared_ptr<operation> keep_alive;  // set while UCX may still call back with it
+  commx::detail::local_shared<operation> keep_alive;  // set while UCX may still call back with it
   engine* owner = nullptr;
+
+  /// Ready for another send or receive (operation_pool): what the engine does not set anew.
+  void reuse() {
+    done = false;
+    result = {};
+    in_flight = nullptr;
+    cancel_asked = false;
+    keep_alive.reset();
+  }
 };
+
+/// A shared handle to an operation: what transport::ucx's requests are.
+using operation_handle = commx::detail::local_shared<operation>;
 
 /// A message probed out of UCX and not yet asked for.
 struct arrival {
