@@ -2,7 +2,7 @@
 // A job of many ranks (64, 128) that starts, passes one message around a ring, and reports to
 // rank 0: every rank talks to two peers (its neighbours) and to rank 0. Built for each stack
 // by commx_add_variants; run by commxrun (tests/CMakeLists.txt) and by stranger_flood.py.
-//   scale_job [descriptors=K] [megabytes=M] [large=BYTES] [all_pairs] [allreduce]
+//   scale_job [descriptors=K] [megabytes=M] [large=BYTES] [all_pairs] [allreduce] [window]
 // With `descriptors=K`, each rank but 0 checks that joining and talking to its peers opened at
 // most K descriptors (rank 0 may hold one more per rank: the rendezvous's connections); with
 // `megabytes=M`, that its resident memory grew by at most M MiB (rank 0: 100 KiB more per
@@ -12,8 +12,11 @@
 // With `large=BYTES`, a message of that size goes around the ring too, before the counting
 // (wan opens a path's data streams on its first large message). With `allreduce`, after the
 // checks every rank sums 64 KiB of doubles with all others and checks every element (where
-// ranks crowd the cores, binomial's two waves and shm's reads by cma). Exits 0 when every
-// rank's check passed, as rank 0 saw.
+// ranks crowd the cores, binomial's two waves and shm's reads by cma). With `window`, after
+// the checks every rank opens a window of n + 1 elements (whose table of members, keys on ucx,
+// grows with n), puts into its right neighbour's, adds one to a counter at rank 0 and fetches
+// from its left neighbour's, through two fences. Exits 0 when every rank's check passed, as
+// rank 0 saw.
 
 #include <fmt/format.h>
 
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include <commx/variant.hpp>
+#include <commx/window.hpp>
 
 #include "../../bench/scale_probe.hpp"
 
@@ -39,6 +43,7 @@ struct limits {
   double megabytes = -1.0;
   bool all_pairs = false;
   bool allreduce = false;
+  bool window = false;
   std::size_t large = 0;  // bytes; none
 };
 
@@ -50,9 +55,41 @@ limits parse(int argc, char** argv) {
     if (arg.starts_with("megabytes=")) l.megabytes = std::atof(argv[i] + 10);
     if (arg == "all_pairs") l.all_pairs = true;
     if (arg == "allreduce") l.allreduce = true;
+    if (arg == "window") l.window = true;
     if (arg.starts_with("large=")) l.large = std::strtoull(argv[i] + 6, nullptr, 10);
   }
   return l;
+}
+
+// Puts, adds and gets among all ranks of one window (see the file comment); what went wrong.
+std::string window_checks(comm& world) {
+  const int n = world.size();
+  const int me = world.rank();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  const auto slot = [](int r) { return static_cast<std::size_t>(r); };
+  std::string verdict;
+  commx::window<std::uint64_t, comm> w(world, slot(n) + 1);
+  w.fence();
+  w.put(std::uint64_t(me) + 1, right, slot(me));
+  w.accumulate(std::uint64_t{1}, 0, slot(n), std::plus<>{});
+  w.fence();
+  if (const std::uint64_t put = w.local()[slot(left)]; put != std::uint64_t(left) + 1) {
+    verdict += fmt::format(" the window's slot {} holds {}, not rank {}'s put;", left, put, left);
+  }
+  if (me == 0 && w.local()[slot(n)] != std::uint64_t(n)) {
+    verdict += fmt::format(" the counter holds {}, not {};", w.local()[slot(n)], n);
+  }
+  // The left neighbour's slot of its own left neighbour holds what that rank put there.
+  const int second_left = (left + n - 1) % n;
+  std::uint64_t got = 0;
+  w.get(std::span(&got, 1), left, slot(second_left));
+  w.fence();
+  if (got != std::uint64_t(second_left) + 1) {
+    verdict += fmt::format(" got {} from rank {}'s window, not {};", got, left, second_left + 1);
+  }
+  w.free();
+  return verdict;
 }
 
 }  // namespace
@@ -97,7 +134,7 @@ int main(int argc, char** argv) {
         fmt::format(" resident memory grew {:.1f} MiB, bound {:.1f} MiB;", grown, allowed_mb);
   }
 
-  if (bound.all_pairs || bound.allreduce) {
+  if (bound.all_pairs || bound.allreduce || bound.window) {
     // No rank dials a new peer (the barrier and the allreduce below do) before every rank has
     // counted its descriptors: a token goes twice round the ring, over the connections the ring
     // made. (A barrier alone let a rank that counted early dial one that had not counted yet.)
@@ -119,6 +156,7 @@ int main(int argc, char** argv) {
     }
     if (wrong != 0) verdict += fmt::format(" {} of the allreduce's sums wrong;", wrong);
   }
+  if (bound.window) verdict += window_checks(world);
   if (bound.all_pairs) {
     world.barrier();
     std::vector<int> heard(static_cast<std::size_t>(n), -1);
@@ -153,11 +191,11 @@ int main(int argc, char** argv) {
       most_opened = std::max(most_opened, report[1]);
     }
     fmt::print(
-        "{}: {} ranks started and passed a message around the ring{}; {} of them failed "
+        "{}: {} ranks started and passed a message around the ring{}{}; {} of them failed "
         "a check; most descriptors opened by a rank but 0: {}, by rank 0: {} (memory "
         "{:.1f} MiB)\n",
-        commx::variant::target_name, n, bound.all_pairs ? " and between every pair" : "", failed,
-        most_opened, opened, grown);
+        commx::variant::target_name, n, bound.all_pairs ? " and between every pair" : "",
+        bound.window ? ", and through one window" : "", failed, most_opened, opened, grown);
     std::fflush(stdout);  // a failing rank ends the job: say it first
     for (int r = 1; r < n; ++r) world.send(r, 3, failed);
     return failed == 0 ? 0 : 1;

@@ -105,8 +105,7 @@ class engine {
     return static_cast<int>(std::ranges::count_if(peers_, [](const peer& p) { return p.ep; }));
   }
 
-  operation_handle isend(int dest, context_id ctx, int tag,
-                                   std::span<const std::byte> data) {
+  operation_handle isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
     peer& to = peers_[index(dest)];
     to.sent += data.size();
     if (!bits_.fits(ctx)) return failed_now(dest, tag, context_error(ctx));
@@ -133,7 +132,7 @@ class engine {
   }
 
   operation_handle irecv(int source, context_id ctx, int tag,
-                                   const transport::recv_buffer& buffer) {
+                         const transport::recv_buffer& buffer) {
     operation_handle op = receives_.take();
     op->is_receive = true;
     op->peer = source;
@@ -589,8 +588,8 @@ class engine {
   tag_bits bits_;
   std::vector<peer> peers_;  // never resized: endpoints' error handlers hold their addresses
   address_table addresses_;
-  operation_handle spare_send_;  // isend's operation, before it is needed
-  operation_pool<operation, operation_handle> receives_;     // recycled once nobody else holds one
+  operation_handle spare_send_;                           // isend's operation, before it is needed
+  operation_pool<operation, operation_handle> receives_;  // recycled once nobody else holds one
   std::deque<operation_handle> posted_;
   unexpected_queue<arrival> unexpected_;
   std::vector<ucs_status_ptr_t> controls_;  // hellos and byes UCX still holds

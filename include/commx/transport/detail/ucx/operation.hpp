@@ -28,8 +28,8 @@ struct operation {
   context_id ctx = 0;
   int tag = any_tag;
   transport::recv_buffer buffer{std::span<std::byte>{}};
-  void* in_flight = nullptr;              // UCX's request, while UCX holds this operation
-  bool cancel_asked = false;              // an error from UCX is then errc::cancelled
+  void* in_flight = nullptr;  // UCX's request, while UCX holds this operation
+  bool cancel_asked = false;  // an error from UCX is then errc::cancelled
   commx::detail::local_shared<operation> keep_alive;  // set while UCX may still call back with it
   engine* owner = nullptr;
 
