@@ -22,7 +22,8 @@ python3 scripts/pmb_sweep.py --results "$out" --rounds "${1:-5}" | tee "$out.log
 mv "$out.log" "$out/sweep.log"
 python3 scripts/pmb_report.py "$out"/round*/*.json | tee "$out/pmb.txt"
 mkdir -p "$out/tuned_tables"
-for stack in inproc shm tcp wan mpi; do
+for stack in inproc shm tcp wan mpi ucx; do
+  compgen -G "$out/round*/$stack-np*.json" > /dev/null || continue  # not built here (ucx)
   python3 scripts/tune_collectives.py --stack "$stack" "$out"/round*/"$stack"-np*.json \
     > "$out/tuned_tables/$stack.hpp"
 done

@@ -173,7 +173,7 @@ TEST_CASE("reproducible reductions give the same bits on every policy", "[coll][
 TEST_CASE("tuned picks from the table of the stack it runs over", "[coll][tuned]") {
   using commx::coll::tuned;
   using commx::coll::detail::algorithm;
-  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi"}) {
+  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi", "ucx"}) {
     INFO(stack);
     const auto table = commx::coll::detail::tuned_table_for(stack).rules;
     CHECK_FALSE(table.empty());
@@ -201,7 +201,7 @@ TEST_CASE("rules measured with more ranks than cores hold only where ranks take 
   using commx::coll::detail::cheapest;
   using commx::coll::detail::link_cost_for;
   using commx::coll::detail::node_load;
-  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi"}) {
+  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi", "ucx"}) {
     INFO(stack);
     const int cores = commx::coll::detail::tuned_table_for(stack).cores;
     const int measured = commx::coll::detail::tuned_table_for(stack).ranks;
@@ -242,7 +242,7 @@ TEST_CASE("tuned's index gives each collective exactly its own rules", "[coll][t
   using commx::coll::detail::grouped_by_collective;
   using commx::coll::detail::index_by_collective;
   using commx::coll::detail::tuning_rule;
-  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi"}) {
+  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi", "ucx"}) {
     INFO(stack);
     const auto table = commx::coll::detail::tuned_table_for(stack).rules;
     REQUIRE(grouped_by_collective(table));
@@ -489,7 +489,8 @@ TEST_CASE("beyond its tables tuned picks within 1.5x of the best modelled algori
   const std::array collectives{op::barrier, op::bcast,      op::reduce,        op::allreduce,
                                op::gather,  op::scatter,    op::allgather,     op::alltoall,
                                op::scan,    op::allgatherv, op::reduce_scatter};
-  for (std::string_view stack : {"inproc", "shm", "tcp", "wan", "mpi", "shm+tcp"}) {
+  for (std::string_view stack :
+       {"inproc", "shm", "tcp", "wan", "mpi", "ucx", "shm+tcp", "shm+ucx"}) {
     for (int ranks : {64, 256}) {
       for (std::size_t bytes :
            {std::size_t{0}, std::size_t{8}, std::size_t{1} << 10, std::size_t{64} << 10,

@@ -154,6 +154,8 @@ TEST_CASE("a layered stack takes its outermost level's table, an unknown one inp
   CHECK(tuned_table_for("shm+tcp").rules.data() == tuned_table_for("tcp").rules.data());
   CHECK(tuned_table_for("shm+tcp+wan").rules.data() == tuned_table_for("wan").rules.data());
   CHECK(tuned_table_for("mpi+wan").rules.data() == tuned_table_for("wan").rules.data());
+  CHECK(tuned_table_for("shm+ucx").rules.data() == tuned_table_for("ucx").rules.data());
+  CHECK(tuned_table_for("ucx").rules.data() != tuned_table_for("inproc").rules.data());
   CHECK(tuned_table_for("").rules.data() == tuned_table_for("inproc").rules.data());
   CHECK(tuned_table_for("shm").rules.data() != tuned_table_for("inproc").rules.data());
 }

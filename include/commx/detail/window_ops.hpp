@@ -42,6 +42,30 @@ enum class lock_type : std::uint32_t { exclusive = 1, shared = 2 };
 
 namespace commx::detail {
 
+/// A window's lock where it is one word at the target reached by a compare-and-swap and a
+/// fetching add (rma_window on mpi and on ucx). The word counts shared holders; an exclusive
+/// holder swaps 0 for `exclusive_mark`, so far below zero that shared takers, which add one and
+/// look, still see it negative (with -1 as the mark, a shared taker would see 0, take the lock
+/// beside the exclusive holder, and leave the word at -1 for good once both had unlocked). The
+/// exclusive holder gives the mark back by adding, not by storing zero, so that a shared
+/// taker's passing +1 and -1 around it are not lost. `swap_if(expected, desired)` and
+/// `add(delta)` act on the target's word and return what it held before.
+struct remote_lock_word {
+  static constexpr std::int64_t exclusive_mark = -(std::int64_t{1} << 40);
+
+  template <class SwapIf, class Add>
+  static bool try_lock(lock_type type, SwapIf&& swap_if, Add&& add) {
+    if (type == lock_type::exclusive) return swap_if(std::int64_t{0}, exclusive_mark) == 0;
+    if (add(std::int64_t{1}) + 1 >= 0) return true;
+    (void)add(std::int64_t{-1});  // an exclusive holder: take the share back
+    return false;
+  }
+  template <class Add>
+  static void unlock(lock_type type, Add&& add) {
+    (void)add(type == lock_type::exclusive ? -exclusive_mark : std::int64_t{-1});
+  }
+};
+
 /// The ops a window knows, as numbers on the wire.
 enum class window_op : std::uint32_t {
   sum = 1,

@@ -196,28 +196,22 @@ class rma_window {
     check(MPI_Win_sync(win_), "MPI_Win_sync");
   }
 
-  /// Takes `target`'s lock word if it is free for `type`; false otherwise. The word counts
-  /// shared holders; an exclusive holder swaps 0 for `exclusive_mark`, so far below zero that
-  /// shared takers, which add one and look, still see it negative (with -1 as the mark, a shared taker
-  /// would see 0, take the lock beside the exclusive holder, and leave the word at -1 for good
-  /// once both had unlocked). The exclusive holder gives the mark back by adding, not by storing
-  /// zero, so that a shared taker's passing +1 and -1 around it are not lost.
+  /// Takes `target`'s lock word if it is free for `type`; false otherwise (remote_lock_word).
   bool try_lock(int target, lock_type type, clock::time_point /*when*/) {
-    if (type == lock_type::exclusive) {
-      const std::int64_t free = 0;
-      std::int64_t seen = 0;
-      check(MPI_Compare_and_swap(&exclusive_mark, &free, &seen, MPI_INT64_T, target, 0, locks_),
-            "MPI_Compare_and_swap");
-      check(MPI_Win_flush(target, locks_), "MPI_Win_flush");
-      return seen == 0;
-    }
-    if (add_to_word(target, 1) >= 0) return true;
-    (void)add_to_word(target, -1);  // an exclusive holder: take the share back
-    return false;
+    return remote_lock_word::try_lock(
+        type,
+        [&](std::int64_t expected, std::int64_t desired) {
+          std::int64_t seen = 0;
+          check(MPI_Compare_and_swap(&desired, &expected, &seen, MPI_INT64_T, target, 0, locks_),
+                "MPI_Compare_and_swap");
+          check(MPI_Win_flush(target, locks_), "MPI_Win_flush");
+          return seen;
+        },
+        [&](std::int64_t delta) { return add_to_word(target, delta); });
   }
   void unlock(int target, lock_type type, clock::time_point when) {
     flush(target, when);
-    (void)add_to_word(target, type == lock_type::exclusive ? -exclusive_mark : -1);
+    remote_lock_word::unlock(type, [&](std::int64_t delta) { return add_to_word(target, delta); });
   }
 
   /// Collective: ends the epoch and frees MPI's windows.
@@ -230,8 +224,6 @@ class rma_window {
   }
 
  private:
-  static constexpr std::int64_t exclusive_mark = -(std::int64_t{1} << 40);
-
   static MPI_Aint disp(std::size_t offset) { return static_cast<MPI_Aint>(offset); }
 
   static std::string describe(int code, const char* call) {
@@ -252,12 +244,13 @@ class rma_window {
     }
   }
 
+  // Adds `delta` to `target`'s lock word; what it held before.
   std::int64_t add_to_word(int target, std::int64_t delta) {
     std::int64_t before = 0;
     check(MPI_Fetch_and_op(&delta, &before, MPI_INT64_T, target, 0, MPI_SUM, locks_),
           "MPI_Fetch_and_op");
     check(MPI_Win_flush(target, locks_), "MPI_Win_flush");
-    return before + delta;
+    return before;
   }
 
   MPI_Comm comm_;

@@ -18,7 +18,7 @@
 /// | fetch_and_op, compare_and_swap | as accumulate, fetching (CSWAP for compare_and_swap), then waits |
 /// | flush, flush_all | ucp_ep_flush_nbx on each target this rank touched since its last flush |
 /// | fence | flush_all, then the communicator's barrier |
-/// | lock, unlock | a lock word per rank taken with CSWAP and fetching ADD, as on mpi (rma_window there) |
+/// | lock, unlock | a lock word per rank taken with CSWAP and fetching ADD (remote_lock_word, as on mpi) |
 ///
 /// Every element is changed by UCX's atomics only, so accumulates of different ops to one
 /// element stay atomic together, as the window promises. The compare-and-swap loop costs a
@@ -206,37 +206,34 @@ class rma_window {
     barrier_(when);
   }
 
-  /// Takes `target`'s lock word if free for `type` (the word as rma_window on mpi keeps it).
+  /// Takes `target`'s lock word if free for `type` (remote_lock_word; UCX's atomics work on
+  /// the word's bits, two's complement).
   // A lock word's atomic is waited for to its end even past `when` (within the transport's
   // timeout): one abandoned after it was applied would leave the word counted for good.
   bool try_lock(int target, lock_type type, clock::time_point when) {
     when = std::max(when, clock::now() + engine_.timeout());
     remote& t = reach_or_fail(target, "window lock");
-    if (type == lock_type::exclusive) {
-      return swap_if(t, target, t.lock, t.lock_word, word{0}, exclusive_mark, when,
-                     "window lock") == 0;
-    }
-    if (add_to_word(t, target, 1, when) < exclusive_limit) return true;
-    (void)add_to_word(t, target, ~word{0}, when);  // an exclusive holder: take it back
-    return false;
+    return remote_lock_word::try_lock(
+        type,
+        [&](std::int64_t expected, std::int64_t desired) {
+          return static_cast<std::int64_t>(swap_if(t, target, t.lock, t.lock_word, word(expected),
+                                                   word(desired), when, "window lock"));
+        },
+        [&](std::int64_t delta) { return add_to_word(t, target, delta, when); });
   }
   void unlock(int target, lock_type type, clock::time_point when) {
     flush(target, when);
     when = std::max(when, clock::now() + engine_.timeout());
     remote& t = reach_or_fail(target, "window unlock");
-    (void)add_to_word(t, target, type == lock_type::exclusive ? word{0} - exclusive_mark : ~word{0},
-                      when);
+    remote_lock_word::unlock(
+        type, [&](std::int64_t delta) { return add_to_word(t, target, delta, when); });
   }
 
   /// Collective (after the window's fence): unmaps this rank's memory.
   void free() { release(); }
 
  private:
-  // The lock word counts shared holders; an exclusive holder swaps in a mark far above any
-  // count of them, and gives it back by adding (rma_window on mpi explains why).
-  using word = std::uint64_t;
-  static constexpr word exclusive_mark = word{1} << 62;
-  static constexpr word exclusive_limit = exclusive_mark / 2;
+  using word = std::uint64_t;  // a lock word, as UCX's atomics take it
 
   struct remote {
     int world = 0;
@@ -483,10 +480,12 @@ class rma_window {
     return reply;
   }
 
-  word add_to_word(remote& t, int target, word delta, clock::time_point when) {
+  // Adds `delta` to `target`'s lock word; what it held before.
+  std::int64_t add_to_word(remote& t, int target, std::int64_t delta, clock::time_point when) {
+    word operand = static_cast<word>(delta);
     word before = 0;
-    fetch(t, target, t.lock, UCP_ATOMIC_OP_ADD, delta, before, t.lock_word, when, "window lock");
-    return before + delta;
+    fetch(t, target, t.lock, UCP_ATOMIC_OP_ADD, operand, before, t.lock_word, when, "window lock");
+    return static_cast<std::int64_t>(before);
   }
 
   // `target[offset] = target[offset] op value` by compare-and-swap; the old value.
