@@ -14,12 +14,13 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 echo "=== packages ready after ${SECONDS} s"
 cmake --preset release >/dev/null
-# Measured on a fresh 2-core machine (g++ 12, nothing cached): 476 s of compiler time for the
-# 26 programs below (four faulty_ builds of one policy each came since), then 3 minutes of runs
-# (bench/README.md, "The main job's time").
+# Measured on 2 cores from a fresh clone (2026-12-01, g++ 12, ccache warm but for the headers
+# that day's changes touched): 488 s of building the programs below, ucx's among them, then
+# 260 s of runs; from nothing cached the build takes longer (bench/README.md, "The main job's
+# time", is the last cold measurement, before the ucx programs).
 cores=$(nproc)
-build_minutes=$(( (476 / cores + 59) / 60 ))
-echo "=== expect about $(( build_minutes + 3 )) minutes: building ~${build_minutes} min on ${cores} cores (less with a warm ccache), then ~3 min of runs"
+build_minutes=$(( (976 / cores + 59) / 60 ))
+echo "=== expect about $(( build_minutes + 5 )) minutes: building ~${build_minutes} min on ${cores} cores (less with a warm ccache), then ~5 min of runs"
 echo "=== building md_replicated for every stack, nbody_wide, the ping-pongs (release)"
 cmake --build --preset release -j "$(nproc)" --target md_replicated_all commxrun bench_pingpong_all \
   nbody_wide_all wanemu commx-relay bench_cache_line
