@@ -41,6 +41,7 @@
 #include "commx/transport/detail/operation_pool.hpp"
 #include "commx/transport/detail/shm/liveness.hpp"
 #include "commx/transport/detail/ucx/operation.hpp"
+#include "commx/transport/detail/ucx/peer.hpp"
 #include "commx/transport/detail/ucx/tag_bits.hpp"
 #include "commx/transport/detail/ucx/wireup.hpp"
 #include "commx/transport/detail/ucx/worker.hpp"
@@ -109,7 +110,7 @@ class engine {
     peer& to = peers_[index(dest)];
     to.sent += data.size();
     if (!bits_.fits(ctx)) return failed_now(dest, tag, context_error(ctx));
-    if (to.gone() || endpoint_of(to) == nullptr) return failed_now(dest, tag, why_not(to));
+    if (to.gone() || endpoint_of(to) == nullptr) return failed_now(dest, tag, to.why_not());
     // The operation UCX would call back with is made only for a send that does not complete
     // at once (the common eager one does): until then it waits in `spare_send_`.
     if (!spare_send_) spare_send_ = operation_handle::make();
@@ -155,7 +156,7 @@ class engine {
       peer& from = peers_[index(source)];
       (void)endpoint_of(from);  // watches it from now on
       if (from.unreachable) {
-        finish(*op, {source, tag, 0, why_not(from)});
+        finish(*op, {source, tag, 0, from.why_not()});
         return op;
       }
       if (from.gone()) {
@@ -256,25 +257,7 @@ class engine {
  private:
   static constexpr std::size_t identity_bytes = 16;  // pid (4 of 8), start time (8)
 
-  struct peer {
-    engine* owner = nullptr;
-    int rank = 0;
-    ucp_ep_h ep = nullptr;
-    std::uint64_t sent = 0;
-    bool said_bye = false;     // finished: everything it sent came before
-    bool failed = false;       // its endpoint failed without a bye
-    bool noticed = false;      // what waits on it has been ended
-    bool unreachable = false;  // UCX has no transport to it (a configuration error)
-    bool same_node = false;    // its process can be watched (endpoint_of: UCX_TLS=sm,self)
-    shm::process_watch watch;  // a peer of this node's process (UCX cannot tell its loss)
-    [[nodiscard]] bool gone() const { return said_bye || failed; }
-  };
-
   [[nodiscard]] static std::size_t index(int r) { return static_cast<std::size_t>(r); }
-  // Why nothing goes to or comes from `p`: it is gone, or UCX cannot reach it.
-  static std::error_code why_not(const peer& p) {
-    return make_error_code(p.unreachable ? errc::bootstrap_failed : errc::peer_lost);
-  }
   static std::error_code lost() { return make_error_code(errc::peer_lost); }
   std::error_code context_error(context_id ctx) const {
     COMMX_LOG(error, log_,

@@ -38,8 +38,7 @@ struct operation {
     done = false;
     result = {};
     in_flight = nullptr;
-    cancel_asked = false;
-    keep_alive.reset();
+    cancel_asked = false;  // keep_alive is empty: an operation holding itself is not free
   }
 };
 
