@@ -7,7 +7,7 @@ page cannot drift from what the scripts print.
     # reduce a run's output to an area's table (kept in bench/current/<id>.json)
     bench/current_figures.py collect pmb  ID "AREA" "COMMAND" --load L RESULTS_DIR
     bench/current_figures.py collect csv  ID "AREA" "COMMAND" --load L --mode M FILE.csv \\
-        --columns a,b,c | --column "a, with a comma" ... [--where column=value ...]
+        [--columns a,b,c] [--column "a, with a comma" ...] [--where column=value ...]
     # write the tables into bench/README.md (between its figures markers); or check them
     bench/current_figures.py render
     bench/current_figures.py check
@@ -186,7 +186,8 @@ def main() -> int:
         if args.kind == "pmb":
             columns, rows, mode = collect_pmb(args.source)
         else:
-            keep = args.column or (args.columns.split(",") if args.columns else [])
+            # Both may be given: --columns' names first, then each --column's.
+            keep = (args.columns.split(",") if args.columns else []) + args.column
             if not keep or not args.mode:
                 raise SystemExit("collect csv needs --columns (or --column) and --mode")
             columns, rows = collect_csv(args.source, keep, args.where)
