@@ -44,8 +44,11 @@ class local_shared {
   }
   ~local_shared() { reset(); }
 
-  void reset() noexcept {
-    if (block_ != nullptr && --block_->owners == 0) delete block_;
+  // The count inline, the deletion not: whole, a handle's reset was too large for the compiler
+  // to inline, and its calls cost a windowed 8-byte receive over UCX some 70 instructions of
+  // its 1,150 (callgrind).
+  [[gnu::always_inline]] void reset() noexcept {
+    if (block_ != nullptr && --block_->owners == 0) destroy(block_);
     block_ = nullptr;
   }
   void swap(local_shared& other) noexcept { std::swap(block_, other.block_); }
@@ -73,6 +76,8 @@ class local_shared {
     T value;
     std::size_t owners = 1;
   };
+  [[gnu::noinline]] static void destroy(block* b) noexcept { delete b; }
+
   block* block_ = nullptr;
 };
 
