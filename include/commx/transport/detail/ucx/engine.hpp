@@ -287,7 +287,7 @@ class engine {
     return p.ep != nullptr ? p.ep : make_endpoint(p, say_hello);
   }
   [[gnu::noinline]] ucp_ep_h make_endpoint(peer& p, bool say_hello) {
-    if (p.gone() || p.unreachable) return p.ep;
+    if (p.gone() || p.unreachable) return nullptr;
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
