@@ -5,7 +5,7 @@ script wrote, with the command that reproduces it, the date, the load and the VM
 page cannot drift from what the scripts print.
 
     # reduce a run's output to an area's table (kept in bench/current/<id>.json)
-    bench/current_figures.py collect pmb  ID "AREA" "COMMAND" --load L RESULTS_DIR
+    bench/current_figures.py collect pmb  ID "AREA" "COMMAND" --load L [--mode fast|slow] RESULTS_DIR
     bench/current_figures.py collect csv  ID "AREA" "COMMAND" --load L --mode M FILE.csv \\
         [--columns a,b,c] [--column "a, with a comma" ...] [--where column=value ...]
     # write the tables into bench/README.md (between its figures markers); or check them
@@ -15,7 +15,9 @@ page cannot drift from what the scripts print.
 `collect pmb` reads a pmb_sweep.py results directory (round<k>/ JSON and mode.txt) and keeps,
 per collective, size and rank count, the best commx policy over Open MPI (and MPICH, where the
 sweep ran it) and tuned over that best, medians over the rounds of each round's ratio
-(scripts/pmb_report.py's rule); the VM's mode is read from the rounds. `collect csv` keeps the named columns of the rows that match.
+(scripts/pmb_report.py's rule); the VM's mode is read from the rounds, and `--mode fast` (or
+`slow`) keeps only the runs that met that mode (pmb_report.only_mode), so one sweep gives both
+modes' tables. `collect csv` keeps the named columns of the rows that match.
 `check` exits 1 when the page differs from what the kept tables render (tests: scripts.bench_figures).
 """
 
@@ -65,11 +67,17 @@ def vm_mode(modes: dict[str, str]) -> str:
     return f"rounds by the VM's mode: {text} (a cache line ~40 ns fast, ~200 ns slow)"
 
 
-def collect_pmb(folder: Path) -> tuple[list[str], list[list[str]], str]:
+def collect_pmb(folder: Path, mode: str | None) -> tuple[list[str], list[list[str]], str]:
     paths = sorted(str(p) for p in folder.glob("round*/*.json"))
     if not paths:
         raise SystemExit(f"{folder}: no round*/*.json (scripts/pmb_sweep.py's output)")
     rounds = pmb_report.by_round(paths)
+    if mode is not None:
+        everything = sum(len(per_round) for per_round in rounds.values())
+        rounds = pmb_report.only_mode(rounds, mode)
+        kept = sum(len(per_round) for per_round in rounds.values())
+        if not rounds:
+            raise SystemExit(f"{folder}: no run met the VM's {mode} mode")
     stacks = sorted({parsed[0] for (_, label, _, _) in rounds
                      if (parsed := pmb_report.split_label(label)) is not None})
     # MPICH beside Open MPI where the sweep ran it (pmb_sweep.py --stacks ... mpich): ch4 has no
@@ -95,7 +103,10 @@ def collect_pmb(folder: Path) -> tuple[list[str], list[list[str]], str]:
                 row += [f"{medians['mpich']:.2f}", f"{over_mpich:.2f}"] if over_mpich else \
                     ["-", "-"]
             rows.append(row + [f"{tuned:.2f}" if tuned else "-"])
-    return columns, rows, vm_mode(pmb_report.round_modes(paths))
+    text = vm_mode(pmb_report.round_modes(paths))
+    if mode is not None:
+        text += f"; only the runs that met the {mode} mode ({kept} of {everything} measurements)"
+    return columns, rows, text
 
 
 def readable(value: str) -> str:
@@ -170,7 +181,8 @@ def main() -> int:
     c.add_argument("command")
     c.add_argument("source", type=Path)
     c.add_argument("--load", required=True, help="the load average while it ran")
-    c.add_argument("--mode", help="the VM's mode (csv; pmb reads it from the rounds)")
+    c.add_argument("--mode", help="csv: the VM's mode; pmb: fast or slow, the runs kept "
+                   "(pmb reads the mode from the rounds)")
     c.add_argument("--date", default=datetime.date.today().isoformat())
     c.add_argument("--columns", help="csv: the columns to keep, comma-separated")
     c.add_argument("--column", action="append", default=[],
@@ -184,7 +196,9 @@ def main() -> int:
 
     if args.action == "collect":
         if args.kind == "pmb":
-            columns, rows, mode = collect_pmb(args.source)
+            if args.mode not in (None, "fast", "slow"):
+                raise SystemExit("collect pmb: --mode is fast or slow")
+            columns, rows, mode = collect_pmb(args.source, args.mode)
         else:
             # Both may be given: --columns' names first, then each --column's.
             keep = (args.columns.split(",") if args.columns else []) + args.column

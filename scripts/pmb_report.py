@@ -18,7 +18,8 @@ table, how many points from 8 B to 4 MiB (and the barrier) meet issue 20's goals
 policy at or below the MPI, tuned within 10% of the best. Where pmb_sweep.py timed a cache line
 before and after each round (round<k>/mode.txt), the rounds are listed by the VM's mode (fast:
 under 100 ns at both ends; slow: 100 ns or more at both; mixed), and the goals are counted again
-over the fast rounds alone and the slow rounds alone.
+over the runs that met the fast mode alone and the slow mode alone (each run's own mode where
+pmb_sweep.py timed one around it, <stack>-np<k>.mode.txt; else its round's).
 """
 from __future__ import annotations
 
@@ -45,30 +46,46 @@ MPI_PEER = {"shm": "openmpi", "inproc": "openmpi", "mpi": "openmpi",
 FAST_LINE_NS = 100.0
 
 
+def line_mode(path: str) -> str | None:
+    """"fast", "slow" or "mixed" from a file of a cache line's crossing before and after
+    (pmb_sweep.py's mode.txt), None where there is none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            before, after = (float(v) for v in f.read().split()[1:3])
+    except (OSError, ValueError):
+        return None
+    if max(before, after) < FAST_LINE_NS:
+        return "fast"
+    return "slow" if min(before, after) >= FAST_LINE_NS else "mixed"
+
+
 def round_modes(paths) -> dict[str, str]:
     """Round directory -> "fast", "slow" or "mixed", from its mode.txt (pmb_sweep.py)."""
     modes = {}
     for folder in {os.path.dirname(os.path.abspath(path)) for path in paths}:
-        try:
-            with open(os.path.join(folder, "mode.txt"), encoding="utf-8") as f:
-                before, after = (float(v) for v in f.read().split()[1:3])
-        except (OSError, ValueError):
-            continue
-        if max(before, after) < FAST_LINE_NS:
-            modes[folder] = "fast"
-        elif min(before, after) >= FAST_LINE_NS:
-            modes[folder] = "slow"
-        else:
-            modes[folder] = "mixed"
+        mode = line_mode(os.path.join(folder, "mode.txt"))
+        if mode is not None:
+            modes[folder] = mode
     return modes
 
 
-def only_rounds(rounds: dict, folders: set[str]) -> dict:
-    """`rounds` (by_round's) keeping the rounds taken in `folders`."""
+def run_mode(round_: str, stack: str, ranks: int) -> str | None:
+    """The VM's mode during one run of a round (pmb_sweep.py's <stack>-np<ranks>.mode.txt:
+    the mode changes within a round as often as not), else during the whole round."""
+    folder = round_ if os.path.isdir(round_) else os.path.dirname(round_)
+    return line_mode(os.path.join(folder, f"{stack}-np{ranks}.mode.txt")) or \
+        line_mode(os.path.join(folder, "mode.txt"))
+
+
+def only_mode(rounds: dict, mode: str) -> dict:
+    """`rounds` (by_round's) keeping, for each point, the rounds whose run of it met `mode`
+    (run_mode: the run's own mode where pmb_sweep.py recorded it, else its round's)."""
     kept = {}
     for point, per_round in rounds.items():
-        mine = {r: us for r, us in per_round.items()
-                if r in folders or os.path.dirname(r) in folders}
+        label, ranks = point[1], point[2]
+        parsed = split_label(label)
+        stack = parsed[0] if parsed is not None else label
+        mine = {r: us for r, us in per_round.items() if run_mode(r, stack, ranks) == mode}
         if mine:
             kept[point] = mine
     return kept
@@ -186,12 +203,12 @@ def main(paths) -> None:
     for stack in stacks:
         print("\n".join(stack_table(stack, rounds)))
         for mode in ("fast", "slow"):
-            folders = {d for d, m in modes.items() if m == mode}
-            if not folders or len(folders) == len(modes):
+            in_mode = only_mode(rounds, mode)
+            if not in_mode or len(set(modes.values())) < 2:
                 continue
-            for line in stack_table(stack, only_rounds(rounds, folders)):
+            for line in stack_table(stack, in_mode):
                 if line.startswith("np"):
-                    print(f"  {mode} rounds only ({len(folders)}): {line}")
+                    print(f"  {mode} runs only: {line}")
         print()
 
 

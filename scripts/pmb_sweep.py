@@ -10,8 +10,10 @@ scripts/tune_collectives.py (coll::tuned's table per stack) read, round by round
                                  [--stacks inproc shm tcp wan mpi openmpi openmpi-tcp mpich]
 
 Each round also times a cache line crossing between CPUs 0 and 1 (bench_cache_line) before and
-after its runs, into round<k>/mode.txt: this VM moves between a fast mode (about 40 ns) and a slow
-one (about 200 ns) every few minutes, and pmb_report.py counts the goals per mode.
+after its runs, into round<k>/mode.txt, and around each run, into <stack>-np<k>.mode.txt beside
+its results: this VM moves between a fast mode (about 40 ns) and a slow one (about 200 ns)
+every few minutes, pmb_report.py counts the goals per mode, and tune_collectives.py rates each
+policy by its worse mode.
 
 Stacks: inproc is bench_collectives (ranks as threads); shm, tcp, wan and mpi are
 bench_pmb_<stack>, launched as the main job launches them (scripts/md_compare.py); openmpi is
@@ -94,6 +96,7 @@ def main() -> int:
                 out = folder / f"{stack}-np{ranks}.json"
                 cmd, env = command(stack, ranks, args.build_dir, out, args.timeout, extra)
                 env["PMB_ROUND"] = str(k)  # which policy runs first at each point turns
+                run_line_before = cache_line_ns(args.build_dir)
                 start = time.monotonic()
                 try:
                     done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,
@@ -103,10 +106,17 @@ def main() -> int:
                         f"exit {done.returncode}: {done.stderr.strip()[-200:]}"
                 except subprocess.TimeoutExpired:
                     status = f"timed out after {args.timeout:.0f} s"
+                took = time.monotonic() - start
                 if status != "ok":
                     failed += 1
                     out.unlink(missing_ok=True)
-                print(f"round {k} np{ranks} {stack:<12} {time.monotonic() - start:7.1f} s  "
+                run_line_after = cache_line_ns(args.build_dir)
+                if status == "ok" and run_line_before is not None and run_line_after is not None:
+                    # The mode changes within a round as often as not: each run's own.
+                    out.with_suffix(".mode.txt").write_text(
+                        f"cache_line_ns {run_line_before:.1f} {run_line_after:.1f}\n",
+                        encoding="utf-8")
+                print(f"round {k} np{ranks} {stack:<12} {took:7.1f} s  "
                       f"{status}  (load {os.getloadavg()[0]:.2f})", flush=True)
         line_after = cache_line_ns(args.build_dir)
         if line_before is not None and line_after is not None:

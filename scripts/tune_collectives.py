@@ -8,13 +8,27 @@
 Reads the runs labelled commx-<stack>-<policy> and rates each policy at each point by the
 median over the rounds (pmb_report.by_round) of its time over the round's fastest: a point's
 policies run seconds apart, rounds minutes apart, and a VM that changes speed between rounds
-would otherwise set one policy's slow rounds against another's fast ones. For each collective
-and measured rank count, the best rated of flat, binomial, ring and hierarchical at each
-measured size becomes a rule from that size up (and from just above the previous measured
-rank count up), unless the choice in force is within 5% of it; 0-byte calls, which move
-nothing, choose nothing. allgatherv, whose sizes differ between ranks, is chosen by rank count
-alone: the policy with the least total rating (reduce_scatter chooses by its whole input, the
-same size on every rank).
+would otherwise set one policy's slow rounds against another's fast ones. Where the runs name
+the VM's mode (pmb_sweep.py's <stack>-np<k>.mode.txt, else the round's mode.txt: its CPUs on
+one die or on two), the median is taken over each mode's rounds apart and the policy rated by
+the worse: a choice must hold in both (on a many-core node most pairs of ranks are on
+different dies), where pooled rounds let the more frequent mode decide alone. A mode met in
+fewer than 3 rounds at a point does not rate alone, and rounds that changed mode midway count
+only where no round kept one. For each collective and measured rank
+count, the best rated of flat, binomial, ring and hierarchical at each measured size becomes a
+rule from that size up (and from just above the previous measured rank count up), unless the
+choice in force is within 5% of it; 0-byte calls, which move nothing, choose nothing.
+allgatherv, whose sizes differ between ranks, is chosen by rank count alone: the policy with
+the least total rating (reduce_scatter chooses by its whole input, the same size on every
+rank).
+
+    cp include/commx/coll/tuned_tables/shm.hpp /tmp/shm.hpp
+    python3 scripts/tune_collectives.py --stack shm --keep /tmp/shm.hpp RUNS... \\
+        > include/commx/coll/tuned_tables/shm.hpp
+
+keeps the old table's rules for rank counts above those measured here (a copy: the shell
+empties the file it writes into before this reads), so a sweep at 2 and 4 ranks can redo
+those counts without the hours a sweep at 32 takes.
 """
 from __future__ import annotations
 
@@ -25,16 +39,18 @@ import json
 import re
 import statistics
 import sys
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pmb_report import TUNABLE as CANDIDATES  # noqa: E402  (one reading of the runs)
-from pmb_report import by_round, split_label  # noqa: E402
+from pmb_report import by_round, run_mode, split_label  # noqa: E402
 OPS = {"Allreduce": "allreduce", "Reduce": "reduce", "Reduce_scatter": "reduce_scatter",
        "Allgather": "allgather", "Allgatherv": "allgatherv", "Alltoall": "alltoall",
        "Bcast": "bcast", "Barrier": "barrier"}
 BY_RANKS_ONLY = {"allgatherv"}
 HYSTERESIS = 1.05  # keep the current choice while it is within 5% of the fastest
+MIN_MODE_ROUNDS = 3  # rounds of one VM mode at a point before that mode rates on its own
 # ring and hierarchical inherit binomial's algorithm for the collectives they do not redefine;
 # timing the same code twice must not make the table pick one copy over the other by noise.
 OWN = {"ring": {"allreduce", "allgather", "allgatherv", "reduce_scatter"},
@@ -44,7 +60,7 @@ OWN = {"ring": {"allreduce", "allgather", "allgatherv", "reduce_scatter"},
 def load(paths, stack: str):
     """op -> np -> bytes -> {policy: rating} for the runs on `stack`: the median over the
     rounds of the policy's time over the fastest candidate's in that round (1 for a policy
-    that was fastest in most rounds)."""
+    that was fastest in most rounds), the worse of the VM's modes where rounds name them."""
     rounds = collections.defaultdict(dict)  # (op, np, bytes) -> {policy: {round: us}}
     for (bench, label, np_, size), per_round in by_round(paths).items():
         parsed = split_label(label)
@@ -60,10 +76,40 @@ def load(paths, stack: str):
         for per_round in policies.values():
             for round_, us in per_round.items():
                 fastest[round_] = min(fastest[round_], us)
+        groups = mode_groups(fastest, {r: run_mode(r, stack, np_) for r in fastest})
         times[op][np_][size] = {
-            policy: statistics.median(us / fastest[r] for r, us in per_round.items())
+            policy: max(statistics.median(per_round[r] / fastest[r] for r in group
+                                          if r in per_round)
+                        for group in groups if any(r in per_round for r in group))
             for policy, per_round in policies.items()}
     return times
+
+
+def mode_groups(rounds, modes: dict[str, str | None]) -> list[list[str]]:
+    """`rounds` split by the VM's mode during each, the modes met in MIN_MODE_ROUNDS or more
+    (fewer is one spell's noise, not a mode's rating); else the rounds that kept one mode
+    together; rounds that changed mode midway, or of no known mode, only where none kept one."""
+    groups = collections.defaultdict(list)
+    for round_ in rounds:
+        groups[modes.get(round_) or "unknown"].append(round_)
+    kept = [group for mode, group in groups.items() if mode in ("fast", "slow")]
+    rated = [group for group in kept if len(group) >= MIN_MODE_ROUNDS]
+    return rated or ([[r for group in kept for r in group]] if kept else list(groups.values()))
+
+
+def kept_rules(path: str, above_ranks: int) -> list[tuple[str, int, int, str]]:
+    """The rules of the generated table at `path` for more than `above_ranks` ranks."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    found = re.findall(r"tuning_rule\{stats::op::(\w+), (\d+), (\d+), algorithm::(\w+)\}", text)
+    return [(op, int(ranks), int(size), use) for op, ranks, size, use in found
+            if int(ranks) > above_ranks]
+
+
+def kept_measured_ranks(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        found = re.search(r"tuned_measured_ranks_\w+ = (\d+);", f.read())
+    return int(found.group(1)) if found else 0
 
 
 def rules(times):
@@ -97,7 +143,7 @@ def rules(times):
     return out
 
 
-def header(stack: str, table, sources: int, measured_ranks: int = 0, cores: int = 2) -> str:
+def header(stack: str, table, sources: str, measured_ranks: int = 0, cores: int = 2) -> str:
     """The table as coll/tuned_tables/STACK.hpp; `measured_ranks`, the largest rank count
     measured (default: the largest min_ranks the table names, rounded up to a power of two),
     is where tuned's cost model takes over; `cores`, the measuring machine's, beyond which the
@@ -119,8 +165,9 @@ def header(stack: str, table, sources: int, measured_ranks: int = 0, cores: int 
         "",
         "namespace commx::coll::detail {",
         "",
-        f"// Generated by scripts/tune_collectives.py on {datetime.date.today().isoformat()} "
-        f"from {sources} PMB runs on {stack}.",
+        *textwrap.wrap(f"Generated by scripts/tune_collectives.py on "
+                       f"{datetime.date.today().isoformat()} from {sources}.", 97,
+                       initial_indent="// ", subsequent_indent="// "),
         f"inline constexpr int tuned_measured_ranks_{ident} = {measured_ranks};",
         f"inline constexpr int tuned_measured_cores_{ident} = {cores};",
         f"inline constexpr std::array tuned_rules_{ident}{{",
@@ -148,6 +195,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stack", required=True, help="inproc, shm, tcp, wan, mpi, ...")
+    p.add_argument("--keep", metavar="TABLE",
+                   help="a generated table whose rules above the rank counts measured here stay")
     p.add_argument("runs", nargs="+", help="Google Benchmark JSON files")
     args = p.parse_args()
     times = load(args.runs, args.stack)
@@ -157,7 +206,12 @@ def main() -> int:
               file=sys.stderr)
         return 1
     measured = max(np_ for per_op in times.values() for np_ in per_op)
-    sys.stdout.write(header(args.stack, table, len(args.runs), measured, cores(args.runs)))
+    sources = f"{len(args.runs)} PMB runs on {args.stack}"
+    if args.keep:
+        table = sorted(table + kept_rules(args.keep, measured), key=lambda r: (r[0], r[1], r[2]))
+        sources += f" (above {measured} ranks, the rules of the table it replaced)"
+        measured = max(measured, kept_measured_ranks(args.keep))
+    sys.stdout.write(header(args.stack, table, sources, measured, cores(args.runs)))
     return 0
 
 

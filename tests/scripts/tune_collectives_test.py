@@ -10,7 +10,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from tune_collectives import header, load, rules  # noqa: E402
+from tune_collectives import header, kept_rules, load, rules  # noqa: E402
 
 
 def write_round(folder: Path, name: str, times: dict) -> Path:
@@ -97,13 +97,64 @@ class TuneTest(unittest.TestCase):
             }))
         self.assertEqual(rules(load(paths, "shm")), [("allgather", 1, 0, "binomial")])
 
+    def test_the_worse_mode_decides(self):
+        # Four rounds with the CPUs on one die (a cache line 40 ns), where flat is 10% faster,
+        # three on two dies (220 ns), where flat is twice binomial's time: pooled, the one-die
+        # rounds are the median and would choose flat; each mode apart, flat's worse is 2.0
+        # and binomial's 1.1, so binomial.
+        paths = []
+        for k, (line_ns, binomial, flat) in enumerate(
+                [(40, 1.1, 1.0), (40, 1.1, 1.0), (40, 1.1, 1.0), (40, 1.1, 1.0), (220, 2.0, 4.0),
+                 (220, 2.0, 4.0), (220, 2.0, 4.0), (40, 9.0, 1.0)]):
+            folder = self.folder / f"round{k}"
+            folder.mkdir()
+            # The last round changed mode midway: left out, or flat would win it 9 to 1.
+            after = 220 if k == 7 else line_ns
+            (folder / "mode.txt").write_text(f"cache_line_ns {line_ns} {after}\n")
+            paths.append(write_round(folder, "shm-np4.json", {
+                ("Barrier", "commx-shm-binomial", 4, 0): binomial,
+                ("Barrier", "commx-shm-flat", 4, 0): flat,
+            }))
+        self.assertEqual(rules(load(paths, "shm")), [("barrier", 1, 0, "binomial")])
+        self.assertEqual(rules(load(paths[:4], "shm")), [("barrier", 1, 0, "flat")])
+        # Two rounds of a mode are one spell's noise: pooled with the four, flat again.
+        self.assertEqual(rules(load(paths[:6], "shm")), [("barrier", 1, 0, "flat")])
+
+    def test_each_run_its_own_mode(self):
+        # Six rounds the cache line calls one-die before and after; the last three runs met
+        # two dies within (their own mode.txt says so), where flat took three times binomial's
+        # time.
+        paths = []
+        for k, (run_line, binomial, flat) in enumerate(
+                [(40, 1.0, 0.9)] * 4 + [(220, 1.0, 3.0)] * 3):
+            folder = self.folder / f"round{k}"
+            folder.mkdir()
+            (folder / "mode.txt").write_text("cache_line_ns 40 40\n")
+            (folder / "shm-np2.mode.txt").write_text(f"cache_line_ns {run_line} {run_line}\n")
+            paths.append(write_round(folder, "shm-np2.json", {
+                ("Barrier", "commx-shm-binomial", 2, 0): binomial,
+                ("Barrier", "commx-shm-flat", 2, 0): flat,
+            }))
+        self.assertEqual(rules(load(paths, "shm")), [("barrier", 1, 0, "binomial")])
+        for k in (4, 5, 6):
+            (self.folder / f"round{k}" / "shm-np2.mode.txt").unlink()
+        self.assertEqual(rules(load(paths, "shm")), [("barrier", 1, 0, "flat")])
+
+    def test_kept_rules_are_those_above_the_measured_ranks(self):
+        old = self.folder / "old.hpp"
+        old.write_text(header("shm", [("barrier", 1, 0, "binomial"), ("barrier", 3, 0, "flat"),
+                                      ("barrier", 5, 0, "ring"), ("bcast", 9, 65536, "ring")],
+                              "3 PMB runs on shm", 32))
+        self.assertEqual(kept_rules(str(old), 4), [("barrier", 5, 0, "ring"),
+                                                   ("bcast", 9, 65536, "ring")])
+
     def test_each_stack_its_own_table(self):
         paths = self.rounds([50.0, 50.0, 50.0])
         self.assertEqual(rules(load(paths, "tcp")), [("allreduce", 1, 0, "flat")])
         self.assertEqual(rules(load(paths, "wan")), [])
 
     def test_header_names_the_stack(self):
-        text = header("shm+tcp", [("allreduce", 1, 0, "ring")], 3, 8)
+        text = header("shm+tcp", [("allreduce", 1, 0, "ring")], "3 PMB runs on shm+tcp", 8)
         self.assertIn("inline constexpr std::array tuned_rules_shm_tcp{", text)
         self.assertIn("inline constexpr int tuned_measured_ranks_shm_tcp = 8;", text)
         self.assertIn("tuning_rule{stats::op::allreduce, 1, 0, algorithm::ring},", text)
