@@ -5,7 +5,8 @@ script wrote, with the command that reproduces it, the date, the load and the VM
 page cannot drift from what the scripts print.
 
     # reduce a run's output to an area's table (kept in bench/current/<id>.json)
-    bench/current_figures.py collect pmb  ID "AREA" "COMMAND" --load L [--mode fast|slow] RESULTS_DIR
+    bench/current_figures.py collect pmb  ID "AREA" "COMMAND" --load L [--mode fast|slow] \\
+        RESULTS_DIR
     bench/current_figures.py collect csv  ID "AREA" "COMMAND" --load L --mode M FILE.csv \\
         [--columns a,b,c] [--column "a, with a comma" ...] [--where column=value ...]
     # write the tables into bench/README.md (between its figures markers); or check them

@@ -14,13 +14,14 @@ one die or on two), the median is taken over each mode's rounds apart and the po
 the worse: a choice must hold in both (on a many-core node most pairs of ranks are on
 different dies), where pooled rounds let the more frequent mode decide alone. A mode met in
 fewer than 3 rounds at a point does not rate alone, and rounds that changed mode midway count
-only where no round kept one. For each collective and measured rank
-count, the best rated of flat, binomial, ring and hierarchical at each measured size becomes a
-rule from that size up (and from just above the previous measured rank count up), unless the
-choice in force is within 5% of it; 0-byte calls, which move nothing, choose nothing.
-allgatherv, whose sizes differ between ranks, is chosen by rank count alone: the policy with
-the least total rating (reduce_scatter chooses by its whole input, the same size on every
-rank).
+only where no round kept one.
+
+For each collective and measured rank count, the best rated of flat, binomial, ring and
+hierarchical at each measured size becomes a rule from that size up (and from just above the
+previous measured rank count up), unless the choice in force is within 5% of it; 0-byte calls,
+which move nothing, choose nothing. allgatherv, whose sizes differ between ranks, is chosen by
+rank count alone: the policy with the least total rating (reduce_scatter chooses by its whole
+input, the same size on every rank).
 
     cp include/commx/coll/tuned_tables/shm.hpp /tmp/shm.hpp
     python3 scripts/tune_collectives.py --stack shm --keep /tmp/shm.hpp RUNS... \\
@@ -107,6 +108,7 @@ def kept_rules(path: str, above_ranks: int) -> list[tuple[str, int, int, str]]:
 
 
 def kept_measured_ranks(path: str) -> int:
+    """The largest rank count the generated table at `path` was measured at."""
     with open(path, encoding="utf-8") as f:
         found = re.search(r"tuned_measured_ranks_\w+ = (\d+);", f.read())
     return int(found.group(1)) if found else 0
