@@ -7,7 +7,8 @@
 ///     bash scripts/bench.sh     # the sweep, the report, results/bench/tuned_tables/*.hpp
 ///     cp results/bench/tuned_tables/*.hpp include/commx/coll/tuned_tables/
 ///
-/// (or one stack: `python3 scripts/tune_collectives.py --stack shm results/bench/round*/shm-np*.json`).
+/// (or one stack: `python3 scripts/tune_collectives.py --stack shm --keep OLD RUNS...`, OLD a
+/// copy of the table it replaces, whose rules above the rank counts swept it keeps).
 /// A stack is chosen at compile time by the name of the transport the port runs over. A
 /// layered stack ("shm+tcp", "mpi+wan") takes the table of its outermost level, the one its
 /// slowest messages cross; a stack with no table of its own takes inproc's.
