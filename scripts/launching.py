@@ -42,13 +42,24 @@ def cache_line_ns(build_dir: Path) -> float | None:
         return None
 
 
+# Between this VM's two modes: a cache line crosses in about 40 ns in one, 200 in the other.
+FAST_LINE_NS = 100.0
+
+
+def line_mode(before: float, after: float) -> str:
+    """"fast" (the two vCPUs on one die, a cache line about 40 ns), "slow" (two dies, about
+    200) or "mixed" (the mode changed between the two crossings)."""
+    if max(before, after) < FAST_LINE_NS:
+        return "fast"
+    return "slow" if min(before, after) >= FAST_LINE_NS else "mixed"
+
+
 def vm_mode(before: float | None, after: float | None) -> str:
     """What this VM's mode was around a run, from a cache line's crossing before and after: its
     two vCPUs are on one die (about 40 ns) or on two (about 200)."""
     if before is None or after is None:
         return "the VM's mode not measured (no bench_cache_line)"
-    mode = ("one die" if max(before, after) < 100 else
-            "two dies" if min(before, after) >= 100 else "changing")
+    mode = {"fast": "one die", "slow": "two dies", "mixed": "changing"}[line_mode(before, after)]
     return f"the VM's mode: {mode} (a cache line crossed in {before:.0f} ns before, {after:.0f} after)"
 
 

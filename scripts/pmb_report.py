@@ -28,6 +28,10 @@ import json
 import os
 import statistics
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from launching import line_mode  # noqa: E402  (one reading of a cache line's crossing)
 
 POLICIES = ["flat", "binomial", "ring", "hierarchical", "tuned", "native"]
 # What coll::tuned chooses from. Never native: MPI's own collectives block as MPI does, past
@@ -42,28 +46,22 @@ MPI_PEER = {"shm": "openmpi", "inproc": "openmpi", "mpi": "openmpi",
             "ucx": "mpich", "shm_ucx": "openmpi-tcp"}
 
 
-# Between this VM's two modes: a cache line crosses in about 40 ns in one, 200 in the other.
-FAST_LINE_NS = 100.0
-
-
-def line_mode(path: str) -> str | None:
-    """"fast", "slow" or "mixed" from a file of a cache line's crossing before and after
-    (pmb_sweep.py's mode.txt), None where there is none."""
+def file_mode(path: str) -> str | None:
+    """"fast", "slow" or "mixed" (launching.line_mode) from a file of a cache line's crossing
+    before and after (pmb_sweep.py's mode.txt), None where there is none."""
     try:
         with open(path, encoding="utf-8") as f:
             before, after = (float(v) for v in f.read().split()[1:3])
     except (OSError, ValueError):
         return None
-    if max(before, after) < FAST_LINE_NS:
-        return "fast"
-    return "slow" if min(before, after) >= FAST_LINE_NS else "mixed"
+    return line_mode(before, after)
 
 
 def round_modes(paths) -> dict[str, str]:
     """Round directory -> "fast", "slow" or "mixed", from its mode.txt (pmb_sweep.py)."""
     modes = {}
     for folder in {os.path.dirname(os.path.abspath(path)) for path in paths}:
-        mode = line_mode(os.path.join(folder, "mode.txt"))
+        mode = file_mode(os.path.join(folder, "mode.txt"))
         if mode is not None:
             modes[folder] = mode
     return modes
@@ -73,8 +71,8 @@ def run_mode(round_: str, stack: str, ranks: int) -> str | None:
     """The VM's mode during one run of a round (pmb_sweep.py's <stack>-np<ranks>.mode.txt:
     the mode changes within a round as often as not), else during the whole round."""
     folder = round_ if os.path.isdir(round_) else os.path.dirname(round_)
-    return line_mode(os.path.join(folder, f"{stack}-np{ranks}.mode.txt")) or \
-        line_mode(os.path.join(folder, "mode.txt"))
+    return file_mode(os.path.join(folder, f"{stack}-np{ranks}.mode.txt")) or \
+        file_mode(os.path.join(folder, "mode.txt"))
 
 
 def only_mode(rounds: dict, mode: str) -> dict:
@@ -204,7 +202,7 @@ def main(paths) -> None:
         print("\n".join(stack_table(stack, rounds)))
         for mode in ("fast", "slow"):
             in_mode = only_mode(rounds, mode)
-            if not in_mode or len(set(modes.values())) < 2:
+            if not in_mode or in_mode == rounds:  # no run, or every run, met it
                 continue
             for line in stack_table(stack, in_mode):
                 if line.startswith("np"):

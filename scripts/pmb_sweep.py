@@ -69,6 +69,15 @@ def command(stack: str, ranks: int, build_dir: Path, out: Path, timeout: float,
                     commxrun)
 
 
+def write_mode(path: Path, before: float | None, after: float | None) -> bool:
+    """A cache line's crossing before and after, as pmb_report.file_mode reads it; nothing
+    (False) where bench_cache_line is missing."""
+    if before is None or after is None:
+        return False
+    path.write_text(f"cache_line_ns {before:.1f} {after:.1f}\n", encoding="utf-8")
+    return True
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -111,17 +120,13 @@ def main() -> int:
                     failed += 1
                     out.unlink(missing_ok=True)
                 run_line_after = cache_line_ns(args.build_dir)
-                if status == "ok" and run_line_before is not None and run_line_after is not None:
+                if status == "ok":
                     # The mode changes within a round as often as not: each run's own.
-                    out.with_suffix(".mode.txt").write_text(
-                        f"cache_line_ns {run_line_before:.1f} {run_line_after:.1f}\n",
-                        encoding="utf-8")
+                    write_mode(out.with_suffix(".mode.txt"), run_line_before, run_line_after)
                 print(f"round {k} np{ranks} {stack:<12} {took:7.1f} s  "
                       f"{status}  (load {os.getloadavg()[0]:.2f})", flush=True)
         line_after = cache_line_ns(args.build_dir)
-        if line_before is not None and line_after is not None:
-            (folder / "mode.txt").write_text(
-                f"cache_line_ns {line_before:.1f} {line_after:.1f}\n", encoding="utf-8")
+        if write_mode(folder / "mode.txt", line_before, line_after):
             print(f"round {k}: a cache line {line_before:.0f} ns before, {line_after:.0f} after",
                   flush=True)
     print(f"pmb_sweep: done; load average {os.getloadavg()[0]:.2f}; results in {args.results}")

@@ -121,7 +121,7 @@ class TuneTest(unittest.TestCase):
         self.assertEqual(rules(load(paths[:6], "shm")), [("barrier", 1, 0, "flat")])
 
     def test_each_run_its_own_mode(self):
-        # Six rounds the cache line calls one-die before and after; the last three runs met
+        # Seven rounds the cache line calls one-die before and after; the last three runs met
         # two dies within (their own mode.txt says so), where flat took three times binomial's
         # time.
         paths = []
