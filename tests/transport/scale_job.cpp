@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: MIT
 // A job of many ranks (64, 128) that starts, passes one message around a ring, and reports to
-// rank 0: every rank talks to two peers (its neighbours) and to rank 0. Built for each stack
-// by commx_add_variants; run by commxrun (tests/CMakeLists.txt) and by stranger_flood.py.
+// rank 0: every rank talks to two peers (its neighbours) before it counts, and to rank 0 after.
+// Built for each stack by commx_add_variants; run by commxrun (tests/CMakeLists.txt) and by
+// stranger_flood.py.
 //   scale_job [descriptors=K] [megabytes=M] [large=BYTES] [all_pairs] [allreduce] [window]
-// With `descriptors=K`, each rank but 0 checks that joining and talking to its peers opened at
-// most K descriptors (rank 0 may hold one more per rank: the rendezvous's connections); with
-// `megabytes=M`, that its resident memory grew by at most M MiB (rank 0: 100 KiB more per
-// rank). Both hold only where a rank's
-// state for peers it never talks to is small and holds no descriptor. With `all_pairs`, after
+//             [start_tree] [root_pair_bytes=B]
+// With `descriptors=K`, each rank, rank 0 as well (the rendezvous's connections through it are
+// closed once every rank has the table), checks that joining and talking to its peers opened
+// at most K descriptors; with `megabytes=M`, that its resident memory grew by at most M MiB.
+// Both hold only where a rank's state for peers it never talks to is small and holds no
+// descriptor. With `start_tree`, the stack's own start-up talks along the start-up tree (the
+// layered stacks' meeting, ucx's address exchange: transport/detail/start_tree.hpp), and each
+// rank may hold a connection more per peer it has there (about log2 n at most). With
+// `root_pair_bytes=B`, rank 0 made the node's segment and built B bytes of it per ordered pair
+// (shm: the rings' controls and tickets), which count in its resident memory. With `all_pairs`, after
 // those checks every rank sends to and hears from every other (each peer's endpoint is right).
 // With `large=BYTES`, a message of that size goes around the ring too, before the counting
 // (wan opens a path's data streams on its first large message). With `allreduce`, after the
@@ -29,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include <commx/transport/detail/start_tree.hpp>
 #include <commx/variant.hpp>
 #include <commx/window.hpp>
 
@@ -45,6 +52,8 @@ struct limits {
   bool allreduce = false;
   bool window = false;
   std::size_t large = 0;  // bytes; none
+  bool start_tree = false;
+  double root_pair_bytes = 0.0;
 };
 
 limits parse(int argc, char** argv) {
@@ -57,6 +66,8 @@ limits parse(int argc, char** argv) {
     if (arg == "allreduce") l.allreduce = true;
     if (arg == "window") l.window = true;
     if (arg.starts_with("large=")) l.large = std::strtoull(argv[i] + 6, nullptr, 10);
+    if (arg == "start_tree") l.start_tree = true;
+    if (arg.starts_with("root_pair_bytes=")) l.root_pair_bytes = std::atof(argv[i] + 16);
   }
   return l;
 }
@@ -123,27 +134,28 @@ int main(int argc, char** argv) {
   std::string verdict;
   if (from_left != left) verdict += fmt::format(" received {} from rank {};", from_left, left);
   if (!large_intact) verdict += fmt::format(" the large message from rank {} arrived wrong;", left);
-  const int allowed = bound.descriptors + (me == 0 ? n - 1 : 0);
+  const commx::detail::start_tree tree = commx::detail::start_tree_of(me, n);
+  const int tree_peers = static_cast<int>(tree.children.size()) + (tree.parent >= 0 ? 1 : 0);
+  const int allowed = bound.descriptors + (bound.start_tree ? tree_peers : 0);
   if (bound.descriptors >= 0 && opened > allowed) {
     verdict += fmt::format(" {} descriptors opened, bound {};", opened, allowed);
   }
-  // Rank 0's connections to every rank: 100 KiB each (16 KiB of staging, the rest slack).
-  const double allowed_mb = bound.megabytes + (me == 0 ? 0.1 * (n - 1) : 0.0);
+  const double allowed_mb =
+      bound.megabytes + (me == 0 ? bound.root_pair_bytes * n * n / (1 << 20) : 0.0);
   if (bound.megabytes >= 0 && grown > allowed_mb) {
     verdict +=
         fmt::format(" resident memory grew {:.1f} MiB, bound {:.1f} MiB;", grown, allowed_mb);
   }
 
-  if (bound.all_pairs || bound.allreduce || bound.window) {
-    // No rank dials a new peer (the barrier and the allreduce below do) before every rank has
-    // counted its descriptors: a token goes twice round the ring, over the connections the ring
-    // made. (A barrier alone let a rank that counted early dial one that had not counted yet.)
-    for (int lap = 0; lap < 2 && n > 1; ++lap) {
-      int token = lap;
-      if (me == 0) world.send(right, 5, token);
-      world.recv(left, 5, token);
-      if (me != 0) world.send(right, 5, token);
-    }
+  // No rank dials a new peer (the checks below, the reports to rank 0 at the end) before every
+  // rank has counted its descriptors: a token goes twice round the ring, over the connections
+  // the ring made. (A barrier alone let a rank that counted early dial one that had not
+  // counted yet.)
+  for (int lap = 0; lap < 2 && n > 1; ++lap) {
+    int token = lap;
+    if (me == 0) world.send(right, 5, token);
+    world.recv(left, 5, token);
+    if (me != 0) world.send(right, 5, token);
   }
   if (bound.allreduce) {
     constexpr std::size_t count = 8192;  // 64 KiB

@@ -3,9 +3,9 @@
 """A job of N ranks across two hosts: two network namespaces joined by a veth pair, half the
 ranks in each (rank 0 in the first), every rank started at once with `ip netns exec`.
 
-The job is scale_job (ring neighbours and rank 0, its descriptor and memory bounds), so every
-rank but those at the two ends of each half talks across the link, and rank 0 takes N-1 joins,
-half of them from the other host. Needs root and iproute2's ip; the namespaces are removed
+The job is scale_job (ring neighbours, its descriptor and memory bounds), so every rank but
+those at the two ends of each half talks across the link, and rank 0 takes N-1 joins, half of
+them from the other host, whose connections are closed once every rank has the table. Needs root and iproute2's ip; the namespaces are removed
 however the job ends, and every process is bounded in time.
 
     scale_two_hosts.py <scale_job program> <ranks> [program args...]

@@ -10,7 +10,7 @@
 ///
 /// | | COMMX_ROOT rendezvous | PMIx |
 /// |---|---|---|
-/// | who serves | rank 0 (a connection from every rank) | the launcher's daemons |
+/// | who serves | rank 0 (a connection from every rank, closed once all have the table) | the launcher's daemons |
 /// | messages per rank | 2 (address in, table out) | the put and the fence |
 /// | rank 0's load | N - 1 handshakes and the table's N records to each | as any rank's |
 /// | the job's secret | COMMX_TOKEN | COMMX_TOKEN, or one rank 0 draws and puts |

@@ -53,6 +53,7 @@
 #include "commx/transport/concept.hpp"
 #include "commx/transport/data_layout.hpp"
 #include "commx/transport/detail/layered/on_network.hpp"
+#include "commx/transport/detail/start_tree.hpp"
 
 namespace commx::transport {
 
@@ -125,7 +126,9 @@ class node_and_network {
 
   /// Waits until every rank of `net` has joined it, before the inner level is made: a rank
   /// that waits for its peers in the inner level's start-up does not serve the network, and a
-  /// rank that had already finished would wait for it to answer its goodbye.
+  /// rank that had already finished would wait for it to answer its goodbye. The ranks meet
+  /// along the start-up tree (detail/start_tree.hpp): word comes up from the leaves to rank 0
+  /// and back down, each rank talking to its parent and children only.
   /// @throws commx::error errc::timeout naming a missing rank after the network transport's
   ///   timeout (COMMX_TIMEOUT; 2 minutes for one that has none); errc::peer_lost.
   static void meet(Net& net) {
@@ -137,13 +140,15 @@ class node_and_network {
     };
     const std::span<const std::byte> nothing;
     const recv_buffer no_room{std::span<std::byte>{}};
-    if (net.rank() == 0) {
-      for (int p = 1; p < net.size(); ++p) finish(net.irecv(p, meeting_context, 0, no_room), p);
-      for (int p = 1; p < net.size(); ++p) finish(net.isend(p, meeting_context, 0, nothing), p);
-    } else if (net.size() > 1) {
-      finish(net.isend(0, meeting_context, 0, nothing), 0);
-      finish(net.irecv(0, meeting_context, 0, no_room), 0);
+    const detail::start_tree tree = detail::start_tree_of(net.rank(), net.size());
+    for (const int child : tree.children)
+      finish(net.irecv(child, meeting_context, 0, no_room), child);
+    if (tree.parent >= 0) {
+      finish(net.isend(tree.parent, meeting_context, 0, nothing), tree.parent);
+      finish(net.irecv(tree.parent, meeting_context, 0, no_room), tree.parent);
     }
+    for (const int child : tree.children)
+      finish(net.isend(child, meeting_context, 0, nothing), child);
   }
 
   /// This endpoint's world rank, in [0, size()).

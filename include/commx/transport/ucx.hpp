@@ -10,9 +10,9 @@
 /// Start: the job starts as tcp's does (COMMX_ROOT's rendezvous under commxrun, srun or mpirun,
 /// or PMIx: detail/tcp/config.hpp), and the ranks' UCX worker addresses travel through that
 /// bootstrap (detail/ucx/wireup.hpp): UCX needs no out-of-band of its own. The bootstrap's
-/// endpoint stays open for the job (its listening socket and the connections the start made:
-/// rank 0's to every rank, the others' to a few) and gives node ids, sites and data layouts as
-/// tcp does.
+/// endpoint stays open for the job (its listening socket and the connections the address
+/// exchange made: a rank's to its parent and children in a binomial tree, about log2 N) and
+/// gives node ids, sites and data layouts as tcp does.
 ///
 /// Messages: an envelope is packed into UCP's 64-bit tag (detail/ucx/tag_bits.hpp: the context
 /// id gets what the job's size leaves, 32 bits at 2 ranks and 21 at 4,096); matching is commx's

@@ -58,12 +58,15 @@ struct out_frame {
 class connection {
  public:
   /// `secure`: the TLS session the handshake set up over `s`, if any.
-  explicit connection(asio::ip::tcp::socket s, std::unique_ptr<tls_channel> secure = nullptr)
+  /// `staging_bytes`: the staging buffer's first size (the rendezvous's connections, which
+  /// carry one small frame each way, start smaller).
+  explicit connection(asio::ip::tcp::socket s, std::unique_ptr<tls_channel> secure = nullptr,
+                      std::size_t staging_bytes = first_staging_size)
       : socket(std::move(s)), tls(std::move(secure)) {
     if (tls) tls->rebind(socket);
     socket.non_blocking(true);
     socket.set_option(asio::ip::tcp::no_delay(true));
-    staging.resize(first_staging_size);
+    staging.resize(staging_bytes);
   }
   /// A connection still being made (the engine dials on first use): frames queue in `out`
   /// until attach() gives it its socket.
@@ -198,9 +201,11 @@ class connection {
 
   // --- reading ---------------------------------------------------------------------------
   /// The staging buffer starts small and doubles each time a read fills it, up to
-  /// staging_size: a connection that carries a message now and then (rank 0 holds one per
-  /// rank) costs 16 KiB, a busy one reads up to 256 KiB per system call.
+  /// staging_size: a connection that carries a message now and then costs 16 KiB, a busy one
+  /// reads up to 256 KiB per system call. The rendezvous's (rank 0 takes one from every rank
+  /// at once) start at a frame header and an endpoint record.
   static constexpr std::size_t first_staging_size = std::size_t{16} << 10;
+  static constexpr std::size_t rendezvous_staging_size = 256;
   static constexpr std::size_t staging_size = std::size_t{256} << 10;
   /// After a read that filled the buffer: twice the room, up to staging_size.
   void grow_staging() {

@@ -4,12 +4,13 @@
 /// The TCP transport's progress engine: one rank's matching state (posted receives, messages
 /// nobody asked for yet), its connections to the ranks it talks to, and the protocol on them.
 ///
-/// Connections are made on first use: a rank joins through rank 0 (which keeps every joiner's
-/// connection: it holds N-1, the others one each), and dials a peer the first time it sends to
-/// it or names it in a receive or probe. Frames for a peer wait in its connection until the
-/// handshake is through. Where two ranks dial each other at once, the lower rank's dial is the
-/// one kept (the acceptor answers the other `crossed`), so a pair has one connection and its
-/// messages one order. A rank that talks to k peers holds k connections (plus rank 0's).
+/// Connections are made on first use: a rank joins through rank 0, whose connection to each
+/// joiner is closed by agreement once the joiner has the table (engine_rendezvous.hpp), and
+/// dials a peer the first time it sends to it or names it in a receive or probe. Frames for a
+/// peer wait in its connection until the handshake is through. Where two ranks dial each other
+/// at once, the lower rank's dial is the one kept (the acceptor answers the other `crossed`),
+/// so a pair has one connection and its messages one order. A rank that talks to k peers holds
+/// k connections, rank 0 too.
 ///
 /// Single-threaded: everything runs on the calling thread, inside the transport's calls. The
 /// engine makes progress when the rank calls into it (isend, irecv, test, iprobe,
@@ -330,9 +331,10 @@ class engine {
     std::uint64_t announced = 0;      ///< the highest rendezvous id it announced
     std::unordered_map<std::uint64_t, std::shared_ptr<operation>> awaiting_cts;
     std::unordered_map<std::uint64_t, awaited_data> awaiting_data;
-    bool dialing = false;          ///< this rank's dial (and handshake) to it is under way
-    bool incoming = false;         ///< its handshake to this rank passed welcome and is finishing
-    bool shut = false;             ///< leaving: our side of the connection is shut down
+    bool dialing = false;    ///< this rank's dial (and handshake) to it is under way
+    bool incoming = false;   ///< its handshake to this rank passed welcome and is finishing
+    bool shut = false;       ///< leaving: our side of the connection is shut down
+    bool releasing = false;  ///< the rendezvous's, past the table: its end is no loss (release)
     std::uint64_t bytes_sent = 0;  ///< payload bytes handed to sends to it (bytes_sent_to)
   };
 
@@ -346,6 +348,9 @@ class engine {
 
   /// The longest pause between dials that a busy port turned away.
   static constexpr std::chrono::milliseconds max_backoff{500};
+  /// How much longer than its timeout a joiner waits for rank 0's table (rank 0 waits a whole
+  /// timeout for the others to join), and rank 0 for the joiners to take it.
+  static constexpr std::chrono::seconds table_grace{2};
   /// How long a rank whose dial crossed the peer's waits for the peer's before dialing again.
   static constexpr std::chrono::seconds crossed_patience{1};
 
@@ -381,27 +386,8 @@ class engine {
   std::optional<op_result> send_eager(int dest, context_id ctx, int tag,
                                       std::span<const std::byte> data);
 
-  // A test's or a polling wait's look. Plain tcp in a job of a few ranks reads its sockets
-  // directly, one recv each: through Asio's reactor a message costs an epoll_wait, and
-  // re-arming Asio's wait an epoll_ctl, on top of the recv (measured on loopback: 5 system
-  // calls per 8-byte message, against 1-2). Beyond 4 ranks, idle recvs would cost more than
-  // one epoll_wait. The reactor still runs every few turns, for what only it serves (writes
-  // that waited for room, accepts, timers, the waits these reads made spurious). wan's
-  // streams are the reactor's alone.
-  void poll_sockets() {
-    constexpr std::size_t reactor_every = 8;
-    constexpr std::size_t direct_ranks = 4;
-    if (ext_.adopt_stream || peers_.size() > direct_ranks || ++poll_turn_ % reactor_every == 0) {
-      io_.poll();
-      return;
-    }
-    for (int peer = 0; peer < size(); ++peer) {
-      const peer_link& link = peers_[index(peer)];
-      // Armed: Asio's wait is pending and may fire later, finding nothing; unarmed: a read
-      // is already on its way.
-      if (link.conn && link.conn->open && link.conn->read_armed) on_readable(peer);
-    }
-  }
+  // A test's or a polling wait's look (engine_frames.hpp).
+  void poll_sockets();
 
   // --- matching ---------------------------------------------------------------------------
 
@@ -487,6 +473,8 @@ class engine {
   /// The connection to `peer` broke (end of stream without bye, reset, write error).
   void broken(int peer, std::error_code);
   void gone(int peer, presence how, std::error_code why);
+  /// Ends the rendezvous's connection to `peer` as agreed (engine_rendezvous.hpp).
+  void release(int peer);
 
   // --- connections ------------------------------------------------------------------------
 
@@ -498,7 +486,8 @@ class engine {
   void dial_peer(int peer, clock::time_point until, std::chrono::milliseconds backoff);
   /// `peer`'s handshake to this rank failed after welcome() let it in.
   void lost_incoming(int peer);
-  void adopt(int peer, asio::ip::tcp::socket socket, std::unique_ptr<tls_channel> secure);
+  void adopt(int peer, asio::ip::tcp::socket socket, std::unique_ptr<tls_channel> secure,
+             bool rendezvous = false);
   void log_refusal(const asio::ip::tcp::endpoint& from, const std::string& why);
   handshake::verdict_code welcome(const handshake::hello& h);
   /// At max_pending_handshakes, evicts the oldest connection that has not said its hello.

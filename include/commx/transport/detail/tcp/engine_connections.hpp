@@ -25,6 +25,7 @@ inline void engine::exclude(int peer, std::string_view why) {
 }
 
 inline void engine::broken(int peer, std::error_code ec) {
+  if (peers_[index(peer)].releasing) return release(peer);  // the end both sides agreed on
   // A peer that had our bye before it finished leaves without one of its own.
   if (peers_[index(peer)].state == presence::present && !leaving_) {
     COMMX_LOG(warn, log_, "lost rank {}: its connection broke ({})", peer,
@@ -39,6 +40,7 @@ inline void engine::gone(int peer, presence how, std::error_code why) {
   link.state = how;
   link.dialing = false;
   link.incoming = false;
+  link.releasing = false;
   link.loss = why;
   if (how == presence::failed) failed_.push_back(peer);
   if (how == presence::finished) COMMX_LOG(debug, log_, "rank {} said bye", peer);
@@ -172,14 +174,16 @@ inline void engine::lost_incoming(int peer) {
 }
 
 inline void engine::adopt(int peer, asio::ip::tcp::socket socket,
-                          std::unique_ptr<tls_channel> secure) {
+                          std::unique_ptr<tls_channel> secure, bool rendezvous) {
   peer_link& link = peers_[index(peer)];
   link.dialing = false;
   link.incoming = false;
   if (link.conn && !link.conn->open) {
     link.conn->attach(std::move(socket), std::move(secure));  // frames may be waiting
   } else {
-    link.conn = std::make_unique<connection>(std::move(socket), std::move(secure));
+    link.conn = std::make_unique<connection>(
+        std::move(socket), std::move(secure),
+        rendezvous ? connection::rendezvous_staging_size : connection::first_staging_size);
   }
   link.conn->detect_dead_host(std::chrono::duration_cast<std::chrono::seconds>(
       std::min<clock::duration>(cfg_.timeout, std::chrono::hours(9))));
@@ -237,7 +241,11 @@ inline handshake::verdict_code engine::welcome(const handshake::hello& h) {
       if (link.dialing && h.rank > rank()) return handshake::verdict_code::crossed;
       break;
     case presence::present:
-      return handshake::verdict_code::crossed;
+      // The rendezvous's connection, whose end has not reached this rank yet: the peer dials
+      // only once it has the table and has closed its side, so nothing more comes on it.
+      if (!link.releasing) return handshake::verdict_code::crossed;
+      release(h.rank);
+      break;
     case presence::finished:
     case presence::failed:
       return handshake::verdict_code::unexpected;  // gone for good: never readmitted
@@ -320,7 +328,8 @@ inline void engine::on_accepted(asio::ip::tcp::socket socket) {
           return log_refusal(s.remote,
                              fmt::format("rank {} is already connected or gone", s.peer.rank));
         }
-        adopt(s.peer.rank, std::move(s.socket), std::move(s.tls));
+        adopt(s.peer.rank, std::move(s.socket), std::move(s.tls),
+              s.peer.why == handshake::purpose::join);
       },
       tls_policy{tls_.get(), cfg_.tls.mode == tls_mode::on});
   sessions_.push_back(session);

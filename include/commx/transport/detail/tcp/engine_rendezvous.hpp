@@ -182,7 +182,42 @@ inline void engine::join_as_root(clock::time_point until) {
     const auto bytes = encode(e);
     table.insert(table.end(), bytes.begin(), bytes.end());
   }
-  for (int r = 1; r < size(); ++r) push_payload(r, frame_kind::table, table);
+  for (int r = 1; r < size(); ++r) {
+    push_payload(r, frame_kind::table, table);
+    peers_[index(r)].releasing = true;
+  }
+  // Each joiner closes its side once it has the table; this rank closes its own on that end
+  // (broken -> release), so rank 0 holds no connection per rank. Waiting for all of them also
+  // means no rank is still in the rendezvous once rank 0 goes on: rank 0's first dial to a
+  // rank never finds the old connection there. A joiner not done by the time the others give
+  // up on the table (their deadline) is let go; its table still leaves if the socket takes it.
+  const auto released = [&] {
+    return std::none_of(peers_.begin(), peers_.end(),
+                        [](const peer_link& l) { return l.releasing; });
+  };
+  run_until(released, until + table_grace);
+  for (int r = 1; r < size(); ++r) {
+    const peer_link& link = peers_[index(r)];
+    if (!link.releasing) continue;
+    if (link.conn->idle()) {
+      release(r);  // its table is out: it reads it, then the end
+    } else {
+      exclude(r, "it did not take the rendezvous's table within the timeout");
+    }
+  }
+}
+
+inline void engine::release(int peer) {
+  peer_link& link = peers_[index(peer)];
+  link.releasing = false;
+  if (link.state != presence::present) return;
+  link.conn->close();
+  // Its buffers go now; a connection not yet made stands in, as every link's handlers that
+  // the closing cancelled still look for one.
+  link.conn = std::make_unique<connection>(io_);
+  link.state = presence::absent;
+  ++events_;
+  COMMX_LOG(debug, log_, "released the rendezvous's connection with rank {}", peer);
 }
 
 inline void engine::join_as_member(clock::time_point until) {
@@ -231,7 +266,7 @@ inline void engine::join_as_member(clock::time_point until) {
   push_payload(0, frame_kind::address, me);
 
   // Rank 0 waits a whole timeout for the others; wait a little longer for its verdict.
-  const clock::time_point table_until = until + std::chrono::seconds(2);
+  const clock::time_point table_until = until + table_grace;
   if (!run_until([&] { return have_table_ || have_abort_; }, table_until)) {
     throw error(errc::bootstrap_failed,
                 fmt::format("tcp: rank {}: the rendezvous at {} did not complete within {}: "
@@ -242,6 +277,7 @@ inline void engine::join_as_member(clock::time_point until) {
     throw error(errc::bootstrap_failed,
                 fmt::format("tcp: rank {}: rank 0 gave up: {}", rank(), abort_text_));
   }
+  release(0);  // rank 0 closes its side when this end reaches it
 }
 
 inline std::shared_ptr<engine::dialled> engine::join_handshake(asio::ip::tcp::socket socket,
@@ -255,7 +291,7 @@ inline std::shared_ptr<engine::dialled> engine::join_handshake(asio::ip::tcp::so
         outcome->done = true;
         outcome->token_refused = token;
         outcome->turned_away = s.turned_away;
-        if (ok) return adopt(0, std::move(s.socket), std::move(s.tls));
+        if (ok) return adopt(0, std::move(s.socket), std::move(s.tls), true);
         outcome->failure = reason;
       },
       tls_.get());

@@ -4,19 +4,22 @@
 /// How ranks learn each other's UCX worker addresses (transport/ucx.hpp): through commx's own
 /// bootstrap, a tcp endpoint (COMMX_ROOT's rendezvous and its HMAC-checked connections, or
 /// PMIx), so nothing of UCX's out-of-band is needed and the job starts under commxrun, srun and
-/// mpirun alike. Every rank sends its address to rank 0, which hands the table down a binomial
-/// tree: rank 0 talks to every rank once, the others to about log2 N peers. The table is
-/// N addresses (a few hundred bytes each over TCP and shared memory) on every rank; endpoints
-/// are made from it on first use. Each child tells its parent it has the table, so every
-/// rank's bootstrap traffic is delivered when the exchange returns.
+/// mpirun alike. The addresses gather up the start-up tree (detail/start_tree.hpp: each rank
+/// sends its parent those of its subtree) and the whole table goes back down it, so every
+/// rank, rank 0 too, talks to about log2 N peers. The table is N addresses (a few hundred
+/// bytes each over TCP and shared memory) on every rank; endpoints are made from it on first
+/// use. Each child tells its parent it has the table, so every rank's bootstrap traffic is
+/// delivered when the exchange returns.
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "commx/transport/detail/start_tree.hpp"
 #include "commx/transport/tcp.hpp"
 
 namespace commx::detail::ucx {
@@ -112,36 +115,32 @@ inline address_table exchange_addresses(transport::tcp& t, std::span<const std::
   const int rank = t.rank();
   const int size = t.size();
   const clock::time_point until = clock::now() + timeout;
+  const start_tree tree = start_tree_of(rank, size);
+  // This rank's subtree's addresses, [rank, tree.end): each child's subtree in one message.
+  address_table subtree(static_cast<std::size_t>(tree.end - rank));
+  subtree[0].assign(mine.begin(), mine.end());
+  for (const int child : tree.children) {
+    const int child_end = start_tree_of(child, size).end;
+    address_table below =
+        wireup::decode(wireup::receive(t, child, wireup::address_tag, until), child_end - child);
+    std::ranges::move(below, subtree.begin() + (child - rank));
+  }
   std::vector<std::byte> table_bytes;
-  if (rank == 0) {
-    address_table table(static_cast<std::size_t>(size));
-    table[0].assign(mine.begin(), mine.end());
-    for (int r = 1; r < size; ++r) {
-      table[static_cast<std::size_t>(r)] = wireup::receive(t, r, wireup::address_tag, until);
-    }
-    table_bytes = wireup::encode(table);
+  if (tree.parent >= 0) {
+    wireup::send(t, tree.parent, wireup::address_tag, wireup::encode(subtree), until);
+    table_bytes = wireup::receive(t, tree.parent, wireup::table_tag, until);
   } else {
-    wireup::send(t, 0, wireup::address_tag, mine, until);
+    table_bytes = wireup::encode(subtree);
   }
-  int mask = 1;
-  while (mask < size) {
-    if ((rank & mask) != 0) {
-      table_bytes = wireup::receive(t, rank - mask, wireup::table_tag, until);
-      break;
-    }
-    mask <<= 1;
-  }
-  const int parent = mask < size ? rank - mask : -1;
-  std::vector<int> children;
-  for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (rank + mask >= size) continue;
-    children.push_back(rank + mask);
-    wireup::send(t, rank + mask, wireup::table_tag, table_bytes, until);
+  for (const int child : tree.children) {
+    wireup::send(t, child, wireup::table_tag, table_bytes, until);
   }
   // Each child says it has the table: what this rank sent is then delivered, and nothing is
   // left for a bootstrap endpoint that nobody progresses once the job runs on UCX.
-  for (const int child : children) (void)wireup::receive(t, child, wireup::received_tag, until);
-  if (parent >= 0) wireup::send(t, parent, wireup::received_tag, {}, until);
+  for (const int child : tree.children) {
+    (void)wireup::receive(t, child, wireup::received_tag, until);
+  }
+  if (tree.parent >= 0) wireup::send(t, tree.parent, wireup::received_tag, {}, until);
   return wireup::decode(table_bytes, size);
 }
 
