@@ -12,6 +12,7 @@ results/bench/scale/scale.csv and, with matplotlib, scale.png (time against rank
 results/bench/scale/scale.csv` draws it again).
 
     python3 bench/scale.py [--build-dir build/release] [--ranks 8 16 32 64 128 256] [--runs 3]
+                           [--before-build OTHER_BUILD [--with-mpi]]
     python3 bench/scale.py --bootstrap [--ranks ...]
 
 With --bootstrap it compares the ways a network stack finds its endpoints instead: tcp and
@@ -49,8 +50,9 @@ LINE = re.compile(r"(\S+) ranks=(\d+) " + " ".join(rf"{f}=([\d.]+)" for f in FIE
 CALLS = 200  # rounds: allreduces and broadcasts of 8 B; a tenth as many of 64 KiB
 
 
-def programs(build: Path, stacks: list[str], policies: list[str]) -> dict[str, list[str]]:
-    """name -> command prefix (the rank count and the calls are added per run)."""
+def commx_programs(build: Path, stacks: list[str], policies: list[str],
+                   suffix: str) -> dict[str, list[str]]:
+    """name -> command prefix of commx's programs as `build` built them, named with `suffix`."""
     commxrun = str(build / "tools/commxrun/commxrun")
     out = {}
     for stack in stacks:
@@ -61,8 +63,19 @@ def programs(build: Path, stacks: list[str], policies: list[str]) -> dict[str, l
         for policy in built:
             exe = build / f"bench/bench_scale_{stack}_{policy}"
             extra = ["--nodes", "4"] if stack == "shm_tcp" else []
-            out[f"commx {stack} {policy}"] = [commxrun, "--timeout", "900", *extra, "-n", "{n}",
-                                              str(exe)]
+            out[f"commx {stack} {policy}{suffix}"] = [commxrun, "--timeout", "900", *extra,
+                                                      "-n", "{n}", str(exe)]
+    return out
+
+
+def programs(build: Path, stacks: list[str], policies: list[str],
+             before: Path | None = None, with_mpi: bool = True) -> dict[str, list[str]]:
+    """name -> command prefix (the rank count and the calls are added per run)."""
+    out = commx_programs(build, stacks, policies, "")
+    if before is not None:
+        out.update(commx_programs(before, stacks, policies, " before"))
+    if not with_mpi:
+        return out
     ompi = build / "bench/bench_mpi_scale"
     if ompi.exists():
         base = ["mpirun", "--oversubscribe", "--allow-run-as-root", "--mca",
@@ -166,6 +179,10 @@ def main() -> int:
     p.add_argument("--stacks", nargs="+", default=["shm", "tcp", "shm_tcp"], choices=STACKS)
     p.add_argument("--policies", nargs="+", default=["binomial", "tuned"])
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--before-build", type=Path,
+                   help="also run commx's programs as this build made them (a change's before)")
+    p.add_argument("--with-mpi", action="store_true",
+                   help="with --before-build, run Open MPI and MPICH too")
     p.add_argument("--bootstrap", action="store_true",
                    help="compare PMIx with the COMMX_ROOT rendezvous under mpirun (tcp, shm+tcp)")
     p.add_argument("--mpich-max-ranks", type=int, default=32,
@@ -179,7 +196,8 @@ def main() -> int:
         return 0
     build = Path(args.build_dir)
     progs = (bootstrap_programs(build, args.stacks) if args.bootstrap
-             else programs(build, args.stacks, args.policies))
+             else programs(build, args.stacks, args.policies, args.before_build,
+                          args.before_build is None or args.with_mpi))
     if not progs:
         print("scale: no bench_scale_* program; build the target bench_scale_all", file=sys.stderr)
         return 1
@@ -212,7 +230,9 @@ def main() -> int:
     for (name, ranks), count in failed.items():
         if (name, ranks) not in results:
             rows.append({"program": name, "ranks": ranks, "runs": 0, "failed": count})
-    with open(out / ("bootstrap.csv" if args.bootstrap else "scale.csv"), "w", newline="") as f:
+    name = ("bootstrap.csv" if args.bootstrap
+            else "before_after.csv" if args.before_build is not None else "scale.csv")
+    with open(out / name, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["program", "ranks", "runs", "failed", *FIELDS])
         w.writeheader()
         w.writerows(rows)
@@ -239,6 +259,14 @@ def main() -> int:
                     print(f"  {stack} at {ranks}: {pmix['start_s'] / root['start_s']:.2f}x "
                           f"({pmix['start_s']:.3f} s against {root['start_s']:.3f} s)")
         return 0
+    if args.before_build is not None:
+        print("\nafter / before (this build over --before-build's), medians:")
+        for name in sorted({n for n, _ in by if not n.endswith(" before")}):
+            for ranks in args.ranks:
+                now, then = by.get((name, ranks)), by.get((f"{name} before", ranks))
+                if now and then:
+                    text = ", ".join(f"{f} {now[f] / then[f]:.2f}x" for f in FIELDS if then[f] > 0)
+                    print(f"  {name} at {ranks}: {text}")
     print("\nratio of commx's best policy to Open MPI (vader for shm, tcp for tcp and shm+tcp):")
     for stack in args.stacks:
         ref = "Open MPI vader" if stack == "shm" else "Open MPI tcp"
@@ -251,7 +279,8 @@ def main() -> int:
             text = ", ".join(f"{f.split('_')[0]} {min(m[f] for m in mine) / theirs[f]:.2f}x"
                              for f in FIELDS[:4] if theirs[f] > 0)
             print(f"  {stack} at {ranks}: {text}")
-    plot(rows, out / "scale.png")
+    if args.before_build is None:
+        plot(rows, out / "scale.png")
     return 0
 
 

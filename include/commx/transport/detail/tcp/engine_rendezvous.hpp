@@ -191,11 +191,14 @@ inline void engine::join_as_root(clock::time_point until) {
   // means no rank is still in the rendezvous once rank 0 goes on: rank 0's first dial to a
   // rank never finds the old connection there. A joiner not done by the time the others give
   // up on the table (their deadline) is let go; its table still leaves if the socket takes it.
+  // The job has begun for the others meanwhile: one lost now is the job's to report, not the
+  // rendezvous's (run_until would fail it).
   const auto released = [&] {
     return std::none_of(peers_.begin(), peers_.end(),
                         [](const peer_link& l) { return l.releasing; });
   };
-  run_until(released, until + table_grace);
+  const clock::time_point released_until = until + table_grace;
+  while (!released() && clock::now() < released_until) io_.run_one_until(released_until);
   for (int r = 1; r < size(); ++r) {
     const peer_link& link = peers_[index(r)];
     if (!link.releasing) continue;
