@@ -522,6 +522,14 @@ void require_exit(child& c, int expected, clock_type::time_point until) {
 /// A blocking client socket with a receive timeout, for strangers.
 struct client_socket {
   int fd = -1;
+  /// Takes over a socket accepted from a listener, with the same receive timeout.
+  struct accepted {
+    int fd;
+  };
+  explicit client_socket(accepted a) : fd(a.fd) {
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
   explicit client_socket(const std::string& address, int port) {
     fd = ::socket(AF_INET, SOCK_STREAM, 0);
     timeval tv{10, 0};
@@ -676,7 +684,17 @@ TEST_CASE("a frame that breaks the protocol closes the connection: protocol_viol
           "[tcp][process]") {
   const auto until = clock_type::now() + 60s;
   const int port = free_port();
-  // Rank 0 is real; the test plays rank 1, which holds the token but sends a bad frame.
+  // Rank 0 is real; the test plays rank 1, which holds the token but sends a bad frame. It
+  // listens as a rank does, for rank 0 dials it once it names it in a receive: the connection
+  // rank 1 joined through is closed once it has the table, as every rank's is.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in mine{};
+  mine.sin_family = AF_INET;
+  mine.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t mine_size = sizeof mine;
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&mine), sizeof mine) == 0);
+  REQUIRE(::listen(listener, 4) == 0);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&mine), &mine_size) == 0);
   child rank0({scenario, "violated"}, rank_env(0, 2, fmt::format("127.0.0.1:{}", port)));
   std::optional<client_socket> s;
   for (int attempt = 0; attempt < 500 && !s; ++attempt) {
@@ -698,7 +716,7 @@ TEST_CASE("a frame that breaks the protocol closes the connection: protocol_viol
   REQUIRE(s);
   REQUIRE(try_handshake(*s, token, hs::purpose::join, 1, 2) == hs::verdict_code::accepted);
   tcp::endpoint_record me;
-  me.port = 1;
+  me.port = ntohs(mine.sin_port);
   me.address = {127, 0, 0, 1};
   const auto address_header =
       tcp::encode(tcp::frame_header{tcp::frame_kind::address, 0, 1, 0, 0, tcp::endpoint_size, 0});
@@ -710,16 +728,34 @@ TEST_CASE("a frame that breaks the protocol closes the connection: protocol_viol
   REQUIRE(table.ok());
   std::vector<std::byte> entries(static_cast<std::size_t>(table.header.length));
   REQUIRE(s->receive(entries));
+  s.reset();  // rank 0 goes on once every rank has closed its way in
   REQUIRE(rank0.expect("ready", until));
+  // Rank 0's receive dials rank 1: the test answers as an acceptor holding the token.
+  pollfd incoming{listener, POLLIN, 0};
+  REQUIRE(::poll(&incoming, 1, 30000) == 1);
+  client_socket peer(client_socket::accepted{::accept(listener, nullptr, nullptr)});
+  ::close(listener);
+  hs::hello_bytes hello{};
+  REQUIRE(peer.receive(hello));
+  const auto greeted = hs::decode_hello(hello);
+  REQUIRE(greeted);
+  CHECK(greeted->rank == 0);
+  CHECK(greeted->why == hs::purpose::peer);
+  const hs::challenge_bytes challenge = hs::make_challenge(token, hello, {1, 2, hs::fresh_nonce()});
+  peer.send(challenge);
+  hs::response_bytes response{};
+  REQUIRE(peer.receive(response));
+  REQUIRE(hs::check_response(token, hello, challenge, response));
+  peer.send(hs::make_verdict(hs::verdict_code::accepted));
   // A header no rank sends; or a well-formed signal, which only an extension (wan) takes.
   const bool signal = GENERATE(false, true);
   auto bad = tcp::encode(tcp::frame_header{tcp::frame_kind::eager, 0, 1, 5, 0, 4, 0});
   bad[0] = std::byte{'Z'};
   if (signal) bad = tcp::encode(tcp::frame_header{tcp::frame_kind::signal, 0, 1, 0, 0, 0, 1});
-  s->send(bad);
+  peer.send(bad);
   CHECK(rank0.expect(signal ? "a signal for an extension this rank has not" : "bad magic", until));
   CHECK(rank0.expect("protocol_violation", until));
-  CHECK(s->closed_by_peer());
+  CHECK(peer.closed_by_peer());
   require_exit(rank0, 0, until);
 }
 

@@ -212,6 +212,9 @@ inline void engine::join_as_root(clock::time_point until) {
 
 inline void engine::release(int peer) {
   peer_link& link = peers_[index(peer)];
+  // Only the rendezvous's connection: a later one (rank 0's dial at its deadline, let in
+  // while this rank still waited for its table) is not this one to end.
+  if (!link.releasing) return;
   link.releasing = false;
   if (link.state != presence::present) return;
   link.conn->close();

@@ -11,8 +11,8 @@
 /// use. Each child tells its parent it has the table, so every rank's bootstrap traffic is
 /// delivered when the exchange returns.
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <vector>
