@@ -13,8 +13,9 @@
 // layered stacks' meeting, ucx's address exchange: transport/detail/start_tree.hpp), and each
 // rank may hold a connection more per peer it has there (about log2 n at most). With
 // `root_pair_bytes=B`, rank 0 made the node's segment and built B bytes of it per ordered pair
-// (shm: the rings' controls and tickets), which count in its resident memory. With `all_pairs`, after
-// those checks every rank sends to and hears from every other (each peer's endpoint is right).
+// (shm: the rings' controls and tickets), which count in its resident memory. With
+// `all_pairs`, after those checks every rank sends to and hears from every other (each peer's
+// endpoint is right).
 // With `large=BYTES`, a message of that size goes around the ring too, before the counting
 // (wan opens a path's data streams on its first large message). With `allreduce`, after the
 // checks every rank sums 64 KiB of doubles with all others and checks every element (where

@@ -120,7 +120,7 @@ inline address_table exchange_addresses(transport::tcp& t, std::span<const std::
   address_table subtree(static_cast<std::size_t>(tree.end - rank));
   subtree[0].assign(mine.begin(), mine.end());
   for (const int child : tree.children) {
-    const int child_end = start_tree_of(child, size).end;
+    const int child_end = std::min(size, child + (child - rank));  // child = rank + its span
     address_table below =
         wireup::decode(wireup::receive(t, child, wireup::address_tag, until), child_end - child);
     std::ranges::move(below, subtree.begin() + (child - rank));
