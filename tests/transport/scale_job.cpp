@@ -4,7 +4,7 @@
 // Built for each stack by commx_add_variants; run by commxrun (tests/CMakeLists.txt) and by
 // stranger_flood.py.
 //   scale_job [descriptors=K] [megabytes=M] [large=BYTES] [all_pairs] [allreduce] [window]
-//             [start_tree] [root_pair_bytes=B]
+//             [start_tree]
 // With `descriptors=K`, each rank, rank 0 as well (the rendezvous's connections through it are
 // closed once every rank has the table), checks that joining and talking to its peers opened
 // at most K descriptors; with `megabytes=M`, that its resident memory grew by at most M MiB.
@@ -12,8 +12,6 @@
 // descriptor. With `start_tree`, the stack's own start-up talks along the start-up tree (the
 // layered stacks' meeting, ucx's address exchange: transport/detail/start_tree.hpp), and each
 // rank may hold a connection more per peer it has there (about log2 n at most). With
-// `root_pair_bytes=B`, rank 0 made the node's segment and built B bytes of it per ordered pair
-// (shm: the rings' controls and tickets), which count in its resident memory. With
 // `all_pairs`, after those checks every rank sends to and hears from every other (each peer's
 // endpoint is right).
 // With `large=BYTES`, a message of that size goes around the ring too, before the counting
@@ -54,7 +52,6 @@ struct limits {
   bool window = false;
   std::size_t large = 0;  // bytes; none
   bool start_tree = false;
-  double root_pair_bytes = 0.0;
 };
 
 limits parse(int argc, char** argv) {
@@ -68,7 +65,6 @@ limits parse(int argc, char** argv) {
     if (arg == "window") l.window = true;
     if (arg.starts_with("large=")) l.large = std::strtoull(argv[i] + 6, nullptr, 10);
     if (arg == "start_tree") l.start_tree = true;
-    if (arg.starts_with("root_pair_bytes=")) l.root_pair_bytes = std::atof(argv[i] + 16);
   }
   return l;
 }
@@ -141,11 +137,9 @@ int main(int argc, char** argv) {
   if (bound.descriptors >= 0 && opened > allowed) {
     verdict += fmt::format(" {} descriptors opened, bound {};", opened, allowed);
   }
-  const double allowed_mb =
-      bound.megabytes + (me == 0 ? bound.root_pair_bytes * n * n / (1 << 20) : 0.0);
-  if (bound.megabytes >= 0 && grown > allowed_mb) {
-    verdict +=
-        fmt::format(" resident memory grew {:.1f} MiB, bound {:.1f} MiB;", grown, allowed_mb);
+  if (bound.megabytes >= 0 && grown > bound.megabytes) {
+    verdict += fmt::format(" resident memory grew {:.1f} MiB, bound {:.1f} MiB;", grown,
+                           bound.megabytes);
   }
 
   // No rank dials a new peer (the checks below, the reports to rank 0 at the end) before every

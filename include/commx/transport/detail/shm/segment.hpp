@@ -39,6 +39,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -97,6 +98,12 @@ struct rank_slot {
 };
 static_assert(sizeof(rank_slot) == 2 * cache_line);
 static_assert(std::atomic<presence>::is_always_lock_free);
+// The pairs' words are used as the kernel's zeroed pages give them, never constructed
+// (segment::create): lock-free atomics, whose zero value is all zero bits and which need no
+// destruction.
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
+              std::atomic<std::uint64_t>::is_always_lock_free);
+static_assert(std::is_trivially_destructible_v<ring_control>);
 
 /// A word in this process's memory that peers read with process_vm_readv at start-up, to learn
 /// whether the kernel lets them copy large messages straight out of this process.
@@ -246,13 +253,13 @@ class segment {
       fail(name, 0, fmt::format("cannot size it to {} bytes", layout.total));
     }
     seg.map(0);
-    // The memory is zeroed: construct the atomics in place, then fill in the header.
+    // The memory is zeroed: construct the header and the slots in place, then fill in the
+    // header. The words of every pair (ring controls, tickets) and the senders' bits start as
+    // zero, which the kernel's fresh pages already are: writing them here would make rank 0
+    // touch 128 bytes per ordered pair (128 MiB at 1,024 ranks), the pages of pairs that never
+    // talk included. Each is first touched by the pair that uses it.
     auto* header = new (seg.base_) segment_header();
     for (std::size_t r = 0; r < layout.ranks; ++r) new (&seg.slot(static_cast<int>(r))) rank_slot();
-    new (seg.at(layout.controls)) ring_control[layout.ranks * layout.ranks];
-    new (seg.at(layout.tickets))
-        std::atomic<std::uint32_t>[ layout.ranks * layout.ranks * tickets_per_pair ]();
-    new (seg.at(layout.senders)) std::atomic<std::uint64_t>[ layout.ranks * layout.sender_words ]();
     header->magic = segment_magic;
     header->version = segment_version;
     header->ranks = ranks;
