@@ -25,6 +25,19 @@ void require(bool condition) {
   if (!condition) std::abort();
 }
 
+// A table of as many ranks as its bytes could hold at one place; what decodes must come back
+// whole from its re-encoding (which may order the places differently).
+void table(std::span<const std::byte> in) {
+  if (in.size() < tcp::table_bytes(1, 1)) return;
+  const std::size_t ranks = (in.size() - tcp::table_bytes(1, 0)) / tcp::table_rank_size;
+  for (const std::size_t n : {std::size_t{1}, ranks}) {
+    if (auto t = tcp::decode_table(in, n)) {
+      const auto again = tcp::decode_table(tcp::encode_table(*t), n);
+      require(again && *again == *t);
+    }
+  }
+}
+
 void frames(std::span<const std::byte> in) {
   // As a stream: header after header, skipping the payload a valid header announces.
   while (in.size() >= tcp::header_size) {
@@ -35,8 +48,7 @@ void frames(std::span<const std::byte> in) {
     in = in.subspan(tcp::header_size);
     const std::size_t skip =
         d.header.kind == tcp::frame_kind::rts ? 0 : static_cast<std::size_t>(d.header.length);
-    if (d.header.kind == tcp::frame_kind::table)
-      (void)tcp::decode_table(in.first(std::min(skip, in.size())), skip / tcp::endpoint_size);
+    if (d.header.kind == tcp::frame_kind::table) table(in.first(std::min(skip, in.size())));
     if (skip > in.size()) return;
     in = in.subspan(skip);
   }
@@ -49,7 +61,7 @@ void endpoints(std::span<const std::byte> in) {
       require(std::equal(again.begin(), again.end(), in.begin()));
     }
   }
-  (void)tcp::decode_table(in, in.size() / tcp::endpoint_size);
+  table(in);
   // What commx-relay reads from a caller, and a caller from the relay.
   if (in.size() >= tcp::route::request_size) {
     if (auto target = tcp::route::decode_request(in.first<tcp::route::request_size>())) {

@@ -138,8 +138,8 @@ int main(int argc, char** argv) {
     verdict += fmt::format(" {} descriptors opened, bound {};", opened, allowed);
   }
   if (bound.megabytes >= 0 && grown > bound.megabytes) {
-    verdict += fmt::format(" resident memory grew {:.1f} MiB, bound {:.1f} MiB;", grown,
-                           bound.megabytes);
+    verdict +=
+        fmt::format(" resident memory grew {:.1f} MiB, bound {:.1f} MiB;", grown, bound.megabytes);
   }
 
   // No rank dials a new peer (the checks below, the reports to rank 0 at the end) before every

@@ -135,10 +135,6 @@ TEST_CASE("endpoint records and tables are checked field by field", "[tcp][frame
   CHECK(tcp::decode_endpoint(tcp::encode(on_machine))->machine == on_machine.machine);
   // Where the kernel tells its boot id, this machine is named (0 would mean unknown).
   if (std::ifstream("/proc/sys/kernel/random/boot_id")) CHECK(tcp::polling::this_machine() != 0);
-  std::vector<std::byte> table(bytes.begin(), bytes.end());
-  table.insert(table.end(), bytes.begin(), bytes.end());
-  CHECK(tcp::decode_table(table, 2));
-  CHECK(!tcp::decode_table(table, 3));
   // The site name: carried whole, checked character by character, zero-padded to the end.
   tcp::endpoint_record at_site = v4;
   at_site.site = "amsterdam-1";
@@ -164,6 +160,61 @@ TEST_CASE("endpoint records and tables are checked field by field", "[tcp][frame
   bad = noded;
   bad[36 + 15] = std::byte{'x'};
   CHECK(!tcp::decode_endpoint(bad));
+}
+
+TEST_CASE("the rendezvous's table lists each place once, and a port and a place per rank",
+          "[tcp][frame]") {
+  // 64 ranks: 16 on each of three hosts of one site, 16 on a named node of a second site.
+  std::vector<tcp::endpoint_record> ranks(64);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    ranks[r].port = static_cast<std::uint16_t>(20000 + r);
+    ranks[r].address = {10, 0, 0, static_cast<std::uint8_t>(1 + r / 16)};
+    ranks[r].machine = 100 + r / 16;
+    if (r >= 48) {
+      ranks[r].site = "B";
+      ranks[r].node = "n3";
+    }
+  }
+  const std::vector<std::byte> table = tcp::encode_table(ranks);
+  CHECK(table.size() == tcp::table_bytes(4, 64));  // 4 places, not 64 whole records
+  CHECK(table.size() < 64 * tcp::endpoint_size / 4);
+  CHECK(tcp::table_length_fits(table.size(), 64));
+  const auto back = tcp::decode_table(table, 64);
+  REQUIRE(back);
+  CHECK(*back == ranks);
+  CHECK(!tcp::decode_table(table, 63));
+  CHECK(!tcp::decode_table(std::span(table).first(table.size() - 1), 64));
+  // A rank at a place the table does not list, a port 0, a place no rank is at, a count of
+  // places that disagrees with the size: refused.
+  const std::size_t per_rank = tcp::table_count_size + 4 * tcp::endpoint_size;
+  auto bad = table;
+  bad[per_rank + 5 * tcp::table_rank_size] = std::byte{4};  // rank 5 at place 4 of 0-3
+  CHECK(!tcp::decode_table(bad, 64));
+  bad = table;
+  bad[per_rank + 7 * tcp::table_rank_size + 4] = bad[per_rank + 7 * tcp::table_rank_size + 5] =
+      std::byte{0};
+  CHECK(!tcp::decode_table(bad, 64));
+  bad = table;
+  for (std::size_t r = 32; r < 48; ++r) bad[per_rank + r * tcp::table_rank_size] = std::byte{1};
+  CHECK(!tcp::decode_table(bad, 64));  // place 2 left unused
+  bad = table;
+  bad[0] = std::byte{5};
+  CHECK(!tcp::decode_table(bad, 64));
+  // A place's record is checked as an address frame's is.
+  bad = table;
+  bad[tcp::table_count_size] = std::byte{5};  // family
+  CHECK(!tcp::decode_table(bad, 64));
+  // One rank per host: a place per rank, the most a table can list.
+  std::vector<tcp::endpoint_record> spread(3, ranks[0]);
+  spread[1].address[3] = 9;
+  spread[2].v6 = true;
+  spread[2].address = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  const auto each = tcp::encode_table(spread);
+  CHECK(each.size() == tcp::table_bytes(3, 3));
+  REQUIRE(tcp::decode_table(each, 3));
+  CHECK(*tcp::decode_table(each, 3) == spread);
+  CHECK(!tcp::table_length_fits(tcp::table_bytes(4, 3), 3));
+  CHECK(!tcp::table_length_fits(tcp::table_bytes(2, 3) + 1, 3));
 }
 
 TEST_CASE("relay route requests and replies are checked field by field", "[tcp][relay]") {

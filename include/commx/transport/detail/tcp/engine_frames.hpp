@@ -281,7 +281,7 @@ inline void engine::on_header(int peer, const frame_header& h) {
         return violation(peer, "an address out of turn");
       return begin_payload(peer, h, nullptr, nullptr, true);
     case frame_kind::table:
-      if (peer != 0 || joined_ || have_table_ || h.length != index(this->size()) * endpoint_size)
+      if (peer != 0 || joined_ || have_table_ || !table_length_fits(h.length, index(this->size())))
         return violation(peer, "a table out of turn");
       return begin_payload(peer, h, nullptr, nullptr, true);
     case frame_kind::abort:

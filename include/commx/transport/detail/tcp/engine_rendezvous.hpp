@@ -177,11 +177,7 @@ inline void engine::join_as_root(clock::time_point until) {
     run_until(flushed, clock::now() + std::chrono::seconds(1));
     throw error(errc::bootstrap_failed, fmt::format("tcp: rank 0: {}", why));
   }
-  std::vector<std::byte> table;
-  for (const endpoint_record& e : table_) {
-    const auto bytes = encode(e);
-    table.insert(table.end(), bytes.begin(), bytes.end());
-  }
+  const std::vector<std::byte> table = encode_table(table_);
   for (int r = 1; r < size(); ++r) {
     push_payload(r, frame_kind::table, table);
     peers_[index(r)].releasing = true;

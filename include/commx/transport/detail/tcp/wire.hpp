@@ -24,15 +24,19 @@
 /// IPv4 in the first 4 and the rest zero, then the rank's site name in 16 bytes, zero-padded:
 /// sites joined through commx-relay; then its node name in 16 bytes, zero-padded: COMMX_NODE,
 /// empty when the node is the host; then 8 bytes that name its machine, the kernel's boot id
-/// folded (0: unknown), so that ranks know who shares their cores); a `table` frame one per
-/// rank, in rank order; an `abort` frame a short text saying why the rendezvous failed.
+/// folded (0: unknown), so that ranks know who shares their cores); a `table` frame each place
+/// the ranks listen at once and a place and a port per rank, in rank order (`encode_table`);
+/// an `abort` frame a short text saying why the rendezvous failed.
 /// Version 2 added the node name; version 3 the `data_follows` flag and the `grant` frame;
-/// version 4 the layout (a zero byte before); version 5 the machine.
+/// version 4 the layout (a zero byte before); version 5 the machine; version 6 the table by
+/// places (a whole endpoint per rank before).
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -46,7 +50,7 @@
 namespace commx::detail::tcp {
 
 inline constexpr std::uint32_t frame_magic = 0x46584d43;  // "CMXF" as it reads on the wire
-inline constexpr std::uint8_t protocol_version = 5;
+inline constexpr std::uint8_t protocol_version = 6;
 inline constexpr std::size_t header_size = 40;
 /// The largest eager payload any sender may use, whatever its configuration.
 inline constexpr std::size_t max_eager_payload = std::size_t{1} << 20;
@@ -59,6 +63,29 @@ inline constexpr std::size_t max_site_name = 16;
 inline constexpr std::size_t max_node_name = 16;
 inline constexpr std::size_t max_ranks = std::size_t{1} << 20;
 inline constexpr std::size_t max_abort_text = 4096;
+
+// The table rank 0 hands every rank: each place the ranks listen at (a record but for its
+// port, which holds its first rank's) once, then a place's index and a port per rank:
+//
+//   | places P (4) | P records (endpoint_size each) | per rank: place (4), port (2) |
+//
+// The ranks of a host share a place, so a rank costs 6 bytes, not a record's 60: rank 0, which
+// writes the table to every rank, writes O(N * (6 N + 60 hosts)) bytes (at 4,096 ranks on 64
+// hosts 116 MB, where whole records made 1 GB).
+inline constexpr std::size_t table_count_size = 4;
+inline constexpr std::size_t table_rank_size = 6;
+
+/// The size of a table of `ranks` ranks at `places` places.
+constexpr std::uint64_t table_bytes(std::uint64_t places, std::uint64_t ranks) {
+  return table_count_size + places * endpoint_size + ranks * table_rank_size;
+}
+
+/// Whether `length` can be the size of a table of `ranks` ranks (1 to `ranks` places).
+constexpr bool table_length_fits(std::uint64_t length, std::uint64_t ranks) {
+  const std::uint64_t least = table_bytes(1, ranks);
+  return ranks > 0 && length >= least && length <= table_bytes(ranks, ranks) &&
+         (length - least) % endpoint_size == 0;
+}
 
 enum class frame_kind : std::uint8_t {
   eager = 1,  ///< a message with its payload
@@ -183,7 +210,7 @@ inline decoded decode(std::span<const std::byte, header_size> in, int expected_s
       if (h.length != endpoint_size || h.cookie != 0) return {h, "malformed address frame"};
       break;
     case frame_kind::table:
-      if (h.length == 0 || h.length % endpoint_size != 0 || h.length / endpoint_size > max_ranks ||
+      if (h.length < table_bytes(1, 1) || h.length > table_bytes(max_ranks, max_ranks) ||
           h.cookie != 0)
         return {h, "malformed table frame"};
       break;
@@ -278,17 +305,56 @@ inline std::optional<endpoint_record> decode_endpoint(std::span<const std::byte>
   return e;
 }
 
-/// Decodes a table of `ranks` records; nullopt if its size or any record is wrong.
+/// Encodes `table` (every rank's record, none with port 0) as above.
+inline std::vector<std::byte> encode_table(std::span<const endpoint_record> table) {
+  using record_bytes = std::array<std::byte, endpoint_size>;
+  std::map<record_bytes, std::uint32_t> place_of;  // a record's bytes with port 0: its place
+  std::vector<record_bytes> places;
+  std::vector<std::byte> ranks(table.size() * table_rank_size);
+  for (std::size_t r = 0; r < table.size(); ++r) {
+    record_bytes bytes = encode(table[r]);
+    record_bytes key = bytes;
+    wire::put(&key[2], 0, 2);
+    const auto [at, fresh] = place_of.try_emplace(key, static_cast<std::uint32_t>(places.size()));
+    if (fresh) places.push_back(bytes);
+    wire::put(&ranks[r * table_rank_size], at->second, 4);
+    wire::put(&ranks[r * table_rank_size + 4], table[r].port, 2);
+  }
+  std::vector<std::byte> out(table_count_size);
+  wire::put(out.data(), places.size(), 4);
+  out.reserve(table_bytes(places.size(), table.size()));
+  for (const record_bytes& place : places) out.insert(out.end(), place.begin(), place.end());
+  out.insert(out.end(), ranks.begin(), ranks.end());
+  return out;
+}
+
+/// Decodes a table of `ranks` ranks; nullopt if its size, a record, a place index or a port is
+/// wrong, or a place no rank is at is listed.
 inline std::optional<std::vector<endpoint_record>> decode_table(std::span<const std::byte> in,
                                                                 std::size_t ranks) {
-  if (in.size() != ranks * endpoint_size) return std::nullopt;
+  if (!table_length_fits(in.size(), ranks)) return std::nullopt;
+  const std::uint64_t count = wire::get(in.data(), 4);
+  if (count == 0 || count > ranks || in.size() != table_bytes(count, ranks)) return std::nullopt;
+  std::vector<endpoint_record> places;
+  places.reserve(count);
+  for (std::size_t p = 0; p < count; ++p) {
+    auto e = decode_endpoint(in.subspan(table_count_size + p * endpoint_size, endpoint_size));
+    if (!e) return std::nullopt;
+    places.push_back(std::move(*e));
+  }
+  std::vector<bool> used(count);
   std::vector<endpoint_record> table;
   table.reserve(ranks);
+  const std::span<const std::byte> per_rank = in.subspan(table_count_size + count * endpoint_size);
   for (std::size_t r = 0; r < ranks; ++r) {
-    auto e = decode_endpoint(in.subspan(r * endpoint_size, endpoint_size));
-    if (!e) return std::nullopt;
-    table.push_back(*e);
+    const std::uint64_t place = wire::get(&per_rank[r * table_rank_size], 4);
+    const auto port = static_cast<std::uint16_t>(wire::get(&per_rank[r * table_rank_size + 4], 2));
+    if (place >= count || port == 0) return std::nullopt;
+    used[place] = true;
+    table.push_back(places[place]);
+    table.back().port = port;
   }
+  if (std::find(used.begin(), used.end(), false) != used.end()) return std::nullopt;
   return table;
 }
 
