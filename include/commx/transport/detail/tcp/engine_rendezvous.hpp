@@ -199,6 +199,7 @@ inline void engine::join_as_root(clock::time_point until) {
     const peer_link& link = peers_[index(r)];
     if (!link.releasing) continue;
     if (link.conn->idle()) {
+      COMMX_LOG(info, log_, "rank {} kept its way in open past the table's deadline: let go", r);
       release(r);  // its table is out: it reads it, then the end
     } else {
       exclude(r, "it did not take the rendezvous's table within the timeout");
