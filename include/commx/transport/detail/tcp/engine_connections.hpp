@@ -314,6 +314,17 @@ inline void engine::on_accepted(asio::ip::tcp::socket socket) {
             COMMX_LOG(debug, log_, "kept the other connection with rank {}: {}", s.peer.rank, why);
             return;
           }
+          // A rank of this job whose dial crossed ours and lost, reaching us only after its bye
+          // or once we leave (ranks taking turns on the cores): refused all the same, but no
+          // stranger to warn of.
+          const bool late = s.refused_as == handshake::verdict_code::unexpected &&
+                            s.peer.why == handshake::purpose::peer && s.peer.size == size() &&
+                            s.peer.rank >= 0 && s.peer.rank < size() &&
+                            (leaving_ || peers_[index(s.peer.rank)].state == presence::finished);
+          if (late) {
+            COMMX_LOG(debug, log_, "refused a late dial of rank {}: {}", s.peer.rank, why);
+            return;
+          }
           return log_refusal(s.remote, why);
         }
         if (s.peer.why == handshake::purpose::stream) {
