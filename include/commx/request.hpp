@@ -517,7 +517,10 @@ std::size_t wait_any(Range&& requests, deadline until) {
     const clock::time_point now = clock::now();
     if constexpr (detail::recovers<
                       typename std::remove_cvref_t<decltype(*first)>::transport_type>) {
-      if (state->recovery.due(seen, now)) {
+      const bool due = std::ranges::any_of(requests, [&](auto& req) {
+        return req.active() && state->recovery.due(seen, now, req.group_->channel());
+      });
+      if (due) {
         for (auto& req : requests) {
           if (req.active()) detail::look_for_recovery(*state, req.group_.get(), now);
         }
@@ -536,7 +539,9 @@ std::size_t wait_any(Range&& requests, deadline until) {
                                         std::ranges::size(requests)));
     }
     state->running.advance_all();  // the rank's collectives outside `requests` too
-    state->endpoint.wait_for_event(seen, detail::recovery_watch(*state).sleep_until(seen, when));
+    // Waits on several communicators wake each poll_gap to look (recovery_state::due).
+    state->endpoint.wait_for_event(
+        seen, detail::recovery_watch(*state, first->group_.get()).sleep_until(seen, when));
   }
 }
 

@@ -12,7 +12,8 @@
 ///
 /// Nothing runs in the background: a rank takes notices in (and answers late questions about
 /// the agreements it decided, recovery_state.hpp) in its waits, when something arrived since
-/// it last looked and `poll_gap` has passed, so a ping-pong's waits almost never look. A wait
+/// it last looked (or it last looked for another communicator, or before its latest decision:
+/// recovery_state::due) and `poll_gap` has passed, so a ping-pong's waits almost never look. A wait
 /// on a revoked communicator then ends with errc::revoked; a rank that never waits on the
 /// communicator again learns nothing, and needs nothing. Transports without recovery
 /// (`recovers`: mpi and mpi+wan) never look.
@@ -93,6 +94,11 @@ inline std::vector<int> binomial_graph_neighbours(int me, int size) {
   return out;
 }
 
+/// The recovery channel of `members`, if any: what a wait on it watches.
+inline context_id channel_of(const group* members) {
+  return members != nullptr ? members->channel() : no_channel;
+}
+
 /// One look (the file comment): reaps finished sends, answers late proposals of decided
 /// agreements, and takes in `watched`'s revocation notices, passing the first on.
 template <transport::transport T, stats::policy S>
@@ -136,7 +142,7 @@ void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::tim
       }
     }
   }
-  state.recovery.looked(events, now);
+  state.recovery.looked(events, now, channel_of(watched));
 }
 
 /// What a wait does for recovery (the file comment), for request.hpp's wait_for and the
@@ -155,7 +161,9 @@ class recovery_watch {
   /// Looks if due; true when the watched communicator is revoked and that ends the wait.
   bool revoked(std::uint64_t seen, clock::time_point now) {
     if constexpr (recovers<T>) {
-      if (state_.recovery.due(seen, now)) look_for_recovery(state_, members_, now);
+      if (state_.recovery.due(seen, now, channel_of(members_))) {
+        look_for_recovery(state_, members_, now);
+      }
       return revocable_ && members_ != nullptr && members_->revoked();
     }
     return false;
@@ -169,7 +177,7 @@ class recovery_watch {
   }
   /// Until when a wait that saw event count `seen` may sleep, at most `until`.
   [[nodiscard]] clock::time_point sleep_until(std::uint64_t seen, clock::time_point until) const {
-    if constexpr (recovers<T>) return state_.recovery.wake_by(seen, until);
+    if constexpr (recovers<T>) return state_.recovery.wake_by(seen, until, channel_of(members_));
     return until;
   }
 

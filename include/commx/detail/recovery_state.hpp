@@ -52,6 +52,8 @@ concept recovers = transport::knows_failures<T> && !requires(T & t) {
 
 /// The context of the recovery channel of the communicator on contexts `ctx`, `ctx` + 1.
 constexpr context_id recovery_channel(context_id ctx) { return ctx | (context_id{1} << 63); }
+/// No communicator's recovery channel (each has the top bit set): a wait on none.
+inline constexpr context_id no_channel = 0;
 
 /// Tags on a recovery channel (the file comment's table).
 struct recovery_tag {
@@ -91,25 +93,36 @@ class recovery_state {
   /// transport can (options::suspect_after); none: until the deadline.
   std::optional<clock::duration> suspect_after;
 
-  /// Whether a wait that saw event count `seen` at `now` should look now.
-  [[nodiscard]] bool due(std::uint64_t seen, clock::time_point now) const {
-    return seen != polled_events_ && now - polled_at_ >= poll_gap;
+  /// Whether a wait on the communicator with recovery channel `channel` (`no_channel`: none)
+  /// that saw event count `seen` at `now` should look now. A look is owed when something
+  /// arrived since the last one, and also when the last looked on behalf of another
+  /// communicator (it took in only that one's notices: one for this communicator may be
+  /// queued since) or came before the latest decision (a question about that agreement may
+  /// have arrived before it was decided, and been left unanswered). Without the last two, a
+  /// wait in which nothing more arrives would never look at what is queued.
+  [[nodiscard]] bool due(std::uint64_t seen, clock::time_point now, context_id channel) const {
+    return owed(seen, channel) && now - polled_at_ >= poll_gap;
   }
-  /// Until when a wait that saw `seen` may sleep before it must look, at most `until`.
-  [[nodiscard]] clock::time_point wake_by(std::uint64_t seen, clock::time_point until) const {
-    if (seen == polled_events_) return until;
+  /// Until when such a wait may sleep before it must look, at most `until`.
+  [[nodiscard]] clock::time_point wake_by(std::uint64_t seen, clock::time_point until,
+                                          context_id channel) const {
+    if (!owed(seen, channel)) return until;
     return std::min(until, polled_at_ + poll_gap);
   }
-  /// A look has been taken at `now`; the endpoint's event count was then `events`.
-  void looked(std::uint64_t events, clock::time_point now) {
+  /// A look has been taken at `now` for the communicator on `channel`; the endpoint's event
+  /// count was then `events`.
+  void looked(std::uint64_t events, clock::time_point now, context_id channel) {
     polled_events_ = events;
     polled_at_ = now;
+    polled_channel_ = channel;
   }
 
-  /// Remembers a decided agreement (the oldest beyond `kept_decisions` is forgotten).
+  /// Remembers a decided agreement (the oldest beyond `kept_decisions` is forgotten); the next
+  /// wait looks, whatever arrived since (`due`).
   void decided(decided_agreement record) {
     decisions_.push_back(record);
     if (decisions_.size() > kept_decisions) decisions_.pop_front();
+    polled_events_ = never_polled;
   }
   [[nodiscard]] const std::deque<decided_agreement>& decisions() const { return decisions_; }
 
@@ -141,8 +154,15 @@ class recovery_state {
     std::shared_ptr<const void> payload;
   };
 
-  std::uint64_t polled_events_ = ~std::uint64_t{0};
+  static constexpr std::uint64_t never_polled = ~std::uint64_t{0};
+
+  [[nodiscard]] bool owed(std::uint64_t seen, context_id channel) const {
+    return seen != polled_events_ || channel != polled_channel_;
+  }
+
+  std::uint64_t polled_events_ = never_polled;
   clock::time_point polled_at_{};
+  context_id polled_channel_ = no_channel;
   std::deque<decided_agreement> decisions_;
   std::vector<kept> sending_;
 };
