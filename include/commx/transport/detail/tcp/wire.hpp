@@ -312,11 +312,11 @@ inline std::vector<std::byte> encode_table(std::span<const endpoint_record> tabl
   std::vector<record_bytes> places;
   std::vector<std::byte> ranks(table.size() * table_rank_size);
   for (std::size_t r = 0; r < table.size(); ++r) {
-    record_bytes bytes = encode(table[r]);
-    record_bytes key = bytes;
-    wire::put(&key[2], 0, 2);
-    const auto [at, fresh] = place_of.try_emplace(key, static_cast<std::uint32_t>(places.size()));
-    if (fresh) places.push_back(bytes);
+    endpoint_record place = table[r];
+    place.port = 0;
+    const auto [at, fresh] =
+        place_of.try_emplace(encode(place), static_cast<std::uint32_t>(places.size()));
+    if (fresh) places.push_back(encode(table[r]));
     wire::put(&ranks[r * table_rank_size], at->second, 4);
     wire::put(&ranks[r * table_rank_size + 4], table[r].port, 2);
   }
