@@ -523,10 +523,12 @@ TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is
   CHECK_FALSE(own.spin([] { return false; }, commx::clock::now() + 1ms));
   CHECK(commx::clock::now() - start < 1s);
 
-  // Yielding before a sleep: 200 us up to 16 ranks a core, longer on a more crowded one; a
+  // Yielding before a sleep: 200 us up to 5 ranks a core, by the ranks of the core beyond; a
   // fixed period (COMMX_SHM_YIELD_US) wins.
   using commx::detail::yield_before_sleep;
-  CHECK(yield_before_sleep(32, 2) == commx::detail::base_yield);
+  CHECK(yield_before_sleep(8, 2) == commx::detail::base_yield);
+  CHECK(yield_before_sleep(32, 2) == 16 * commx::detail::yield_per_rank);
+  CHECK(yield_before_sleep(33, 2) == 17 * commx::detail::yield_per_rank);
   CHECK(yield_before_sleep(256, 2) == 128 * commx::detail::yield_per_rank);
   CHECK(yield_before_sleep(256, 256) == commx::detail::base_yield);
   CHECK(waiting(std::nullopt, 1s, 7us, 256).yield_period() == 7us);

@@ -6,12 +6,17 @@
 ///
 /// A yielding rank gets its core back once every other runnable rank there had a turn; a
 /// sleeping one only when a sender wakes it: a system call on the sender's path, and at many
-/// ranks to a core a queue of wake-ups. So a wait yields for 200 us while a core holds at most
-/// 16 ranks, and for 40 us per rank of the core beyond: long enough for several turns. Measured
-/// on shm (bench/HISTORY.md, 2026-11-29): at 128 and 256 ranks on 2 cores, yielding 200 us made
-/// an 8-byte allreduce 1.4x and 2.2x slower than yielding 2 ms and 5 ms, and yielding longer
-/// still gained nothing; at 32 ranks yielding 640 us was 10% slower than 200 us.
+/// ranks to a core a queue of wake-ups. So a wait yields for 40 us per rank of its core, at
+/// least 200 us: a dozen rounds of the core's queue (a turn costs some 3 us here), whatever its
+/// length. Measured on shm (bench/HISTORY.md, 2026-11-29): at 128 and 256 ranks on 2 cores,
+/// yielding 200 us made an 8-byte allreduce 1.4x and 2.2x slower than yielding 2 ms and 5 ms,
+/// and yielding longer still gained nothing. Up to 16 ranks a core a wait once yielded 200 us
+/// whatever their count, four rounds at 16 (bench/HISTORY.md, 2026-12-02): at 32 ranks on 2
+/// cores a broadcast's ranks then slept about once a call, and 8-byte broadcasts from rotating
+/// roots took 1.25x the time they take yielding 640 us (8 of 8 paired runs; the 8-byte
+/// allreduce the same within the noise).
 
+#include <algorithm>
 #include <chrono>
 
 namespace commx::detail {
@@ -31,15 +36,13 @@ inline constexpr int ranks_per_core(int ranks, int cores) {
   return (ranks + c - 1) / c;
 }
 
-/// Ranks a core holds beyond which a wait yields for longer than `base_yield`.
-inline constexpr int crowded_core = 16;
+/// The least a wait yields before it sleeps, and how much longer per rank of its core.
 inline constexpr std::chrono::microseconds base_yield{200};
 inline constexpr std::chrono::microseconds yield_per_rank{40};
 
 /// How long a wait yields before it sleeps with `ranks` on `cores` (more ranks than cores).
 inline std::chrono::microseconds yield_before_sleep(int ranks, int cores) {
-  const int per_core = ranks_per_core(ranks, cores);
-  return per_core > crowded_core ? per_core * yield_per_rank : base_yield;
+  return std::max(base_yield, ranks_per_core(ranks, cores) * yield_per_rank);
 }
 
 }  // namespace commx::detail

@@ -17,7 +17,7 @@
 /// - `COMMX_TCP_POLL=auto` (the default): with no more of the job's ranks on this machine than
 ///   it has online cores, a wait polls back to back until `auto_budget` passes without a byte
 ///   read, then sleeps; with more, it polls with a yield between polls as long as shm's waits
-///   yield (200 us; 40 us per rank of a core beyond 16 to a core: commx/detail/shared_core.hpp),
+///   yield (40 us per rank of a core, at least 200 us: commx/detail/shared_core.hpp),
 ///   then sleeps.
 /// - `COMMX_TCP_POLL=n`: n polls, yielding between them, whatever the machine (0: never poll).
 /// Nodes simulated on one machine (COMMX_NODE, or network namespaces) share its cores, so they
