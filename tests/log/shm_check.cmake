@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
-# Runs log_shm_job ${MODE} (peer-lost, timeout, probe-timeout or large-ways) as 2 ranks under
-# commxrun with COMMX_LOG=${LEVEL} and checks rank 0's line on stderr:
+# Runs log_shm_job ${MODE} (peer-lost, timeout, probe-timeout, agree-lost or large-ways) as 2
+# ranks under commxrun with COMMX_LOG=${LEVEL} and checks rank 0's lines on stderr:
 #   cmake -DCOMMXRUN=... -DJOB=... -DMODE=... -DLEVEL=... -P shm_check.cmake
 set(large copy)
 if(MODE STREQUAL "large-ways")
@@ -40,7 +40,22 @@ if(NOT found)
 endif()
 set(what "${CMAKE_MATCH_1}")
 
-if(MODE STREQUAL "peer-lost")
+if(MODE STREQUAL "agree-lost")
+  # Rank 0's agreement, told at debug: it falls back (rank 1 found lost in the rounds, or
+  # before them), coordinates, and decides rank 1 lost.
+  if(NOT what STREQUAL "agreed 1 without [1]")
+    message(FATAL_ERROR "rank 0 did not agree on rank 1 lost: ${what}")
+  endif()
+  set(me "\\[0\\] commx\\[rank 0 shm\\] debug: agreement [0-9]+")
+  set(why "(rank 1 lost|ranks \\[1\\] known lost before it began)")
+  foreach(step "${me}: falls back to a coordinator: ${why}\n"
+               "${me}: coordinates, proposes the reports' outcome: lost \\[1\\]\n"
+               "${me} decided \\(ballot 1\\): lost \\[1\\]\n")
+    if(NOT err MATCHES "${step}")
+      message(FATAL_ERROR "COMMX_LOG=debug: no line matching '${step}' on stderr:\n${err}")
+    endif()
+  endforeach()
+elseif(MODE STREQUAL "peer-lost")
   # Found by rank 0's own look at rank 1's process.
   set(lost "\\[0\\] commx\\[rank 0 shm\\] warn: lost rank 1: its process ended without leaving "
            "the job \\(kill\\(pid, 0\\), /proc\\)\n")

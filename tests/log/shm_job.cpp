@@ -4,6 +4,8 @@
 //   commxrun -n 2 log_shm_job peer-lost   rank 1 ends without leaving the job; rank 0 notices
 //   commxrun -n 2 log_shm_job timeout     rank 0's receive from rank 1 passes its deadline
 //   commxrun -n 2 log_shm_job probe-timeout   rank 0's probe for rank 1 passes its deadline
+//   commxrun -n 2 log_shm_job agree-lost  rank 1 ends as in peer-lost; rank 0 agrees alone, and
+//                                         at debug says how (fallback, coordinator, decision)
 //   commxrun -n 2 log_shm_job large-ways  40 ping-pongs of 256 KiB, then 40 exchanges; under
 //                                         COMMX_SHM_LARGE=auto each rank's debug line at the
 //                                         end says what each way cost, per size and shape
@@ -13,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -65,7 +68,8 @@ int large_ways(commx::communicator<commx::transport::shm>& world) {
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
-  const bool peer_lost = std::strcmp(argv[1], "peer-lost") == 0;
+  const bool agree_lost = std::strcmp(argv[1], "agree-lost") == 0;
+  const bool peer_lost = agree_lost || std::strcmp(argv[1], "peer-lost") == 0;
   const bool probe = std::strcmp(argv[1], "probe-timeout") == 0;
   auto world = commx::communicator<commx::transport::shm>::from_env();
   if (world.size() != 2) return 2;
@@ -81,6 +85,13 @@ int main(int argc, char** argv) {
     }
     world.recv(0, 2, value);  // rank 0 is done timing out: only now may this rank leave
     return 0;
+  }
+  if (agree_lost) {
+    world.recv(1, 1, value);
+    const commx::agreement<int> agreed = world.agree(1, std::bit_or<>{});
+    fmt::print("what: agreed {} without [{}]\n", agreed.value, fmt::join(agreed.lost, ", "));
+    std::fflush(stdout);
+    return agreed.value == 1 && agreed.lost == std::vector<int>{1} ? 0 : 1;
   }
   const commx::errc expected = peer_lost ? commx::errc::peer_lost : commx::errc::timeout;
   try {

@@ -57,6 +57,10 @@
 /// (`transport::excludes_peers`): then a receive that waited that long declares its sender
 /// lost at this rank, and the agreement goes on as if it had died. Two sides of a partition
 /// each declare the other lost; shrink's majority rule leaves at most one of them working.
+///
+/// COMMX_LOG=debug tells what happened where a run left the common path: a fallback and why,
+/// a coordinator taken or lost, a proposal, each decision (one line per rank and agreement,
+/// never one per message), and recovery.hpp's late answers; ranks are the job's (world) ranks.
 
 #include <algorithm>
 #include <chrono>
@@ -72,6 +76,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commx/deadline.hpp"
 #include "commx/detail/rank_bits.hpp"
@@ -79,6 +84,7 @@
 #include "commx/detail/recovery.hpp"
 #include "commx/detail/timeout.hpp"
 #include "commx/error.hpp"
+#include "commx/log.hpp"
 #include "commx/ops.hpp"
 #include "commx/request.hpp"
 #include "commx/transport/concept.hpp"
@@ -163,6 +169,8 @@ class agreement_run {
     if (!decided->lost.none() && !decided->lost.contains(me_) && declared_lost()) {
       decided->lost.insert(me_);
     }
+    COMMX_LOG(debug, log_context_of(state_.endpoint), "agreement {} decided (ballot {}): lost [{}]",
+              number_, decided->ballot, fmt::join(world_ranks(decided->lost), ", "));
     const std::span<const std::byte> decision = encode(agreement_kind::decision, *decided);
     state_.recovery.decided(
         {members_.channel(), number_,
@@ -210,7 +218,17 @@ class agreement_run {
     const int k = radix();
     const int tag = recovery_tag::among(number_);
     rank_bits confirmed_to(p);  // sent its phase-two message: waits for nothing more of ours
-    const auto fall_back = [&]() -> std::optional<proposal> {
+    // `r` (none: -1) is the rank whose message, or silence, ended the rounds.
+    const auto fall_back = [&](int r, std::string_view why) -> std::optional<proposal> {
+      if (r >= 0) {
+        COMMX_LOG(debug, log_context_of(state_.endpoint),
+                  "agreement {}: falls back to a coordinator: rank {} {}", number_,
+                  members_.world_of(r), why);
+      } else {
+        COMMX_LOG(debug, log_context_of(state_.endpoint),
+                  "agreement {}: falls back to a coordinator: ranks [{}] {}", number_,
+                  fmt::join(world_ranks(lost_), ", "), why);
+      }
       const std::span<const std::byte> message = encode(agreement_kind::fallback, mine());
       for (int step = 1; step < p; step *= k) {
         for_each_offset(step, k, p, [&](int o) {
@@ -221,7 +239,7 @@ class agreement_run {
       }
       return std::nullopt;
     };
-    if (!lost_.none()) return fall_back();
+    if (!lost_.none()) return fall_back(-1, "known lost before it began");
     proposal outcome = mine();
     // Round i's senders are suspected (i + 1) S after the rounds began: a sender may have
     // waited up to S in each of its own i rounds before (on a silent rank, which it then
@@ -247,11 +265,17 @@ class agreement_run {
         for (int o = step; o < round_end(step, k, p); o += step) {
           const int r = (me_ - o + p) % p;
           const std::optional<std::span<const std::byte>> m = receive(r, tag);
-          if (!m) lost_.insert(r);
-          if (!m || kind_of(*m) != kind) return fall_back();
+          if (!m) {
+            lost_.insert(r);
+            return fall_back(r, "lost");
+          }
+          if (kind_of(*m) != kind) {
+            return fall_back(r,
+                             kind_of(*m) == agreement_kind::fallback ? "fell back" : "out of step");
+          }
           if (kind == agreement_kind::report) {
             const proposal theirs = decode(*m);
-            if (!theirs.lost.none()) return fall_back();
+            if (!theirs.lost.none()) return fall_back(r, "reported a loss");
             outcome.value = op_(outcome.value, theirs.value);
           }
         }
@@ -299,6 +323,9 @@ class agreement_run {
             receive(coordinator, recovery_tag::down(number_));
         if (!m) {
           lost_.insert(coordinator);
+          COMMX_LOG(debug, log_context_of(state_.endpoint),
+                    "agreement {}: coordinator rank {} lost, takes the next", number_,
+                    members_.world_of(coordinator));
           break;
         }
         const agreement_kind kind = kind_of(*m);
@@ -317,6 +344,15 @@ class agreement_run {
   // survivors accepted.
   proposal coordinate() {
     proposal chosen = accepted_ ? *accepted_ : gather_reports();
+    if (chosen.ballot >= 0) {
+      COMMX_LOG(debug, log_context_of(state_.endpoint),
+                "agreement {}: coordinates, proposes ballot {}'s outcome again: lost [{}]", number_,
+                chosen.ballot, fmt::join(world_ranks(chosen.lost), ", "));
+    } else {
+      COMMX_LOG(debug, log_context_of(state_.endpoint),
+                "agreement {}: coordinates, proposes the reports' outcome: lost [{}]", number_,
+                fmt::join(world_ranks(chosen.lost), ", "));
+    }
     chosen.ballot = me_ + 1;  // above the all-to-all rounds' 0
     accepted_ = chosen;
     const std::span<const std::byte> offer = encode(agreement_kind::proposal, chosen);
@@ -368,6 +404,15 @@ class agreement_run {
     if (held) return *held;
     lost_.merge(combined.lost);
     return combined;
+  }
+
+  // The job's ranks of the members in `set`, for the log.
+  [[nodiscard]] std::vector<int> world_ranks(const rank_bits& set) const {
+    std::vector<int> out;
+    for (int r = 0; r < members_.size(); ++r) {
+      if (set.contains(r)) out.push_back(members_.world_of(r));
+    }
+    return out;
   }
 
   [[nodiscard]] proposal mine() const {

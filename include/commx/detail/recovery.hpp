@@ -31,6 +31,8 @@
 #include "commx/detail/failures.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/detail/recovery_state.hpp"
+#include "commx/detail/timeout.hpp"
+#include "commx/log.hpp"
 #include "commx/transport/concept.hpp"
 
 namespace commx::detail {
@@ -119,9 +121,15 @@ void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::tim
         const auto kind =
             message.empty() ? agreement_kind{} : static_cast<agreement_kind>(message[0]);
         if (kind == agreement_kind::proposal) {
+          COMMX_LOG(debug, log_context_of(endpoint),
+                    "agreement {}, decided: acknowledges rank {}'s late proposal", d.number,
+                    found->source);
           state.recovery.keep(endpoint.isend(found->source, d.channel, recovery_tag::up(d.number),
                                              std::span<const std::byte>(acknowledgement_message)));
         } else if (kind == agreement_kind::report) {
+          COMMX_LOG(debug, log_context_of(endpoint),
+                    "agreement {}, decided: answers rank {}'s late report with the decision",
+                    d.number, found->source);
           state.recovery.keep(endpoint.isend(found->source, d.channel, recovery_tag::down(d.number),
                                              std::span<const std::byte>(*d.decision)),
                               d.decision);
@@ -137,6 +145,9 @@ void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::tim
          found = endpoint.iprobe(any_source, g->channel(), recovery_tag::revocation)) {
       if (!take_queued(endpoint, *found, g->channel(), message)) break;
       if (g->mark_revoked()) {
+        COMMX_LOG(debug, log_context_of(endpoint),
+                  "communicator of context {} revoked: a notice from rank {}", g->channel(),
+                  found->source);
         send_revocations(state, *g,
                          binomial_graph_neighbours(g->local_of(endpoint.rank()), g->size()));
       }
