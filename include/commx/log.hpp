@@ -8,7 +8,7 @@
 ///
 /// | variable | default | meaning |
 /// |---|---|---|
-/// | COMMX_LOG | `warn` | `off`, `error`, `warn`, `info` or `debug`: the most detailed level printed. `warn` prints what commx always printed (failures, peers lost, peers closed for breaking the protocol, refused connections); `info` adds connections, streams, retunes, routes, timeouts (the exception's text) and shm's large messages going through the ring instead of cma; `debug` adds per-connection and per-stream details and each shm segment joined (never a line per message). Read once per process; an unknown value is reported once and `warn` applies. |
+/// | COMMX_LOG | `warn` | `off`, `error`, `warn`, `info` or `debug`: the most detailed level printed. `warn` prints what commx always printed (failures, peers lost, peers closed for breaking the protocol, refused connections); `info` adds connections, streams, retunes, routes, timeouts (the exception's text) and shm's large messages going through the ring instead of cma; `debug` adds per-connection and per-stream details, each shm segment joined, and each agreement's decision and fallbacks (never a line per message). Read once per process; an unknown value is reported once and `warn` applies. |
 ///
 /// Cost: a disabled call is one relaxed load and one predictable branch, and neither formats
 /// nor evaluates its arguments (COMMX_LOG is a macro, as spdlog's SPDLOG_LOGGER_CALL and
