@@ -99,7 +99,7 @@ class waiting {
   /// may have a core of its own. With more ranks than cores it never has, and the two clock
   /// reads around the yield were some 5% of a 4-rank barrier's time on 2 cores (perf).
   void yield() {
-    if (ranks_ > cores_) {
+    if (!core_per_rank()) {
       ::sched_yield();
       return;
     }
@@ -118,7 +118,7 @@ class waiting {
     if (fixed_) {
       return fmt::format("spins {} times before yielding (COMMX_SHM_SPIN){}", *fixed_, then);
     }
-    if (ranks_ <= cores_) {
+    if (core_per_rank()) {
       return fmt::format(
           "spins up to {} us before yielding while its core is its own ({} ranks, {} cores){}",
           us(budget_), ranks_, cores_, then);
@@ -136,8 +136,12 @@ class waiting {
   }
 
  private:
+  // Whether the host has a usable core for every rank of the segment: only then may a rank
+  // have one of its own.
+  [[nodiscard]] bool core_per_rank() const { return ranks_ <= cores_; }
+
   [[nodiscard]] bool own_core() const {
-    return ranks_ <= cores_ &&
+    return core_per_rank() &&
            (shared_until_ == clock::time_point{} || clock::now() >= shared_until_);
   }
 
