@@ -14,7 +14,7 @@ cmake_minimum_required(VERSION 3.21)
 
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  TIMEOUT 300)
+                  TIMEOUT 540)  # within CTest's 600: a cold, busy machine compiles slowly
   if(NOT status EQUAL 0)
     list(JOIN ARGN " " command)
     message(FATAL_ERROR "failed (${status}): ${command}\n${out}\n${err}")
