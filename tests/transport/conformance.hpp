@@ -313,7 +313,8 @@ void probe_leaves_message(Comm& world) {
 }
 
 /// A too-small buffer fails with errc::truncated, nothing is written past (or into) it, and
-/// the message stays queued for a receive that fits.
+/// the message stays queued for a receive that fits; a large one too (sent by a rendezvous
+/// where the transport has one, its data still at the sender when it is refused).
 template <class Comm>
 void truncation_keeps_message(Comm& world) {
   const int next = (world.rank() + 1) % world.size();
@@ -329,6 +330,20 @@ void truncation_keeps_message(Comm& world) {
   world.recv(prev, 6, std::span<int>(got));
   COMMX_CHECK(got == out);
   send.wait();
+
+  std::vector<int> large(std::size_t{1} << 18);  // 1 MiB
+  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<int>(i) ^ world.rank();
+  auto large_send = world.isend(next, 6, large);
+  std::vector<int> half(large.size() / 2, -1);
+  COMMX_EXPECT_ERROR(errc::truncated, world.recv(prev, 6, std::span<int>(half)));
+  COMMX_CHECK(half == std::vector<int>(large.size() / 2, -1));
+  std::vector<int> whole(large.size());
+  world.recv(prev, 6, std::span<int>(whole));
+  bool same = true;
+  for (std::size_t i = 0; i < whole.size(); ++i)
+    same = same && whole[i] == (static_cast<int>(i) ^ prev);
+  COMMX_CHECK(same);
+  large_send.wait();
 }
 
 /// A posted receive too small for the message fails with errc::truncated; the message goes on

@@ -93,6 +93,7 @@ inline op_result mpi::receive_posted(const mpi::context& c, context_id ctx, int 
     std::error_code ec;
     into = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
     count = static_cast<int>(buffer.capacity());
+    state::keep_prefix(s.scratch, into);
   }
   const int bank = tag == any_tag ? 0 : s.tags.bank_of(tag);
   int code = MPI_SUCCESS;
@@ -152,7 +153,7 @@ inline op_result mpi::posted_arrived(const mpi::arrival& a, const MPI_Status& st
                 detail::mpi::bytes_of(status),
                 {}};
   if (out.bytes <= detail::mpi::inline_limit) [[likely]] {
-    s.take_inline(a.buffer, a.into, a.direct, out, a.ctx);
+    s.take_inline(a.buffer, a.into, a.direct ? &s.scratch : nullptr, out, a.ctx);
     return out;
   }
   state::message_in_hand m;
@@ -160,6 +161,7 @@ inline op_result mpi::posted_arrived(const mpi::arrival& a, const MPI_Status& st
   m.ctx = a.ctx;
   m.tag = out.tag;
   s.announced(m, std::span<const std::byte>(a.into, out.bytes));
+  if (a.direct) state::give_back_prefix(s.scratch, a.into, detail::mpi::announcement_bytes);
   return take(m, a.buffer, until, timeout);
 }
 

@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -57,6 +58,7 @@ struct endpoint_state {
     std::byte* target = nullptr;  // with_mpi: the buffer's start, or `scratch`
     bool direct = false;          // with_mpi: into the buffer itself
     MPI_Status status{};          // arrived
+    // The target of a small buffer; a direct one's first bytes, as they were (keep_prefix).
     std::unique_ptr<detail::mpi::announcement_frame> scratch;  // kept as the slot is reused
   };
 
@@ -204,11 +206,12 @@ struct endpoint_state {
     r.buffer = buffer;
     r.result = {};
     r.direct = buffer.capacity() >= detail::mpi::announcement_bytes;
+    if (!r.scratch) r.scratch = std::make_unique<detail::mpi::announcement_frame>();
     if (r.direct) {
       std::error_code ec;
       r.target = buffer.prepare(buffer.capacity(), ec);  // a fixed buffer: its start
+      keep_prefix(*r.scratch, r.target);
     } else {
-      if (!r.scratch) r.scratch = std::make_unique<detail::mpi::announcement_frame>();
       r.target = r.scratch->data();
     }
     const int count = r.direct ? static_cast<int>(buffer.capacity())
@@ -262,12 +265,13 @@ struct endpoint_state {
       out.tag = tag_of(r, r.status);
       out.bytes = bytes;
       out.error = transport::no_error;
-      take_inline(r.buffer, r.target, r.direct, out, r.ctx);
+      take_inline(r.buffer, r.target, r.direct ? r.scratch.get() : nullptr, out, r.ctx);
       r.state = phase::done;
       return;
     }
     message_in_hand m = sender_of(r, r.status);
     announced(m, std::span<const std::byte>(r.target, m.bytes));
+    if (r.direct) give_back_prefix(*r.scratch, r.target, detail::mpi::announcement_bytes);
     deliver(r, m);
   }
 
@@ -291,15 +295,30 @@ struct endpoint_state {
     return tags.commx_tag(r.tag == any_tag ? 0 : tags.bank_of(r.tag), status.MPI_TAG);
   }
 
-  // An inline message of `out.bytes` at `at` (the buffer's own start when `direct`) for a
-  // receive into `buffer`: copied into it, or, refused (out.error), held.
-  void take_inline(const recv_buffer& buffer, const std::byte* at, bool direct, op_result& out,
-                   context_id ctx) {
+  // A receive posted to MPI into its own buffer (direct) keeps the first bytes MPI may write:
+  // MPI puts there whatever comes, an announcement or a message the buffer then refuses, and
+  // a buffer that takes no message is left as it was (the transport concept). The price: a
+  // copy of announcement_bytes per direct receive.
+  static void keep_prefix(detail::mpi::announcement_frame& kept, const std::byte* buffer) {
+    std::memcpy(kept.data(), buffer, kept.size());
+  }
+  // Puts back the `written` bytes of a direct buffer that it does not keep.
+  static void give_back_prefix(const detail::mpi::announcement_frame& kept, std::byte* buffer,
+                               std::size_t written) {
+    std::memcpy(buffer, kept.data(), std::min(written, kept.size()));
+  }
+
+  // An inline message of `out.bytes` at `at` (the buffer's own start when `kept`, its first
+  // bytes as they were before) for a receive into `buffer`: copied into it, or, refused
+  // (out.error), held.
+  void take_inline(const recv_buffer& buffer, std::byte* at,
+                   const detail::mpi::announcement_frame* kept, op_result& out, context_id ctx) {
     std::byte* to = buffer.prepare(out.bytes, out.error);
     if (out.error) [[unlikely]] {
       message_in_hand m;
       m.how = carrier::copied;
       m.copy.assign(at, at + out.bytes);
+      if (kept != nullptr) give_back_prefix(*kept, at, out.bytes);
       m.source = out.source;
       m.ctx = ctx;
       m.tag = out.tag;
@@ -307,7 +326,7 @@ struct endpoint_state {
       hold(std::move(m));
       return;
     }
-    if (!direct && out.bytes != 0) std::memcpy(to, at, out.bytes);
+    if (kept == nullptr && out.bytes != 0) std::memcpy(to, at, out.bytes);
   }
 
   // While messages are held, no receive may stay with MPI: MPI would give it a message later
@@ -326,12 +345,14 @@ struct endpoint_state {
       if (r.state != phase::with_mpi && r.state != phase::arrived) continue;
       r.state = phase::posted;  // and what MPI gave it (`status`) is held
       message_in_hand m = sender_of(r, r.status);
+      const std::size_t written = m.bytes;
       if (m.bytes <= detail::mpi::inline_limit) {
         m.how = carrier::copied;
         m.copy.assign(r.target, r.target + m.bytes);
       } else {
         announced(m, std::span<const std::byte>(r.target, m.bytes));
       }
+      if (r.direct) give_back_prefix(*r.scratch, r.target, written);
       held.push_back(std::move(m));
     }
     return withdrew;
@@ -491,8 +512,9 @@ struct endpoint_state {
   std::vector<filter_union> pass_filters;  // progress_posted's, kept to reuse its memory
   copy_list kept_copies;  // what sends in the background send: to self, announcements
   std::vector<background_send> orphans;
-  std::uint32_t next_sequence = 0;                        // of announcements
-  alignas(16) detail::mpi::announcement_frame scratch{};  // small blocking receives' target
+  std::uint32_t next_sequence = 0;  // of announcements
+  // Small blocking receives' target; a direct one's first bytes, as they were (keep_prefix).
+  alignas(16) detail::mpi::announcement_frame scratch{};
   std::uint64_t polls = 0;
   detail::mpi::backoff waiting;
   receive_path receives = receive_path::matched;
