@@ -8,9 +8,9 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <cstring>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <list>
 #include <memory>
