@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -334,7 +335,8 @@ TEST_CASE("more large messages in flight both ways than there are offer tickets"
   // answers that free tickets must get past them.
   constexpr int count = 40;
   constexpr std::size_t words = (std::size_t{64} << 10) / 4;
-  job_spec job{commx::test::shm_ranks::fresh_token(), 2, {}};
+  // 64 KiB is large only at the threshold of ranks with a core each (a one-core host raises it).
+  job_spec job{commx::test::shm_ranks::fresh_token(), 2, {{"COMMX_SHM_LARGE_THRESHOLD", "32768"}}};
   std::vector<rank_process> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.push_back(start_rank(job, r, [r]() -> std::string {
@@ -378,9 +380,12 @@ TEST_CASE(
   constexpr int words = 64;
   constexpr std::size_t window = std::size_t{64} << 10;
   constexpr int marker = 7;  // sent last: once it is queued, everything before it is too
-  job_spec job{commx::test::shm_ranks::fresh_token(),
-               4,
-               {{"COMMX_SHM_EAGER_WINDOW", std::to_string(window)}}};
+  // The threshold as where each rank has a core: 4 ranks sharing fewer would raise it, and the
+  // window with it (at least one message of the threshold).
+  job_spec job{
+      commx::test::shm_ranks::fresh_token(),
+      4,
+      {{"COMMX_SHM_EAGER_WINDOW", std::to_string(window)}, {"COMMX_SHM_LARGE_THRESHOLD", "32768"}}};
   std::vector<rank_process> ranks;
   for (int r = 0; r < 4; ++r) {
     ranks.push_back(start_rank(job, r, [r, window]() -> std::string {
@@ -439,7 +444,8 @@ TEST_CASE(
     "[shm]") {
   constexpr int count = 40;  // large messages on tag 0, against 16 tickets per pair
   constexpr std::size_t words = (std::size_t{64} << 10) / 4;
-  job_spec job{commx::test::shm_ranks::fresh_token(), 2, {}};
+  // 64 KiB is large only at the threshold of ranks with a core each (a one-core host raises it).
+  job_spec job{commx::test::shm_ranks::fresh_token(), 2, {{"COMMX_SHM_LARGE_THRESHOLD", "32768"}}};
   std::array<int, 2> sent{};  // rank 1 -> 0: all its sends are posted, one of them withdrawn
   REQUIRE(::pipe(sent.data()) == 0);
   std::vector<rank_process> ranks;
@@ -591,4 +597,42 @@ TEST_CASE("large messages are read by cma where 8 or more ranks share a core, co
   CHECK(cma_chosen(crowded, std::nullopt) == std::vector<int>(std::size_t(crowded), 1));
   CHECK(cma_chosen(crowded, large_path::copy) == std::vector<int>(std::size_t(crowded), 0));
   CHECK(cma_chosen(2, large_path::cma) == std::vector<int>(2, 1));
+}
+
+TEST_CASE("messages up to 128 KiB travel whole while ranks share cores that still copy",
+          "[shm][large]") {
+  using commx::detail::shm::options;
+  constexpr std::size_t small = std::size_t{32} << 10;
+  constexpr std::size_t shared = std::size_t{128} << 10;
+  CHECK(options::threshold_by_load(2, 2) == small);   // a core each
+  CHECK(options::threshold_by_load(3, 2) == shared);  // one core runs two
+  CHECK(options::threshold_by_load(14, 2) == shared);
+  CHECK(options::threshold_by_load(15, 2) == small);  // 8 to a core: cma reads them
+  CHECK(options::threshold_by_load(64, 64) == small);
+
+  // What endpoints made as threads of this process take: by load, or as set.
+  const auto limits = [](int ranks, std::optional<std::size_t> threshold) {
+    const std::string name =
+        "commx_test_eager_" + std::to_string(::getpid()) + "_" + std::to_string(ranks);
+    std::vector<std::size_t> taken(static_cast<std::size_t>(ranks), 0);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r) {
+      threads.emplace_back([&, r] {
+        commx::transport::shm::options opts;
+        opts.large_threshold = threshold;
+        opts.startup_timeout = 60s;
+        const commx::transport::shm t(name, r, ranks, opts);
+        taken[static_cast<std::size_t>(r)] = t.eager_limit();
+      });
+    }
+    for (auto& t : threads) t.join();
+    return taken;
+  };
+  // Half a ring at most, less a header: 128 KiB rings take 64 KiB less one whole.
+  const auto raised = [&](std::size_t limit) { return limit > small && limit <= shared; };
+  const int cores = commx::detail::shm::waiting::usable_cores();
+  const auto one_more = static_cast<std::size_t>(cores + 1);
+  CHECK(std::ranges::all_of(limits(cores + 1, std::nullopt), raised));
+  CHECK(limits(cores + 1, small) == std::vector<std::size_t>(one_more, small));
+  CHECK(limits(1, std::nullopt) == std::vector<std::size_t>(1, small));
 }

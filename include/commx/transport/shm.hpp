@@ -191,6 +191,9 @@ class shm {
 
   /// Whether large messages are copied by cross-memory attach (else through the ring).
   [[nodiscard]] bool cross_memory_enabled() const { return endpoint_->cross_memory_enabled(); }
+  /// The largest message that travels whole through the ring (COMMX_SHM_LARGE_THRESHOLD, or
+  /// options::threshold_by_load's, at most half a ring).
+  [[nodiscard]] std::size_t eager_limit() const { return endpoint_->eager_limit(); }
   /// What this rank holds of small messages nobody has asked for yet, each counted as its
   /// payload plus 64 bytes. At most eager_window() per sender, itself included, however many
   /// are sent: beyond it they stay in the sender's memory until a receive takes them.

@@ -99,7 +99,9 @@ class endpoint {
     const auto n = static_cast<std::size_t>(size);
     const std::size_t ring = segment_.ring(0, 0).capacity();
     // A whole eager message must fit in a ring with room to spare; pieces are a quarter ring.
-    eager_limit_ = std::min(opts_.large_threshold, ring / 2 - record_bytes(record_kind::rts, 0));
+    const std::size_t threshold =
+        opts_.large_threshold.value_or(options::threshold_by_load(size, waiting::usable_cores()));
+    eager_limit_ = std::min(threshold, ring / 2 - record_bytes(record_kind::rts, 0));
     chunk_ = std::min<std::size_t>(ring / 4, std::size_t{64} << 10);
     window_ = std::max<std::uint64_t>(opts_.eager_window, credit_cost(eager_limit_));
     producers_.resize(n);
@@ -156,6 +158,7 @@ class endpoint {
   /// payload plus 64 bytes: at most the eager window per sender (credit.hpp).
   [[nodiscard]] std::size_t held_bytes() const { return held_bytes_; }
   [[nodiscard]] std::uint64_t eager_window() const { return window_; }
+  [[nodiscard]] std::size_t eager_limit() const { return eager_limit_; }
   [[nodiscard]] const std::string& segment_name() const { return segment_.name(); }
   /// Who speaks in this endpoint's log lines: `commx[rank 3 shm]`.
   [[nodiscard]] const log::context& log_context() const { return log_; }

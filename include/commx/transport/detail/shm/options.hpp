@@ -6,7 +6,7 @@
 /// | variable | meaning | default |
 /// |---|---|---|
 /// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: the receiver takes cma or pieces through the ring, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; pieces when the kernel refuses cma) | copy; cma (where the kernel allows it) while 8 or more ranks share a core (bench/HISTORY.md: auto measured within a few percent of copy, better or worse by collective) |
-/// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768 |
+/// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768; 131072 while ranks outnumber the cores but fewer than 8 share one (`threshold_by_load`) |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, 4 KiB to 16 MiB); same on every rank | by rank count |
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
 /// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
@@ -46,7 +46,8 @@ struct options {
   std::optional<large_path> large;
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
   /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/HISTORY.md.
-  std::size_t large_threshold = std::size_t{32} << 10;
+  /// None: `threshold_by_load`'s.
+  std::optional<std::size_t> large_threshold;
   /// Bytes per ring; 0 picks by rank count (segment.hpp: default_ring_bytes).
   std::size_t ring_bytes = 0;
   /// What a rank holds of one sender's small messages that nobody has asked for yet, at most
@@ -74,6 +75,20 @@ struct options {
     return commx::detail::ranks_per_core(ranks, cores) >= commx::detail::queued_core
                ? large_path::cma
                : large_path::copy;
+  }
+
+  /// Where messages stop going whole through the ring unless COMMX_SHM_LARGE_THRESHOLD says:
+  /// 32 KiB, and 128 KiB while `ranks` outnumber `cores` but large messages are still copied
+  /// (fewer than queued_core to a core). There a large message's pieces wait for its sender's
+  /// turn on a shared core, once to offer and again for each piece, where an eager one is
+  /// written in one turn (bench/HISTORY.md, 2026-12-02, seventh entry: a 64 KiB broadcast at 4
+  /// ranks on 2 cores 0.41x the time, allreduce 0.76x, allgather 0.74x, 8 ranks' allreduce
+  /// 0.75x); where cma reads them (8 or more to a core), eager copies cost more (16 ranks'
+  /// 64 KiB allreduce 1.6x).
+  [[nodiscard]] static std::size_t threshold_by_load(int ranks, int cores) {
+    const bool crowded = ranks > cores;
+    const bool copied = commx::detail::ranks_per_core(ranks, cores) < commx::detail::queued_core;
+    return crowded && copied ? std::size_t{128} << 10 : std::size_t{32} << 10;
   }
 
   /// The defaults, overridden by the COMMX_SHM_* variables `get` finds.
