@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <fcntl.h>
@@ -563,6 +564,29 @@ TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is
   CHECK(polls == waiting::shared_spins);
 }
 
+namespace {
+// A job's ranks as threads of this process, each making its endpoint with the options `adjust`
+// sets: what `read` finds in each.
+template <class Adjust, class Read>
+auto from_each_endpoint(const std::string& prefix, int ranks, Adjust adjust, Read read) {
+  using value = decltype(read(std::declval<const commx::transport::shm&>()));
+  const std::string name = prefix + std::to_string(::getpid()) + "_" + std::to_string(ranks);
+  std::vector<value> found(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      commx::transport::shm::options opts;
+      opts.startup_timeout = 60s;
+      adjust(opts);
+      const commx::transport::shm t(name, r, ranks, opts);
+      found[static_cast<std::size_t>(r)] = read(t);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return found;
+}
+}  // namespace
+
 TEST_CASE("large messages are read by cma where 8 or more ranks share a core, copied elsewhere",
           "[shm][large]") {
   using commx::detail::shm::large_path;
@@ -574,23 +598,10 @@ TEST_CASE("large messages are read by cma where 8 or more ranks share a core, co
   CHECK(options::by_load(2048, 256) == large_path::cma);
   CHECK(options::by_load(2048, 293) == large_path::copy);
 
-  // A job's ranks as threads of this process, each making its endpoint: what they chose.
   const auto cma_chosen = [](int ranks, std::optional<large_path> large) {
-    const std::string name =
-        "commx_test_large_" + std::to_string(::getpid()) + "_" + std::to_string(ranks);
-    std::vector<int> chosen(static_cast<std::size_t>(ranks), -1);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < ranks; ++r) {
-      threads.emplace_back([&, r] {
-        commx::transport::shm::options opts;
-        opts.large = large;
-        opts.startup_timeout = 60s;
-        const commx::transport::shm t(name, r, ranks, opts);
-        chosen[static_cast<std::size_t>(r)] = t.cross_memory_enabled() ? 1 : 0;
-      });
-    }
-    for (auto& t : threads) t.join();
-    return chosen;
+    return from_each_endpoint(
+        "commx_test_large_", ranks, [&](options& opts) { opts.large = large; },
+        [](const commx::transport::shm& t) { return t.cross_memory_enabled() ? 1 : 0; });
   };
   const int crowded = commx::detail::queued_core * commx::detail::shm::waiting::usable_cores();
   CHECK(cma_chosen(2, std::nullopt) == std::vector<int>(2, 0));
@@ -610,23 +621,11 @@ TEST_CASE("messages up to 128 KiB travel whole while ranks share cores that stil
   CHECK(options::threshold_by_load(15, 2) == small);  // 8 to a core: cma reads them
   CHECK(options::threshold_by_load(64, 64) == small);
 
-  // What endpoints made as threads of this process take: by load, or as set.
+  // What the endpoints take: by load, or as set.
   const auto limits = [](int ranks, std::optional<std::size_t> threshold) {
-    const std::string name =
-        "commx_test_eager_" + std::to_string(::getpid()) + "_" + std::to_string(ranks);
-    std::vector<std::size_t> taken(static_cast<std::size_t>(ranks), 0);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < ranks; ++r) {
-      threads.emplace_back([&, r] {
-        commx::transport::shm::options opts;
-        opts.large_threshold = threshold;
-        opts.startup_timeout = 60s;
-        const commx::transport::shm t(name, r, ranks, opts);
-        taken[static_cast<std::size_t>(r)] = t.eager_limit();
-      });
-    }
-    for (auto& t : threads) t.join();
-    return taken;
+    return from_each_endpoint(
+        "commx_test_eager_", ranks, [&](options& opts) { opts.large_threshold = threshold; },
+        [](const commx::transport::shm& t) { return t.eager_limit(); });
   };
   // Half a ring at most, less a header: 128 KiB rings take 64 KiB less one whole.
   const auto raised = [&](std::size_t limit) { return limit > small && limit <= shared; };
