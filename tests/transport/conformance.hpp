@@ -331,18 +331,19 @@ void truncation_keeps_message(Comm& world) {
   COMMX_CHECK(got == out);
   send.wait();
 
-  std::vector<int> large(std::size_t{1} << 18);  // 1 MiB
-  for (std::size_t i = 0; i < large.size(); ++i) large[i] = static_cast<int>(i) ^ world.rank();
+  const auto large_of = [](int rank) {  // 1 MiB that says who sent it
+    std::vector<int> v(std::size_t{1} << 18);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int>(i) ^ rank;
+    return v;
+  };
+  const std::vector<int> large = large_of(world.rank());
   auto large_send = world.isend(next, 6, large);
   std::vector<int> half(large.size() / 2, -1);
   COMMX_EXPECT_ERROR(errc::truncated, world.recv(prev, 6, std::span<int>(half)));
   COMMX_CHECK(half == std::vector<int>(large.size() / 2, -1));
   std::vector<int> whole(large.size());
   world.recv(prev, 6, std::span<int>(whole));
-  bool same = true;
-  for (std::size_t i = 0; i < whole.size(); ++i)
-    same = same && whole[i] == (static_cast<int>(i) ^ prev);
-  COMMX_CHECK(same);
+  COMMX_CHECK(whole == large_of(prev));
   large_send.wait();
 }
 

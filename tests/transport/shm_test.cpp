@@ -613,8 +613,8 @@ TEST_CASE("large messages are read by cma where 8 or more ranks share a core, co
 TEST_CASE("messages up to 128 KiB travel whole while ranks share cores that still copy",
           "[shm][large]") {
   using commx::detail::shm::options;
-  constexpr std::size_t small = std::size_t{32} << 10;
-  constexpr std::size_t shared = std::size_t{128} << 10;
+  constexpr std::size_t small = options::threshold;
+  constexpr std::size_t shared = options::shared_core_threshold;
   CHECK(options::threshold_by_load(2, 2) == small);   // a core each
   CHECK(options::threshold_by_load(3, 2) == shared);  // one core runs two
   CHECK(options::threshold_by_load(14, 2) == shared);
@@ -627,7 +627,7 @@ TEST_CASE("messages up to 128 KiB travel whole while ranks share cores that stil
         "commx_test_eager_", ranks, [&](options& opts) { opts.large_threshold = threshold; },
         [](const commx::transport::shm& t) { return t.eager_limit(); });
   };
-  // Half a ring at most, less a header: 128 KiB rings take 64 KiB less one whole.
+  // At most half a ring less a header: 256 KiB rings take 128 KiB less 64 bytes.
   const auto raised = [&](std::size_t limit) { return limit > small && limit <= shared; };
   const int cores = commx::detail::shm::waiting::usable_cores();
   const auto one_more = static_cast<std::size_t>(cores + 1);

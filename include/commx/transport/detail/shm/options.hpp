@@ -88,8 +88,12 @@ struct options {
   [[nodiscard]] static std::size_t threshold_by_load(int ranks, int cores) {
     const bool crowded = ranks > cores;
     const bool copied = commx::detail::ranks_per_core(ranks, cores) < commx::detail::queued_core;
-    return crowded && copied ? std::size_t{128} << 10 : std::size_t{32} << 10;
+    return crowded && copied ? shared_core_threshold : threshold;
   }
+  /// The threshold where each rank has a core, or where cma reads large messages.
+  static constexpr std::size_t threshold = std::size_t{32} << 10;
+  /// The threshold while ranks share cores that still copy large messages.
+  static constexpr std::size_t shared_core_threshold = std::size_t{128} << 10;
 
   /// The defaults, overridden by the COMMX_SHM_* variables `get` finds.
   static options from_env(const bootstrap::lookup& get = bootstrap::process_env) {
