@@ -32,6 +32,10 @@ def main() -> int:
     project.mkdir()
     (home / "commx").symlink_to(prefix)
     env = dict(os.environ, HOME=str(home))
+    if os.environ.get("CMAKE_CXX_COMPILER_LAUNCHER") == "ccache" and "CCACHE_DIR" not in env:
+        # The caller's compiler cache (the test command's), which the new HOME would hide.
+        env["CCACHE_DIR"] = subprocess.run(["ccache", "--get-config", "cache_dir"], check=True,
+                                           capture_output=True, text=True).stdout.strip()
     for var in ("COMMX_ROOT", "COMMX_RANK", "COMMX_SIZE", "COMMX_TOKEN"):
         env.pop(var, None)
     blocks = BLOCK.findall(page.read_text(encoding="utf-8"))

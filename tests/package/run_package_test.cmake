@@ -70,7 +70,13 @@ elseif(MODE STREQUAL "add_subdirectory")
   endif()
 else()
   file(MAKE_DIRECTORY ${build})
-  run(${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${prefix}/lib/pkgconfig CXX=${CMAKE_CXX_COMPILER}
+  # The compiler launcher the CMake consumers take from the environment (ccache in the test
+  # command), given to make as CMake would give it.
+  set(cxx ${CMAKE_CXX_COMPILER})
+  if(DEFINED ENV{CMAKE_CXX_COMPILER_LAUNCHER})
+    set(cxx "$ENV{CMAKE_CXX_COMPILER_LAUNCHER} ${CMAKE_CXX_COMPILER}")
+  endif()
+  run(${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${prefix}/lib/pkgconfig "CXX=${cxx}"
       make -C ${build} -f ${COMMX_SOURCE_DIR}/tests/package/makefile_consumer/Makefile
       SOURCE_DIR=${COMMX_SOURCE_DIR}/tests/package "STACKS=${stacks}")
 endif()
