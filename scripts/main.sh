@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 echo "=== packages ready after ${SECONDS} s"
+source scripts/compiler_cache.sh
 cmake --preset release >/dev/null
 # Measured on 2 cores from a fresh clone (2026-12-01, g++ 12, ccache warm but for the headers
 # that day's changes touched): 488 s of building the programs below, ucx's among them, then

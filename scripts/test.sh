@@ -22,15 +22,9 @@ clang-format --dry-run --Werror "${sources[@]}"
 echo "=== API reference (Doxygen; a warning fails it)"
 bash scripts/docs.sh
 
-# ccache: within one run, what two builds compile alike is compiled once (the package tests'
-# consumers); a second run recompiles only what changed, also from a clone in another directory
-# (a CI checks out into a new one each time): paths are hashed relative to the clone, and the
-# directory a build runs in is not hashed (debug information may then name an earlier clone's).
-if command -v ccache >/dev/null; then
-  export CMAKE_CXX_COMPILER_LAUNCHER=ccache
-  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
-  export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
-fi
+# Within one run, what two builds compile alike is compiled once (the package tests'
+# consumers); across runs, what did not change.
+source scripts/compiler_cache.sh
 
 jobs=$(nproc)
 run_preset() {
