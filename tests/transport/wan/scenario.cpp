@@ -395,12 +395,16 @@ void break_stream(comm& world) {
       }
       return false;
     };
-    while (!begun() && clock::now() < until) {
+    // Stream 1 must be open here too: the first chunk can land on stream 0 before this rank has
+    // taken stream 1's handshake (CI saw that once, on a busy machine). Opening it takes a
+    // handshake's few calls, far short of the transfer.
+    const auto stream_1 = [&] { return t.native_stream(0, 1); };
+    while (!(begun() && stream_1() >= 0) && clock::now() < until) {
       if (!t.progress_one()) std::this_thread::yield();
     }
     COMMX_CHECK(begun());
     // Stream 1 has room or bytes already: the stalled sender fills it. Bounded in time.
-    const int fd = t.native_stream(0, 1);
+    const int fd = stream_1();
     COMMX_CHECK(fd >= 0);
     int waiting = 0;
     while (clock::now() < until) {
