@@ -433,12 +433,19 @@ class engine {
 
   // Peers of this node whose process ended (looked at before each sleep, so at most every
   // 100 ms while waiting, and only peers with an endpoint: those this rank talks to or watches).
+  // What such a peer sent before it ended is in this rank's socket or segment by then, but
+  // may have come after the last progress: it is taken in first (a receive naming the peer
+  // must get it, not errc::peer_lost), bounded as progress is.
   void check_local_peers() {
+    std::vector<peer*> ended;
     for (peer& p : peers_) {
-      if (p.same_node && p.ep != nullptr && !p.gone() && p.watch.gone()) {
-        p.failed = true;
-        losses_pending_ = true;
-      }
+      if (p.same_node && p.ep != nullptr && !p.gone() && p.watch.gone()) ended.push_back(&p);
+    }
+    if (!ended.empty()) {
+      for (int turn = 0; turn < 16 && worker_.progress(); ++turn) take_arrivals();
+      take_arrivals();
+      for (peer* p : ended) p->failed = true;
+      losses_pending_ = true;
     }
     if (losses_pending_) notice_losses();
   }
