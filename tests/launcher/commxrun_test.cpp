@@ -31,11 +31,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/beside_this_program.hpp"
+
 #ifndef COMMXRUN_PATH
-#error "COMMXRUN_PATH must be defined to the path of the commxrun binary"
+#error \
+    "COMMXRUN_PATH must be defined to the path of the commxrun binary, relative to the test program"
 #endif
 #ifndef LAUNCHER_PROBE_PATH
-#error "LAUNCHER_PROBE_PATH must be defined to the path of the launcher_probe binary"
+#error \
+    "LAUNCHER_PROBE_PATH must be defined to the path of the launcher_probe binary, relative to the test program"
 #endif
 
 namespace {
@@ -43,8 +47,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr double kBound = 30.0;  // seconds any single run may take
 
-const std::string kRun = COMMXRUN_PATH;
-const std::string kProbe = LAUNCHER_PROBE_PATH;
+const std::string kRun = commx::test::beside_this_program(COMMXRUN_PATH);
+const std::string kProbe = commx::test::beside_this_program(LAUNCHER_PROBE_PATH);
 
 struct Result {
   int status = 0;  // wait status

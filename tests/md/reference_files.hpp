@@ -11,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "support/beside_this_program.hpp"
+
 namespace md::test {
 
 [[nodiscard]] inline std::string reference_path(const std::string& name) {
-  return std::string(MD_REFERENCE_DIR) + "/" + name;
+  return commx::test::beside_this_program(MD_REFERENCE_DIR) + "/" + name;
 }
 
 /// One atom of a LAMMPS dump with columns id x y z ix iy iz vx vy vz fx fy fz pe.

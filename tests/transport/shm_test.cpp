@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/beside_this_program.hpp"
 #include "commx/communicator.hpp"
 #include "commx/transport/detail/shm/waiting.hpp"
 #include "commx/transport/shm.hpp"
@@ -310,8 +311,9 @@ TEST_CASE("a rank that never arrives: the others raise timeout naming it", "[shm
 TEST_CASE("under commxrun, a rank killed by SIGKILL fails the job and leaves no segment", "[shm]") {
   for (const char* when : {"at-start", "mid-exchange"}) {
     DYNAMIC_SECTION("killed " << when) {
-      const std::string command = fmt::format("{} -n 3 --timeout 60 {} {} 2>&1",
-                                              COMMX_TEST_COMMXRUN, COMMX_TEST_SHM_KILL_RANK, when);
+      const std::string command = fmt::format(
+          "{} -n 3 --timeout 60 {} {} 2>&1", commx::test::beside_this_program(COMMX_TEST_COMMXRUN),
+          commx::test::beside_this_program(COMMX_TEST_SHM_KILL_RANK), when);
       FILE* pipe = ::popen(command.c_str(), "r");
       REQUIRE(pipe != nullptr);
       std::string output;

@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "support/beside_this_program.hpp"
 #include "commx/communicator.hpp"
 #include "commx/transport/detail/tcp/handshake.hpp"
 #include "commx/transport/detail/tcp/route.hpp"
@@ -42,7 +43,7 @@ using commx::test::child;
 using clock_type = std::chrono::steady_clock;
 
 const std::string token(64, 'a');
-const std::string scenario = COMMX_TCP_SCENARIO;
+const std::string scenario = commx::test::beside_this_program(COMMX_TCP_SCENARIO);
 
 // --- frames ----------------------------------------------------------------------------------
 

@@ -36,10 +36,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/beside_this_program.hpp"
 #include "support/netns.hpp"
 
 #ifndef WANEMU_PATH
-#error "WANEMU_PATH must be defined to the path of the wanemu binary"
+#error "WANEMU_PATH must be defined to the path of the wanemu binary, relative to the test program"
 #endif
 
 namespace commx::test::wan {
@@ -84,7 +85,7 @@ class emulator {
     const std::string prefix = fmt::format("commx-wt{}-{}", ::getpid(), serial++);
     ns_a_ = prefix + "a";
     ns_b_ = prefix + "b";
-    std::vector<std::string> args{WANEMU_PATH,
+    std::vector<std::string> args{commx::test::beside_this_program(WANEMU_PATH),
                                   "--ns-a",
                                   ns_a_,
                                   "--ns-b",

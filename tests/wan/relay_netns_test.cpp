@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "support/beside_this_program.hpp"
 #include "support/catch_runner.hpp"
 #include "transport/tcp/processes.hpp"
 #include "support/netns.hpp"
@@ -95,10 +96,10 @@ std::unique_ptr<child> in_ns(const std::string& ns, std::vector<std::string> arg
 }
 
 std::unique_ptr<child> relay(const std::string& ns, const char* site, const char* route) {
-  auto r = in_ns(
-      ns,
-      {COMMX_RELAY_PATH, "--site", site, "--listen", "0.0.0.0:7100", "--route", route, "--verbose"},
-      {"COMMX_TOKEN=" + token});
+  auto r = in_ns(ns,
+                 {commx::test::beside_this_program(COMMX_RELAY_PATH), "--site", site, "--listen",
+                  "0.0.0.0:7100", "--route", route, "--verbose"},
+                 {"COMMX_TOKEN=" + token});
   REQUIRE(r->expect("listening on", clock_type::now() + 30s));
   return r;
 }
@@ -107,7 +108,8 @@ std::unique_ptr<child> rank(const std::string& ns, int r, const char* site, cons
                             const char* relay_at, const std::vector<std::string>& scenario) {
   // Bounded by timeout(1) besides the test's own deadline. (Not the relays: they are signalled
   // to stop, and timeout -s KILL would pass the signal on as KILL.)
-  std::vector<std::string> argv{"timeout", "-s", "KILL", "150", WAN_SCENARIO_PATH};
+  std::vector<std::string> argv{"timeout", "-s", "KILL", "150",
+                                commx::test::beside_this_program(WAN_SCENARIO_PATH)};
   argv.insert(argv.end(), scenario.begin(), scenario.end());
   return in_ns(
       ns, argv,

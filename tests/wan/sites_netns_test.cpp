@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "support/beside_this_program.hpp"
 #include "support/catch_runner.hpp"
 #include "support/netns.hpp"
 #include "transport/tcp/processes.hpp"
@@ -120,11 +121,11 @@ job_result run_job(const two_sites& net, const std::vector<std::string>& program
   for (int s = 0; s < 2; ++s) {
     const std::string other =
         s == 0 ? std::string(emulator::addr_b) : std::string(emulator::addr_a);
-    relays.push_back(
-        in_ns(net.gateway(s),
-              {COMMX_RELAY_PATH, "--site", s == 0 ? "A" : "B", "--listen", "0.0.0.0:7100",
-               "--route", fmt::format("{}={}:7100", s == 0 ? "B" : "A", other)},
-              {"COMMX_TOKEN=" + token}));
+    relays.push_back(in_ns(net.gateway(s),
+                           {commx::test::beside_this_program(COMMX_RELAY_PATH), "--site",
+                            s == 0 ? "A" : "B", "--listen", "0.0.0.0:7100", "--route",
+                            fmt::format("{}={}:7100", s == 0 ? "B" : "A", other)},
+                           {"COMMX_TOKEN=" + token}));
     REQUIRE(relays.back()->expect("listening on", clock_type::now() + 30s));
   }
   std::vector<std::unique_ptr<child>> job;
@@ -180,25 +181,28 @@ TEST_CASE("shm+tcp+wan: two sites of two nodes of two ranks, behind relays", "[n
   CHECK(connect_errno(net.compute(0), std::string(emulator::addr_b)) == ENETUNREACH);
 
   SECTION("each message goes over the innermost level its ranks share") {
-    const job_result result = run_job(net, {LAYERED_SCENARIO_SHM_TCP_WAN_PATH, "levels"});
+    const job_result result = run_job(
+        net, {commx::test::beside_this_program(LAYERED_SCENARIO_SHM_TCP_WAN_PATH), "levels"});
     INFO(result.transcript);
     for (int r = 0; r < ranks; ++r) CHECK(result.status[static_cast<std::size_t>(r)] == 0);
     CHECK(result.transcript.find("rank 0 node 0 site 0: bytes node 1001 site 2005 wide 4022") !=
           std::string::npos);
   }
   SECTION("the conformance suite") {
-    all_pass(net,
-             {CONFORMANCE_SHM_TCP_WAN_PATH, suite_filter[0], suite_filter[1], suite_filter[2]});
+    all_pass(net, {commx::test::beside_this_program(CONFORMANCE_SHM_TCP_WAN_PATH), suite_filter[0],
+                   suite_filter[1], suite_filter[2]});
   }
   SECTION("the point-to-point suite") {
-    all_pass(net, {P2P_SHM_TCP_WAN_PATH, suite_filter[0], suite_filter[1], suite_filter[2]});
+    all_pass(net, {commx::test::beside_this_program(P2P_SHM_TCP_WAN_PATH), suite_filter[0],
+                   suite_filter[1], suite_filter[2]});
   }
   SECTION("the collectives suite") {
-    all_pass(net, {COLL_COLLECTIVES_SHM_TCP_WAN_PATH, suite_filter[0], suite_filter[1],
-                   suite_filter[2]});
+    all_pass(net, {commx::test::beside_this_program(COLL_COLLECTIVES_SHM_TCP_WAN_PATH),
+                   suite_filter[0], suite_filter[1], suite_filter[2]});
   }
   SECTION("a rank killed at the far site: every other rank gets peer_lost") {
-    const job_result result = run_job(net, {LAYERED_SCENARIO_SHM_TCP_WAN_PATH, "kill"});
+    const job_result result =
+        run_job(net, {commx::test::beside_this_program(LAYERED_SCENARIO_SHM_TCP_WAN_PATH), "kill"});
     INFO(result.transcript);
     CHECK(result.status[ranks - 1] == 128 + SIGKILL);
     // The ranks' own lines, for the log: which level each waited on, and how long.

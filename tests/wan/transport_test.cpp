@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/beside_this_program.hpp"
 #include "support/catch_runner.hpp"
 #include "wan/emulator.hpp"
 
@@ -47,7 +48,7 @@ pid_t start_rank(const std::string& ns, int rank, const std::string& root,
                                 "COMMX_TOKEN=" + token,
                                 "COMMX_TIMEOUT=60"};
   args.insert(args.end(), env.begin(), env.end());
-  args.emplace_back(WAN_SCENARIO_PATH);
+  args.emplace_back(commx::test::beside_this_program(WAN_SCENARIO_PATH));
   args.insert(args.end(), scenario.begin(), scenario.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -22,6 +22,7 @@
 #include <asio.hpp>
 #include <fmt/format.h>
 
+#include "support/beside_this_program.hpp"
 #include "commx/transport/detail/tcp/config.hpp"
 #include "commx/transport/detail/tcp/tls.hpp"
 #include "transport/tcp/processes.hpp"
@@ -284,7 +285,9 @@ finished_job run_job(const std::vector<std::string> (&env)[2]) {
     vars.push_back("COMMX_TOKEN=" + token);
     vars.push_back("COMMX_TIMEOUT=5");
     ranks[r] = std::make_unique<child>(
-        std::vector<std::string>{"timeout", "-s", "KILL", "60", COMMX_TCP_SCENARIO, "nodes", "0 0"},
+        std::vector<std::string>{"timeout", "-s", "KILL", "60",
+                                 commx::test::beside_this_program(COMMX_TCP_SCENARIO), "nodes",
+                                 "0 0"},
         vars);
   }
   finished_job job;

@@ -23,6 +23,7 @@
 #include <asio.hpp>
 #include <fmt/format.h>
 
+#include "support/beside_this_program.hpp"
 #include "commx/transport/detail/tcp/dial.hpp"
 #include "transport/tcp/processes.hpp"
 
@@ -43,8 +44,14 @@ struct relay_process {
 
   relay_process(const std::string& site, const std::vector<std::string>& extra,
                 const std::string& with_token = token) {
-    std::vector<std::string> argv{COMMX_RELAY_PATH, "--site",    site,        "--listen",
-                                  "127.0.0.1:0",    "--verbose", "--timeout", "5"};
+    std::vector<std::string> argv{commx::test::beside_this_program(COMMX_RELAY_PATH),
+                                  "--site",
+                                  site,
+                                  "--listen",
+                                  "127.0.0.1:0",
+                                  "--verbose",
+                                  "--timeout",
+                                  "5"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     process = std::make_unique<child>(argv, std::vector<std::string>{"COMMX_TOKEN=" + with_token});
     const auto line = process->read_line(clock_type::now() + 30s);
@@ -81,7 +88,9 @@ std::unique_ptr<child> rank(int r, int size, const std::string& site, const std:
                                "COMMX_WAN_CHUNK=64K"};
   env.insert(env.end(), extra.begin(), extra.end());
   return std::make_unique<child>(
-      std::vector<std::string>{"timeout", "-s", "KILL", "120", WAN_SCENARIO_PATH, scenario}, env);
+      std::vector<std::string>{"timeout", "-s", "KILL", "120",
+                               commx::test::beside_this_program(WAN_SCENARIO_PATH), scenario},
+      env);
 }
 
 /// A forwarder on loopback in front of the relay at `to`, on a thread of its own, that keeps

@@ -118,7 +118,14 @@ inline std::filesystem::path platform_file(const std::string& name) {
   if (const char* d = std::getenv("COMMX_SIMGRID_PLATFORM_DIR"); d != nullptr && *d != '\0') {
     dirs.emplace_back(d);
   }
-  if (*COMMX_SIMGRID_PLATFORM_DIR != '\0') dirs.emplace_back(COMMX_SIMGRID_PLATFORM_DIR);
+  // Compiled in: absolute for an installed commx; relative to the program's own directory in
+  // commx's build tree (a compile command then holds no clone's path).
+  if (const std::filesystem::path compiled_in(COMMX_SIMGRID_PLATFORM_DIR); !compiled_in.empty()) {
+    dirs.push_back(compiled_in.is_absolute()
+                       ? compiled_in
+                       : std::filesystem::read_symlink("/proc/self/exe").parent_path() /
+                             compiled_in);
+  }
   // Where Debian's package and a default `cmake --install` put them, for builds that name no
   // directory (pkg-config's flags carry none).
   dirs.emplace_back("/usr/share/commx/simgrid");
