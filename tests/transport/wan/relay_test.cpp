@@ -44,14 +44,9 @@ struct relay_process {
 
   relay_process(const std::string& site, const std::vector<std::string>& extra,
                 const std::string& with_token = token) {
-    std::vector<std::string> argv{commx::test::beside_this_program(COMMX_RELAY_PATH),
-                                  "--site",
-                                  site,
-                                  "--listen",
-                                  "127.0.0.1:0",
-                                  "--verbose",
-                                  "--timeout",
-                                  "5"};
+    const std::string program = commx::test::beside_this_program(COMMX_RELAY_PATH);
+    std::vector<std::string> argv{program,       "--site",    site,        "--listen",
+                                  "127.0.0.1:0", "--verbose", "--timeout", "5"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     process = std::make_unique<child>(argv, std::vector<std::string>{"COMMX_TOKEN=" + with_token});
     const auto line = process->read_line(clock_type::now() + 30s);
