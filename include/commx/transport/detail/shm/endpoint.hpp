@@ -451,6 +451,11 @@ class endpoint {
       }
       const queued_message offer = std::move(queued);
       unexpected_.pop(at);
+      if (offer.ticket != no_ticket) {
+        if (!claim(offer)) continue;              // withdrawn just now
+        claimed_.push_back({op, offer, target});  // taken at the next progress()
+        return;
+      }
       if (take_offer(op, offer, target)) {
         return;
       }
@@ -487,8 +492,9 @@ class endpoint {
   void arrive_eager(int from, const record& header, const ring_consumer& ring);
   void arrive_offer(int from, const record& header);
   bool still_offered(const queued_message& offer) const;
+  bool claim(const queued_message& offer);
   bool take_offer(const std::shared_ptr<operation>& receive, const queued_message& offer,
-                  std::byte* target);
+                  std::byte* target, bool claimed = false);
   void arrive_clear_to_send(int from, const record& header);
   void arrive_piece(int from, const record& header, const ring_consumer& ring);
   void arrive_fin(int from, const record& header);
@@ -565,6 +571,14 @@ class endpoint {
   std::vector<process_watch> peers_;
   std::vector<presence> state_;
   std::deque<std::shared_ptr<operation>> posted_;
+  // Large messages that receives matched when posted, claimed, copied at the next progress()
+  // (endpoint_arrivals.hpp).
+  struct claimed_offer {
+    std::shared_ptr<operation> receive;
+    queued_message offer;
+    std::byte* target;
+  };
+  std::deque<claimed_offer> claimed_;
   unexpected_queue unexpected_;
   std::vector<int> failed_;  // in the order they were found failed
   bool cut_off_ = false;     // the others declared this rank lost (exclude)

@@ -10,6 +10,15 @@
 namespace commx::detail::shm {
 
 inline void endpoint::progress() {
+  // A large message already here when its receive was posted is copied now, not in the post:
+  // a sendrecv posts its receive, then its own offer, and copying in the post left the peer
+  // waiting for that offer the whole copy (2-rank 4 MiB sendrecvs by cma took twice a
+  // ping-ping's time, one in two runs); now both ranks copy at once.
+  while (!claimed_.empty()) {
+    const claimed_offer taken = std::move(claimed_.front());
+    claimed_.pop_front();
+    take_offer(taken.receive, taken.offer, taken.target, true);
+  }
   check_departures();
   find_senders();
   // A peer that went was drained as it went (depart): nothing it writes later is taken in, so
@@ -175,11 +184,19 @@ inline bool endpoint::still_offered(const queued_message& offer) const {
   return word.load(std::memory_order_acquire) == ticket::word(offer.generation, ticket::offered);
 }
 
+// Takes a slotted offer from its sender, who can no longer withdraw it. False if it was.
+inline bool endpoint::claim(const queued_message& offer) {
+  auto& word = segment_.tickets(offer.source, rank_)[offer.ticket];
+  std::uint32_t expected = ticket::word(offer.generation, ticket::offered);
+  return word.compare_exchange_strong(expected, ticket::word(offer.generation, ticket::claimed),
+                                      std::memory_order_acq_rel);
+}
+
 // Claims a large message for `op` and copies it, or asks for it in pieces. False if the
-// sender withdrew it first (nothing happened to `op`). An offer without a ticket slot is
-// claimed by asking for its pieces (transfer_table.hpp).
+// sender withdrew it first (nothing happened to `op`); `claimed`: claim() took it already. An
+// offer without a ticket slot is claimed by asking for its pieces (transfer_table.hpp).
 inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive,
-                                 const queued_message& offer, std::byte* target) {
+                                 const queued_message& offer, std::byte* target, bool claimed) {
   const int from = offer.source;
   const int tag = offer.tag;
   const std::size_t bytes = offer.size;
@@ -188,14 +205,7 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive,
   const std::uint64_t address = offer.address;
   operation& op = *receive;
   const bool slotted = slot != no_ticket;
-  if (slotted) {
-    auto& word = segment_.tickets(from, rank_)[slot];
-    std::uint32_t expected = ticket::word(generation, ticket::offered);
-    if (!word.compare_exchange_strong(expected, ticket::word(generation, ticket::claimed),
-                                      std::memory_order_acq_rel)) {
-      return false;
-    }
-  }
+  if (slotted && !claimed && !claim(offer)) return false;
   record answer{};
   answer.ticket = slot;
   answer.generation = generation;
