@@ -13,13 +13,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step says when it starts, in minutes and seconds since the command began (bash's
+# SECONDS), so that a slow run shows where its time went.
+say() { printf '=== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+
 bash scripts/setup.sh
 
-echo "=== format (.clang-format)"
+say "format (.clang-format)"
 mapfile -t sources < <(find include tools tests examples bench -name '*.hpp' -o -name '*.cpp')
 clang-format --dry-run --Werror "${sources[@]}"
 
-echo "=== API reference (Doxygen; a warning fails it)"
+say "API reference (Doxygen; a warning fails it)"
 bash scripts/docs.sh
 
 # Within one run, what two builds compile alike is compiled once (the package tests'
@@ -29,10 +33,10 @@ source scripts/compiler_cache.sh
 jobs=$(nproc)
 run_preset() {
   local preset=$1
-  echo "=== ${preset}: configure and build"
+  say "${preset}: configure and build"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
-  echo "=== ${preset}: test"
+  say "${preset}: test"
   # CTest starts the tests it expects to take longest first, so that they overlap the many
   # short ones instead of ending the run alone; in a fresh build tree it learns what to expect
   # from the times of an earlier run (tests/ctest_costs/, CTest's own format).
@@ -54,7 +58,7 @@ run_preset mpich
 # GCC at -O3, as the main job and the benches are built: some warnings come only from the
 # optimiser's inlining (-Warray-bounds on shm's small copies did, unseen by the builds above).
 # The shm suites, which hold the most hand-written copying, built and run that way.
-echo "=== release: shm's suites, GCC -O3"
+say "release: shm's suites, GCC -O3"
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs" --target transport.shm_ring conformance.shm commxrun
 ctest --test-dir build/release -R '^(transport\.shm_ring|conformance\.shm\.)' -j "$jobs" \
@@ -67,4 +71,4 @@ run_preset asan
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 run_preset tsan
 
-echo "=== all builds passed"
+say "all builds passed"
