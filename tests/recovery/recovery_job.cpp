@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -369,6 +370,9 @@ int silence(comm& world, double seconds) {
       if (team.allreduce_value(late, commx::op::max{},
                                commx::deadline(std::chrono::milliseconds(500))) == 1)
         break;
+      // A pause between rounds leaves the CPUs to the runs silence.py starts beside this one;
+      // the ranks still talk hundreds of times a second, far more often than they suspect.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
       continue;
     } catch (const commx::error& e) {
       if (!commx::calls_for_recovery(e) && e.code() != commx::errc::timeout) throw;

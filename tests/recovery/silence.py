@@ -5,7 +5,8 @@
     silence.py --commxrun COMMXRUN -- STACK=PROGRAM...
 
 Runs recovery_job in `silence:SECONDS` mode at 5 ranks with COMMX_SUSPECT_AFTER=1 and these
-fault plans:
+fault plans, --jobs runs at once (most of a run is waiting: for the stall to end, for the
+time to be up, with a pause between rounds):
 
 - stall, each rank on its own node: rank 4 stops for 4 s (faulty's stall, as if SIGSTOPped).
   The others declare it lost and go on as [0, 1, 2, 3] to the end; rank 4, resumed, finds
@@ -33,6 +34,7 @@ shrink and the expected last ones, then "finished", and every rank of the minori
 """
 
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from recovery_runs import ROUND, argument_parser, outcomes, ranks_in, run_job
 
@@ -85,22 +87,30 @@ def main() -> int:
     p = argument_parser(__doc__)
     p.add_argument("--seconds", type=float, default=8.0,
                    help="how long the majority runs (past the stall's end)")
+    p.add_argument("--jobs", type=int, default=3,
+                   help="runs at once: each waits out its stall or partition, its ranks idle "
+                        "between rounds")
     args = p.parse_args()
-    runs = wrong = 0
-    for stack, program in (a.split("=", 1) for a in args.stacks):
-        for case, plan, majority, refused, one_node in cases(stack):
-            out = run_job(stack, program, 5, f"silence:{args.seconds}", commxrun=args.commxrun,
-                          timeout=TIMEOUT, launch_args=[] if one_node else ["--nodes", "5"],
-                          env={"COMMX_TIMEOUT": "20", "COMMX_SUSPECT_AFTER": "1",
-                               "COMMX_FAULTS": plan})
-            problem = (judge(out, majority, refused) if out is not None else
-                       "no end within the time limit")
-            runs += 1
+
+    def one(stack, program, case, plan, majority, refused, one_node):
+        out = run_job(stack, program, 5, f"silence:{args.seconds}", commxrun=args.commxrun,
+                      timeout=TIMEOUT, launch_args=[] if one_node else ["--nodes", "5"],
+                      env={"COMMX_TIMEOUT": "20", "COMMX_SUSPECT_AFTER": "1",
+                           "COMMX_FAULTS": plan})
+        problem = (judge(out, majority, refused) if out is not None else
+                   "no end within the time limit")
+        return problem, (f"{stack} {case}: " +
+                         (f"WRONG: {problem}\n{out}" if problem else
+                          f"{list(majority)} went on, {list(refused)} refused"))
+
+    runs = [(stack, program, *case) for stack, program in (a.split("=", 1) for a in args.stacks)
+            for case in cases(stack)]
+    wrong = 0
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for problem, line in pool.map(lambda run: one(*run), runs):
             wrong += problem is not None
-            print(f"{stack} {case}: " + (f"WRONG: {problem}\n{out}" if problem else
-                                         f"{list(majority)} went on, {list(refused)} refused"),
-                  flush=True)
-    print(f"silence: runs {runs}, wrong {wrong}")
+            print(line, flush=True)
+    print(f"silence: runs {len(runs)}, wrong {wrong}")
     return 0 if runs and not wrong else 1
 
 
