@@ -1,19 +1,34 @@
 # SPDX-License-Identifier: MIT
 # Runs log_shm_job ${MODE} (peer-lost, timeout, probe-timeout, agree-lost or large-ways) as 2
-# ranks under commxrun with COMMX_LOG=${LEVEL} and checks rank 0's lines on stderr:
+# ranks under commxrun with COMMX_LOG=${LEVEL} and checks rank 0's lines on stderr (MODE
+# large-shape: the job's large-ways under COMMX_SHM_LARGE=shape, both ranks' lines):
 #   cmake -DCOMMXRUN=... -DJOB=... -DMODE=... -DLEVEL=... -P shm_check.cmake
 set(large copy)
+set(job_mode ${MODE})
 if(MODE STREQUAL "large-ways")
   set(large auto)  # the measured choice between cma and pieces, which logs what it measured
+elseif(MODE STREQUAL "large-shape")
+  set(large shape)  # pieces one way, cma in an exchange
+  set(job_mode large-ways)
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env COMMX_LOG=${LEVEL} COMMX_SHM_LARGE=${large}
-                        ${COMMXRUN} -n 2 --timeout 30 ${JOB} ${MODE}
+                        ${COMMXRUN} -n 2 --timeout 30 ${JOB} ${job_mode}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 60)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the job failed (${rc}): rank 0 did not see the error it waited for\n"
                       "${out}${err}")
 endif()
 
+if(MODE STREQUAL "large-shape")
+  # Each rank received its 40 ping-pong replies one way, in pieces, and its 40 exchanges by cma.
+  foreach(rank 0 1)
+    set(line "\\[${rank}\\] commx\\[rank ${rank} shm\\] debug: large messages received: ")
+    if(NOT err MATCHES "${line}40 in pieces, 40 by cma\n")
+      message(FATAL_ERROR "rank ${rank} did not take pieces one way and cma in exchanges:\n${err}")
+    endif()
+  endforeach()
+  return()
+endif()
 if(MODE STREQUAL "large-ways")
   # Both shapes told apart (an exchange: the offer crossed a large send of the receiver's own),
   # both ways measured in each; in an exchange rank 1 takes the way rank 0 publishes, so it

@@ -8,7 +8,8 @@
 //                                         at debug says how (fallback, coordinator, decision)
 //   commxrun -n 2 log_shm_job large-ways  40 ping-pongs of 256 KiB, then 40 exchanges; under
 //                                         COMMX_SHM_LARGE=auto each rank's debug line at the
-//                                         end says what each way cost, per size and shape
+//                                         end says what each way cost, per size and shape;
+//                                         under shape, how many it took each way
 //
 // Rank 0 prints the exception's text on stdout ("what: ..."), so the check can compare the log
 // line with it. Exit status 0 only when rank 0 saw the error it was meant to see.

@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -610,6 +611,26 @@ TEST_CASE("large messages are read by cma where 8 or more ranks share a core, co
   CHECK(cma_chosen(crowded, std::nullopt) == std::vector<int>(std::size_t(crowded), 1));
   CHECK(cma_chosen(crowded, large_path::copy) == std::vector<int>(std::size_t(crowded), 0));
   CHECK(cma_chosen(2, large_path::cma) == std::vector<int>(2, 1));
+}
+
+TEST_CASE("COMMX_SHM_LARGE names one of the four ways; anything else is refused", "[shm][large]") {
+  using commx::detail::shm::large_path;
+  using commx::detail::shm::options;
+  const auto parsed = [](const std::string& value) {
+    return options::from_env([&](const char* name) -> std::optional<std::string> {
+             if (std::string_view(name) == "COMMX_SHM_LARGE") return value;
+             return std::nullopt;
+           })
+        .large;
+  };
+  CHECK(parsed("copy") == large_path::copy);
+  CHECK(parsed("shape") == large_path::by_shape);
+  CHECK(parsed("auto") == large_path::automatic);
+  CHECK(parsed("cma") == large_path::cma);
+  CHECK(
+      expect_code(
+          commx::errc::invalid_argument, [&] { (void)parsed("pieces"); }, "COMMX_SHM_LARGE=pieces")
+          .empty());
 }
 
 TEST_CASE("messages up to 128 KiB travel whole while ranks share cores that still copy",

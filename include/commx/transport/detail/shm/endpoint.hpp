@@ -11,8 +11,9 @@
 /// or sees the claim and waits for the copy to finish), then either answers `cts` and the
 /// sender streams `data` pieces through the ring, which the receiver copies into place as they
 /// come (pipelined: both copy at once; the default, COMMX_SHM_LARGE=copy), or copies the
-/// payload itself with process_vm_readv and answers `fin` (COMMX_SHM_LARGE=cma), or does
-/// whichever has cost it less lately (COMMX_SHM_LARGE=auto, path_choice.hpp).
+/// payload itself with process_vm_readv and answers `fin` (COMMX_SHM_LARGE=cma), or takes
+/// pieces one way and cma in an exchange (COMMX_SHM_LARGE=shape), or does whichever has cost
+/// it less lately (COMMX_SHM_LARGE=auto, path_choice.hpp).
 ///
 /// Every rank drains all its incoming rings whenever it makes progress, into posted receives or
 /// into its private queue; a send that finds its ring full waits in a private outbox, in order,
@@ -145,9 +146,7 @@ class endpoint {
 
   /// Says goodbye: peers stop waiting for this rank (what it sent is still delivered).
   ~endpoint() {
-    if (opts_.large == large_path::automatic && cross_memory_) {
-      COMMX_LOG(debug, log_, "large messages, what each way cost per byte: {}", paths_.describe());
-    }
+    say_large_ways();
     leave(presence::finished);
   }
 
@@ -507,6 +506,7 @@ class endpoint {
     clock::time_point since{};
   };
   large_way choose_large_way(const queued_message& offer, bool slotted);
+  void say_large_ways() const;
   static constexpr std::size_t drain_limit = 1024;
 
   // Writing to the rings, withdrawing, and the large-message path at start-up
@@ -542,9 +542,10 @@ class endpoint {
   std::vector<transfer_table> in_flight_;       // our offers to each peer
   std::vector<transfer_table> transfers_;       // pieces coming from each peer
   path_choice paths_;                           // cma or pieces, when both are open (auto)
+  std::array<std::uint64_t, 2> ways_taken_{};   // large messages received: in pieces, by cma
   std::vector<clock::time_point> pieces_done_;  // from each peer, the last transfer's end
-  // Under auto, for path_choice: offers we made, when the last was, and when the large sends
-  // we have in flight began (since the last time we had none).
+  // Under auto and shape, to tell an exchange: offers we made, when the last was, and when the
+  // large sends we have in flight began (since the last time we had none).
   std::uint64_t large_offers_ = 0;
   clock::time_point last_large_offer_{};
   clock::time_point sending_since_{};

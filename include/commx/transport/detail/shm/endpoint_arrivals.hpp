@@ -143,7 +143,7 @@ inline void endpoint::arrive_offer(int from, const record& header) {
   offer.ticket = header.ticket;
   offer.generation = header.generation;
   offer.address = header.address;
-  if (opts_.large == large_path::automatic) {
+  if (follows_shape(*opts_.large)) {
     offer.crossed = sending_large() ? sending_since_ : clock::time_point{};
     offer.offers_before = large_offers_;
   }
@@ -220,6 +220,7 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive,
     if (way.choice && copied == cross_copy::done) note_cost(*way.choice, bytes, way.since);
     if (copied == cross_copy::done || copied == cross_copy::bad_address) {
       const bool good = copied == cross_copy::done;
+      ++ways_taken_[1];
       complete(op, {from, tag, bytes,
                     good ? std::error_code{} : make_error_code(errc::protocol_violation)});
       answer.kind = record_kind::fin;
@@ -257,6 +258,7 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive,
   op.generation = generation;
   op.result = {from, tag, bytes};
   op.path_cell = way.choice && way.choice->counted ? way.choice->cell : -1;
+  ++ways_taken_[0];
   op.since = way.since;
   transfers_[static_cast<std::size_t>(from)].put(slot, receive);
   answer.kind = record_kind::cts;
@@ -266,22 +268,23 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive,
 
 // cma or pieces for a large message, and since when its cost counts. Without a ticket slot,
 // without cma or under COMMX_SHM_LARGE=copy: pieces; our own messages and COMMX_SHM_LARGE=cma:
-// cma. Under auto (path_choice.hpp): one way, what this rank measured; in an exchange, what
-// rank 0 measured and published, its cost counted from our offer (so that what each way lets
-// overlap, a peer reading what we offered while we copy, counts). An exchange: the offer came
-// while we had large sends in flight, or we made one while it waited. Neither moment alone
-// tells: a peer a step ahead offers before we do, and one that reads by cma may have finished
-// with ours by the time we take its offer.
+// cma. Under shape: cma in an exchange, pieces one way. Under auto (path_choice.hpp): one way,
+// what this rank measured; in an exchange, what rank 0 measured and published, its cost counted
+// from our offer (so that what each way lets overlap, a peer reading what we offered while we
+// copy, counts). An exchange: the offer came while we had large sends in flight, or we made
+// one while it waited. Neither moment alone tells: a peer a step ahead offers before we do,
+// and one that reads by cma may have finished with ours by the time we take its offer.
 inline endpoint::large_way endpoint::choose_large_way(const queued_message& offer, bool slotted) {
   const std::size_t bytes = offer.size;
   const bool cma_open = slotted && cross_memory_ && bytes != 0;
-  if (!cma_open || offer.source == rank_ || opts_.large != large_path::automatic) {
+  if (!cma_open || offer.source == rank_ || !follows_shape(*opts_.large)) {
     return {cma_open, std::nullopt, {}};
   }
   const std::optional<clock::time_point> exchange_since =
       offer.crossed != clock::time_point{}   ? std::optional(offer.crossed)
       : large_offers_ != offer.offers_before ? std::optional(last_large_offer_)
                                              : std::nullopt;
+  if (opts_.large == large_path::by_shape) return {exchange_since.has_value(), std::nullopt, {}};
   auto& published = segment_.header().exchange_way[path_choice::size_class(bytes)];
   if (exchange_since && rank_ != 0) {
     return {published.load(std::memory_order_relaxed) ==
@@ -295,6 +298,18 @@ inline endpoint::large_way endpoint::choose_large_way(const queued_message& offe
     published.store(static_cast<std::uint8_t>(choice.chosen), std::memory_order_relaxed);
   }
   return {choice.chosen == path_choice::way::cma, choice, exchange_since.value_or(clock::now())};
+}
+
+// At debug, when the endpoint closes: how its large messages came, and under auto what each
+// way cost.
+inline void endpoint::say_large_ways() const {
+  if (opts_.large == large_path::automatic && cross_memory_) {
+    COMMX_LOG(debug, log_, "large messages, what each way cost per byte: {}", paths_.describe());
+  }
+  if (ways_taken_[0] + ways_taken_[1] > 0) {
+    COMMX_LOG(debug, log_, "large messages received: {} in pieces, {} by cma", ways_taken_[0],
+              ways_taken_[1]);
+  }
 }
 
 inline void endpoint::arrive_clear_to_send(int from, const record& header) {

@@ -115,7 +115,7 @@ inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wro
       const int slot = in_flight_[t].free_slot();
       const auto ticket_field = slot < 0 ? no_ticket : static_cast<std::uint32_t>(slot);
       op.offered = true;
-      if (opts_.large == large_path::automatic) {
+      if (follows_shape(*opts_.large)) {
         last_large_offer_ = clock::now();
         if (!sending_large()) sending_since_ = last_large_offer_;
         ++large_offers_;
@@ -190,7 +190,7 @@ inline void endpoint::probe_cross_memory() {
     }
   }
   cross_memory_ = answer == cross_copy::done;
-  if (!cross_memory_ && opts_.large == large_path::automatic) {
+  if (!cross_memory_ && follows_shape(*opts_.large)) {
     // Users want to know: large messages then cost two copies instead of one.
     COMMX_LOG(info, log_, "messages above {} bytes are copied through the ring, not by cma: {}",
               eager_limit_,

@@ -5,7 +5,7 @@
 ///
 /// | variable | meaning | default |
 /// |---|---|---|
-/// | COMMX_SHM_LARGE | `copy`, `auto` or `cma`: how a large message travels (`auto`: the receiver takes cma or pieces through the ring, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; pieces when the kernel refuses cma) | copy; cma (where the kernel allows it) while 8 or more ranks share a core (bench/HISTORY.md: auto measured within a few percent of copy, better or worse by collective) |
+/// | COMMX_SHM_LARGE | `copy`, `shape`, `auto` or `cma`: how a large message travels (`shape`: pieces through the ring one way, cma in an exchange, when the receiver has large sends of its own in flight; `auto`: the receiver takes cma or pieces, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; both take pieces when the kernel refuses cma) | copy; cma (where the kernel allows it) while 8 or more ranks share a core (bench/HISTORY.md: auto measured within a few percent of copy, better or worse by collective) |
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768; 131072 while ranks outnumber the cores but fewer than 8 share one (`threshold_by_load`) |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, 4 KiB to 16 MiB); same on every rank | by rank count |
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
@@ -33,7 +33,14 @@ enum class large_path {
   automatic,  ///< per message, the cheaper lately of cma and chunks (chunks when cma is refused)
   cma,        ///< cross-memory attach only; start-up fails if the kernel refuses it
   copy,       ///< pipelined chunks through the ring, always
+  by_shape,   ///< chunks one way, cma in an exchange (chunks when cma is refused)
 };
+
+/// Whether the way depends on the shape of the traffic (one way, or an exchange: the receiver
+/// has large sends of its own in flight), so that the endpoint must note its own large offers.
+[[nodiscard]] constexpr bool follows_shape(large_path path) {
+  return path == large_path::automatic || path == large_path::by_shape;
+}
 
 struct options {
   /// Two pipelined copies through the ring beat one process_vm_readv one way (2026-11-26: 16-59
@@ -105,9 +112,11 @@ struct options {
         opts.large = large_path::cma;
       } else if (*text == "copy") {
         opts.large = large_path::copy;
+      } else if (*text == "shape") {
+        opts.large = large_path::by_shape;
       } else {
         throw error(errc::invalid_argument,
-                    fmt::format("COMMX_SHM_LARGE='{}' is not auto, cma or copy", *text));
+                    fmt::format("COMMX_SHM_LARGE='{}' is not copy, shape, auto or cma", *text));
       }
     }
     if (auto text = get("COMMX_SHM_LARGE_THRESHOLD")) {
