@@ -8,9 +8,10 @@
 /// call on the way; the receiver polls each record's own stamp, so an 8-byte message crosses
 /// between cores as one cache line, detail/shm/ring.hpp); large ones (above
 /// COMMX_SHM_LARGE_THRESHOLD, 32 KiB by default) are copied once, straight from the sender's
-/// memory with process_vm_readv (the default where 8 or more ranks share a core), or in
-/// pipelined pieces through the ring (the default elsewhere), or by whichever has cost the
-/// receiver less lately (COMMX_SHM_LARGE=auto, detail/shm/path_choice.hpp). Messages nobody
+/// memory with process_vm_readv (the default), or in pipelined pieces through the ring (where
+/// the kernel refuses cma, or COMMX_SHM_LARGE=copy), or in pieces one way and by cma
+/// in an exchange (COMMX_SHM_LARGE=shape), or by whichever has cost the receiver less lately
+/// (COMMX_SHM_LARGE=auto, detail/shm/path_choice.hpp). Messages nobody
 /// asked for yet go to a private queue in the
 /// receiving process, so senders never deadlock; what it holds of each sender's is
 /// bounded by eager credit (COMMX_SHM_EAGER_WINDOW, 1 MiB), beyond which messages wait in the
@@ -39,6 +40,7 @@
 #include "commx/bootstrap.hpp"
 #include "commx/log.hpp"
 #include "commx/transport/concept.hpp"
+#include "commx/transport/detail/shm/cross_memory.hpp"
 #include "commx/transport/detail/shm/endpoint.hpp"
 #include "commx/transport/detail/shm/options.hpp"
 #include "commx/transport/detail/shm/segment_name.hpp"
@@ -205,8 +207,12 @@ class shm {
 
  private:
   // segment::join, with its start-up timeout logged (COMMX_LOG=info) as every timeout is.
+  // Peers probe whether they may read this process once it has arrived: let them first.
   static detail::shm::segment join(const std::string& segment_name, int rank, int size,
                                    std::size_t ring, const options& opts) {
+    if (opts.large != detail::shm::large_path::copy) {
+      detail::shm::let_same_user_read_this_process();
+    }
     try {
       return detail::shm::segment::join(segment_name, rank, size, ring,
                                         clock::now() + opts.startup_timeout);

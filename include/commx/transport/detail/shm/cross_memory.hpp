@@ -11,12 +11,23 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 
 namespace commx::detail::shm {
 
 enum class cross_copy { done, process_gone, refused, bad_address };
+
+/// Under Yama's restricted mode (kernel.yama.ptrace_scope = 1, Ubuntu's default) a process may
+/// read only its descendants' memory, and a job's ranks are siblings: this lets any process of
+/// this user read this one's, as Open MPI's vader does for its cma. The usual checks stay (same
+/// user, or CAP_SYS_PTRACE); without Yama the call fails (EINVAL) and changes nothing.
+inline void let_same_user_read_this_process() {
+#if defined(PR_SET_PTRACER) && defined(PR_SET_PTRACER_ANY)
+  (void)::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+#endif
+}
 
 /// Copies `bytes` from `address` in process `pid` to `target`.
 inline cross_copy read_from_process(pid_t pid, std::uint64_t address, std::byte* target,

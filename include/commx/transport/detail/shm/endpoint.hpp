@@ -10,8 +10,8 @@
 /// the ticket (compare-and-swap, so a sender cancelling at the same moment either wins cleanly
 /// or sees the claim and waits for the copy to finish), then either answers `cts` and the
 /// sender streams `data` pieces through the ring, which the receiver copies into place as they
-/// come (pipelined: both copy at once; the default, COMMX_SHM_LARGE=copy), or copies the
-/// payload itself with process_vm_readv and answers `fin` (COMMX_SHM_LARGE=cma), or takes
+/// come (pipelined: both copy at once; COMMX_SHM_LARGE=copy, and where the kernel refuses cma),
+/// or copies the payload itself with process_vm_readv and answers `fin` (the default), or takes
 /// pieces one way and cma in an exchange (COMMX_SHM_LARGE=shape), or does whichever has cost
 /// it less lately (COMMX_SHM_LARGE=auto, path_choice.hpp).
 ///
@@ -130,8 +130,8 @@ class endpoint {
     }
     departures_seen_ = segment_.header().departures.load(std::memory_order_acquire);
     last_liveness_ = clock::now();
-    cma_required_ = opts_.large == large_path::cma;  // said, not chosen by load
-    if (!opts_.large) opts_.large = options::by_load(size_, waiting::usable_cores());
+    cma_required_ = opts_.large == large_path::cma;  // said, not the default
+    if (!opts_.large) opts_.large = large_path::cma;
     probe_cross_memory();
     COMMX_LOG(debug, log_, "joined segment {}: {} ranks, {}-byte rings, messages above {} bytes {}",
               segment_.name(), size_, ring, eager_limit_,

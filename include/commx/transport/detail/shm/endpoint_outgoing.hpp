@@ -190,7 +190,7 @@ inline void endpoint::probe_cross_memory() {
     }
   }
   cross_memory_ = answer == cross_copy::done;
-  if (!cross_memory_ && follows_shape(*opts_.large)) {
+  if (!cross_memory_ && !cma_required_) {
     // Users want to know: large messages then cost two copies instead of one.
     COMMX_LOG(info, log_, "messages above {} bytes are copied through the ring, not by cma: {}",
               eager_limit_,
@@ -201,14 +201,7 @@ inline void endpoint::probe_cross_memory() {
               : answer == cross_copy::bad_address
                   ? fmt::format("process_vm_readv read a wrong value from rank {}'s memory", asked)
                   : std::string("no other rank's process was left to ask"));
-  }
-  if (!cross_memory_ && opts_.large == large_path::cma && !cma_required_) {
-    COMMX_LOG(info, log_,
-              "{} ranks crowd the cores, but messages above {} bytes are copied through the "
-              "ring: the kernel does not let this process read rank {}'s memory "
-              "(process_vm_readv)",
-              size_, eager_limit_, asked);
-    opts_.large = large_path::copy;
+    if (opts_.large == large_path::cma) opts_.large = large_path::copy;  // the default's fallback
   }
   if (!cross_memory_ && opts_.large == large_path::cma) {
     throw error(errc::bootstrap_failed,

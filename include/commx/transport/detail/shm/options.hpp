@@ -5,7 +5,7 @@
 ///
 /// | variable | meaning | default |
 /// |---|---|---|
-/// | COMMX_SHM_LARGE | `copy`, `shape`, `auto` or `cma`: how a large message travels (`shape`: pieces through the ring one way, cma in an exchange, when the receiver has large sends of its own in flight; `auto`: the receiver takes cma or pieces, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; both take pieces when the kernel refuses cma) | copy; cma (where the kernel allows it) while 8 or more ranks share a core (bench/HISTORY.md: auto measured within a few percent of copy, better or worse by collective) |
+/// | COMMX_SHM_LARGE | `copy`, `shape`, `auto` or `cma`: how a large message travels (`shape`: pieces through the ring one way, cma in an exchange, when the receiver has large sends of its own in flight; `auto`: the receiver takes cma or pieces, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; both take pieces when the kernel refuses cma) | cma where the kernel allows it, else copy (bench/HISTORY.md, 2026-12-03: cma at or below Open MPI's vader in most large calls at 2 and 4 ranks, copy 1.2-3x) |
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768; 131072 while ranks outnumber the cores but fewer than 8 share one (`threshold_by_load`) |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, 4 KiB to 16 MiB); same on every rank | by rank count |
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
@@ -43,13 +43,12 @@ enum class large_path {
 }
 
 struct options {
-  /// Two pipelined copies through the ring beat one process_vm_readv one way (2026-11-26: 16-59
-  /// GB/s against 9-15 GB/s from 64 KiB to 4 MiB) and in most collectives; cma's one copy per
-  /// core wins exchanges of buffers nobody just wrote when a cache line crosses slowly
-  /// (2026-11-28: Allgather 1 MiB 97 against 115 us). `automatic` measures and chooses
-  /// (path_choice.hpp): it finds cma for those exchanges (2026-11-29: 0.84-0.86x copy's time at
-  /// 1 MiB in the slow mode), but its retries cost 2-8% elsewhere and it misses the 4 MiB ones,
-  /// so it is not the default (bench/HISTORY.md). None: `by_load`'s choice.
+  /// One process_vm_readv straight from the sender's buffer, where the kernel allows it: since
+  /// a sendrecv's own offer goes out before it copies (2026-12-03), cma beats two pipelined
+  /// copies through the ring in every large call measured at 2 and 4 ranks, one way and in an
+  /// exchange (copy 1.2-3x vader's time, cma 0.73-1.17x; bench/HISTORY.md), as it did before
+  /// where ranks crowd the cores. `copy` was the default until then (it won one way on
+  /// 2026-11-26); `automatic` and `by_shape` choose per message. None: cma, else copy.
   std::optional<large_path> large;
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
   /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/HISTORY.md.
@@ -74,32 +73,22 @@ struct options {
   /// How often a waiting rank checks that its peers' processes still exist.
   std::chrono::milliseconds liveness_period{20};
 
-  /// How large messages travel unless COMMX_SHM_LARGE says: copied through the ring, or read by
-  /// cma while `ranks` crowd `cores` (commx/detail/shared_core.hpp's queued_core or more to a
-  /// core). There a copy waits for its sender's turn to stream each piece, a turn of a run queue
-  /// of 8 or more, where cma needs nothing of the sender but its offer.
-  [[nodiscard]] static large_path by_load(int ranks, int cores) {
-    return commx::detail::ranks_per_core(ranks, cores) >= commx::detail::queued_core
-               ? large_path::cma
-               : large_path::copy;
-  }
-
   /// Where messages stop going whole through the ring unless COMMX_SHM_LARGE_THRESHOLD says:
-  /// 32 KiB, and 128 KiB while `ranks` outnumber `cores` but large messages are still copied
-  /// (fewer than queued_core to a core). There a large message's pieces wait for its sender's
-  /// turn on a shared core, once to offer and again for each piece, where an eager one is
-  /// written in one turn (bench/HISTORY.md, 2026-12-02, seventh entry: a 64 KiB broadcast at 4
+  /// 32 KiB, and 128 KiB while `ranks` outnumber `cores` but fewer than queued_core share one.
+  /// There a large message waits for its sender's turn on a shared core, to offer and then for
+  /// each piece (or cma's acknowledgement), where an eager one is written in one turn (measured
+  /// with pieces (bench/HISTORY.md, 2026-12-02, seventh entry: a 64 KiB broadcast at 4
   /// ranks on 2 cores 0.41x the time, allreduce 0.76x, allgather 0.74x, 8 ranks' allreduce
-  /// 0.75x); where cma reads them (8 or more to a core), eager copies cost more (16 ranks'
-  /// 64 KiB allreduce 1.6x).
+  /// 0.75x; with cma as the large path, not measured at 3 to 14 ranks); from 8 to a core,
+  /// eager copies cost more than cma (16 ranks' 64 KiB allreduce 1.6x).
   [[nodiscard]] static std::size_t threshold_by_load(int ranks, int cores) {
     const bool crowded = ranks > cores;
-    const bool copied = commx::detail::ranks_per_core(ranks, cores) < commx::detail::queued_core;
-    return crowded && copied ? shared_core_threshold : threshold;
+    const bool queued = commx::detail::ranks_per_core(ranks, cores) >= commx::detail::queued_core;
+    return crowded && !queued ? shared_core_threshold : threshold;
   }
-  /// The threshold where each rank has a core, or where cma reads large messages.
+  /// The threshold where each rank has a core, or where 8 or more share one.
   static constexpr std::size_t threshold = std::size_t{32} << 10;
-  /// The threshold while ranks share cores that still copy large messages.
+  /// The threshold while 2 to 7 ranks share a core.
   static constexpr std::size_t shared_core_threshold = std::size_t{128} << 10;
 
   /// The defaults, overridden by the COMMX_SHM_* variables `get` finds.

@@ -2,7 +2,7 @@
 #pragma once
 /// @file
 /// Which way a large message travels when both are open under COMMX_SHM_LARGE=auto (the default
-/// is copy: auto measured within a few percent of it, bench/HISTORY.md): the receiver
+/// is cma; auto measured within a few percent of copy, bench/HISTORY.md): the receiver
 /// chooses, message by message, between copying it out of the sender's memory with cma (one
 /// copy, the receiver's) and asking for pieces through the ring (two copies, the sender's and
 /// the receiver's, pipelined).
