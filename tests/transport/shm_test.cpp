@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -614,8 +614,8 @@ TEST_CASE("large messages are read by cma unless COMMX_SHM_LARGE=copy, with a co
 }
 
 namespace {
-// Makes process_vm_readv fail with EPERM in this process from now on, as Docker's default
-// seccomp profile and some clusters' do.
+// Makes process_vm_readv fail with EPERM in this process from now on, as a seccomp profile
+// that forbids it (some containers' and clusters') does.
 bool refuse_cross_memory() {
   std::array<sock_filter, 4> filter{{
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
