@@ -212,14 +212,15 @@ struct binomial {
       return;
     }
     // The subtree's blocks, in relative rank order: this rank's first.
-    std::vector<E> block(static_cast<std::size_t>(span) * n);
+    const detail::scratch<E> room(static_cast<std::size_t>(span) * n);
+    const std::span<E> block = room.view();
     std::ranges::copy(in, block.begin());
     detail::pending_list<Port> pending;
     for (int child : kids) {
       const auto offset = static_cast<std::size_t>(child - v) * n;
       const auto count = static_cast<std::size_t>(subtree_size(child, p.size())) * n;
-      pending.push_back(p.irecv(absolute_rank(child, root, p.size()),
-                                std::span<E>(block).subspan(offset, count)));
+      pending.push_back(
+          p.irecv(absolute_rank(child, root, p.size()), block.subspan(offset, count)));
     }
     p.wait_all(pending.view());
     p.send(absolute_rank(binomial_parent(v), root, p.size()), std::span<const E>(block));

@@ -23,6 +23,7 @@
 #include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/combine.hpp"
 #include "commx/coll/detail/cost_model.hpp"
+#include "commx/coll/detail/inline_list.hpp"
 #include "commx/coll/detail/pattern/binomial_tree.hpp"
 #include "commx/coll/detail/pattern/ring.hpp"
 #include "commx/coll/detail/tree_sends.hpp"
@@ -179,12 +180,12 @@ struct ring : binomial {
     const int left = detail::pattern::ring_left(r, p.size());
     std::size_t largest = 0;
     for (const segment& s : parts) largest = std::max(largest, s.count);
-    std::vector<E> incoming(largest);
+    const detail::scratch<E> room(largest);
     for (int k = 0; k + 1 < p.size(); ++k) {
       const segment& out = parts[index(wrap(r - k - 1, p.size()))];
       const segment& in = parts[index(wrap(r - k - 2, p.size()))];
       auto sent = p.isend(right, std::span<const E>(part(data, out)));
-      const std::span<E> arriving(incoming.data(), in.count);
+      const std::span<E> arriving = room.view().first(in.count);
       p.recv(left, arriving);
       p.wait_all(std::span(&sent, 1));
       detail::combine_into(part(data, in), std::span<const E>(arriving), op);

@@ -61,8 +61,10 @@ class inline_list {
   std::vector<T> heap_;  // in use once it has capacity (on_heap)
 };
 
-/// `n` elements of scratch space, value-initialised: in place up to `Bytes` for elements that
-/// need no construction, else on the heap.
+/// `n` elements of scratch space, in place up to `Bytes` for elements that need no construction,
+/// else on the heap; default-initialised, so numbers hold nothing defined until the caller
+/// receives or copies into them, as every caller does first. Zeroing them cost a large
+/// allreduce or reduce 7-37% of its time on shm (bench/HISTORY.md, 2026-12-04).
 template <class E, std::size_t Bytes = 256>
 class scratch {
  public:
@@ -70,10 +72,10 @@ class scratch {
     if (n * sizeof(E) <= Bytes && std::is_trivially_default_constructible_v<E> &&
         std::is_trivially_destructible_v<E>) {
       view_ = std::span<E>(std::launder(reinterpret_cast<E*>(storage_)), n);
-      std::uninitialized_value_construct(view_.begin(), view_.end());
+      std::uninitialized_default_construct(view_.begin(), view_.end());
     } else {
-      heap_.resize(n);
-      view_ = heap_;
+      heap_ = std::make_unique_for_overwrite<E[]>(n);
+      view_ = std::span<E>(heap_.get(), n);
     }
   }
   scratch(const scratch&) = delete;
@@ -83,7 +85,7 @@ class scratch {
 
  private:
   alignas(E) std::byte storage_[Bytes];
-  std::vector<E> heap_;
+  std::unique_ptr<E[]> heap_;
   std::span<E> view_;
 };
 
