@@ -338,7 +338,8 @@ struct binomial {
   /// Hillis-Steele: in the round at distance d, rank r folds in the window that ends at r - d.
   template <class Port, class E, class Op>
   static void scan(Port& p, std::span<E> data, Op op) {
-    std::vector<E> incoming(data.size());
+    const detail::scratch<E> room(data.size());
+    const std::span<E> incoming = room.view();
     for (int d = 1; d < p.size(); d <<= 1) {
       typename Port::pending sent;
       if (p.rank() + d < p.size()) sent = p.isend(p.rank() + d, std::span<const E>(data));
@@ -353,7 +354,8 @@ struct binomial {
   template <class Port, class E, class Op>
   static void exscan(Port& p, std::span<E> data, Op op) {
     std::vector<E> window(data.begin(), data.end());  // inclusive, as in scan
-    std::vector<E> incoming(data.size());
+    const detail::scratch<E> room(data.size());
+    const std::span<E> incoming = room.view();
     bool have_prefix = false;
     for (int d = 1; d < p.size(); d <<= 1) {
       typename Port::pending sent;

@@ -38,6 +38,7 @@
 #include "commx/coll/binomial.hpp"
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
+#include "commx/coll/detail/inline_list.hpp"
 #include "commx/coll/detail/sub_port.hpp"
 #include "commx/coll/detail/two_site_pipeline.hpp"
 #include "commx/ops.hpp"
@@ -188,8 +189,9 @@ struct hierarchical_over : Inner {
       Inner::bcast(local, out, 0);
       return;
     }
-    std::vector<E> node_blocks(is_leader ? n * static_cast<std::size_t>(local.size()) : 0);
-    Inner::gather(local, in, std::span<E>(node_blocks), 0);
+    const detail::scratch<E> gathered(is_leader ? n * static_cast<std::size_t>(local.size()) : 0);
+    const std::span<E> node_blocks = gathered.view();
+    Inner::gather(local, in, node_blocks, 0);
     if (is_leader) {
       // Every node's blocks, node after node in leader order, then put back in rank order.
       std::vector<std::size_t> counts;
@@ -201,12 +203,11 @@ struct hierarchical_over : Inner {
       }
       std::vector<std::size_t> displs(counts.size());
       for (std::size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
-      std::vector<E> all(static_cast<std::size_t>(p.size()) * n);
-      SiteInner::allgatherv(leaders, std::span<const E>(node_blocks), std::span<E>(all), counts,
-                            displs);
+      const detail::scratch<E> all(static_cast<std::size_t>(p.size()) * n);
+      SiteInner::allgatherv(leaders, std::span<const E>(node_blocks), all.view(), counts, displs);
       for (std::size_t i = 0; i < order.size(); ++i) {
         std::copy_n(
-            all.begin() + static_cast<std::ptrdiff_t>(i * n), n,
+            all.view().begin() + static_cast<std::ptrdiff_t>(i * n), n,
             out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(order[i]) * n));
       }
     }

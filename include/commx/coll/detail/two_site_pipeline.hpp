@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "commx/coll/detail/combine.hpp"
+#include "commx/coll/detail/inline_list.hpp"
 #include "commx/coll/detail/sub_port.hpp"
 
 namespace commx::coll::detail {
@@ -92,13 +93,14 @@ void two_site_allreduce(Port& p, two_sites<Port>& at, std::span<E> data, Op op) 
   const auto segment = [&](auto of, std::size_t k) {
     return of.subspan(k * per, std::min(per, of.size() - k * per));
   };
-  std::vector<E> theirs(at.site_leader ? data.size() : 0);
+  const scratch<E> arriving(at.site_leader ? data.size() : 0);
+  const std::span<E> theirs = arriving.view();
   std::vector<typename Port::pending> exchange(2 * segments);
   for (std::size_t k = 0; k < segments; ++k) {
     NodeInner::reduce(at.local, segment(data, k), op, 0);
     if (at.node_leader) SiteInner::reduce(at.site_nodes, segment(data, k), op, 0);
     if (at.site_leader) {
-      exchange[2 * k] = p.irecv(at.other_site_leader, segment(std::span<E>(theirs), k));
+      exchange[2 * k] = p.irecv(at.other_site_leader, segment(theirs, k));
       exchange[2 * k + 1] = p.isend(at.other_site_leader, std::span<const E>(segment(data, k)));
     }
   }
