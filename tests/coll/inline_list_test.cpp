@@ -4,7 +4,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -94,8 +93,6 @@ TEST_CASE("scratch is in place while small, on the heap beyond", "[coll]") {
   REQUIRE(large.view().size() == 9);
   CHECK_FALSE(
       in(std::span(reinterpret_cast<const std::byte*>(&large), sizeof large), large.view().data()));
-  std::ranges::fill(large.view(), 2.5);
-  CHECK(std::ranges::count(large.view(), 2.5) == 9);
 
   const scratch<std::string, 1024> constructed(3);  // needs construction: always the heap
   REQUIRE(constructed.view().size() == 3);
