@@ -29,7 +29,9 @@ input, the same size on every rank).
 
 keeps the old table's rules for rank counts above those measured here (a copy: the shell
 empties the file it writes into before this reads), so a sweep at 2 and 4 ranks can redo
-those counts without the hours a sweep at 32 takes.
+those counts without the hours a sweep at 32 takes; and all its rules for the collectives the
+runs do not measure, so a sweep of a few collectives (pmb_sweep.py --filter) redoes their
+rules alone.
 """
 from __future__ import annotations
 
@@ -98,13 +100,14 @@ def mode_groups(rounds, modes: dict[str, str | None]) -> list[list[str]]:
     return rated or ([[r for group in kept for r in group]] if kept else list(groups.values()))
 
 
-def kept_rules(path: str, above_ranks: int) -> list[tuple[str, int, int, str]]:
-    """The rules of the generated table at `path` for more than `above_ranks` ranks."""
+def kept_rules(path: str, above_ranks: int, remade: set[str]) -> list[tuple[str, int, int, str]]:
+    """The rules of the generated table at `path` for more than `above_ranks` ranks, and all
+    of its rules for the collectives not in `remade`."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     found = re.findall(r"tuning_rule\{stats::op::(\w+), (\d+), (\d+), algorithm::(\w+)\}", text)
     return [(op, int(ranks), int(size), use) for op, ranks, size, use in found
-            if int(ranks) > above_ranks]
+            if int(ranks) > above_ranks or op not in remade]
 
 
 def kept_measured_ranks(path: str) -> int:
@@ -210,8 +213,11 @@ def main() -> int:
     measured = max(np_ for per_op in times.values() for np_ in per_op)
     sources = f"{len(args.runs)} PMB runs on {args.stack}"
     if args.keep:
-        table = sorted(table + kept_rules(args.keep, measured), key=lambda r: (r[0], r[1], r[2]))
+        table = sorted(table + kept_rules(args.keep, measured, set(times)),
+                       key=lambda r: (r[0], r[1], r[2]))
         sources += f" (above {measured} ranks, the rules of the table it replaced)"
+        if set(times) != set(OPS.values()):
+            sources += f"; {', '.join(sorted(times))} only, the rest kept"
         measured = max(measured, kept_measured_ranks(args.keep))
     sys.stdout.write(header(args.stack, table, sources, measured, cores(args.runs)))
     return 0

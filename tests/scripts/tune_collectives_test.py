@@ -145,8 +145,17 @@ class TuneTest(unittest.TestCase):
         old.write_text(header("shm", [("barrier", 1, 0, "binomial"), ("barrier", 3, 0, "flat"),
                                       ("barrier", 5, 0, "ring"), ("bcast", 9, 65536, "ring")],
                               "3 PMB runs on shm", 32))
-        self.assertEqual(kept_rules(str(old), 4), [("barrier", 5, 0, "ring"),
-                                                   ("bcast", 9, 65536, "ring")])
+        self.assertEqual(kept_rules(str(old), 4, {"barrier", "bcast"}),
+                         [("barrier", 5, 0, "ring"), ("bcast", 9, 65536, "ring")])
+
+    def test_kept_rules_keep_every_rule_of_a_collective_not_measured(self):
+        old = self.folder / "old.hpp"
+        old.write_text(header("shm", [("barrier", 1, 0, "binomial"), ("barrier", 5, 0, "ring"),
+                                      ("bcast", 1, 0, "flat"), ("bcast", 9, 65536, "ring")],
+                              "3 PMB runs on shm", 32))
+        self.assertEqual(kept_rules(str(old), 4, {"bcast"}),
+                         [("barrier", 1, 0, "binomial"), ("barrier", 5, 0, "ring"),
+                          ("bcast", 9, 65536, "ring")])
 
     def test_each_stack_its_own_table(self):
         paths = self.rounds([50.0, 50.0, 50.0])
