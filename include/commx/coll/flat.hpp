@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// `coll::flat`: the root talks to every other rank in turn. O(p) messages at the root for
+/// `coll::flat`: the root talks to every other rank directly. O(p) messages at the root for
 /// every rooted collective; the baseline the papers' trees beat (PVM's sender-bound multicast
 /// loop in seed 001), kept because it is simple, obviously correct, and the fastest choice on
 /// two or three ranks.
@@ -48,7 +48,7 @@ struct flat {
 
   /// The root sends `data` to each rank: to the ranks of its own node all at once, so that
   /// they copy a large message out together as Open MPI's linear bcast lets them (shm's cma:
-  /// one send after another took 1.2-1.6x its time at 4 ranks from 64 KiB, bench/HISTORY.md),
+  /// one send after another took 1.2-1.4x its time at 4 ranks from 256 KiB, bench/HISTORY.md),
   /// to other nodes one after another (detail/tree_sends.hpp).
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
