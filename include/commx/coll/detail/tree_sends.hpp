@@ -15,9 +15,9 @@
 /// cma, the kernel's loopback), so receivers served together may copy together, and the tables
 /// coll::tuned holds were measured so; PMB at 4 ranks on shm and tcp could not tell the two
 /// orders apart in binomial's bcast, and flat's, whose root has three children there, took
-/// 1.2-1.4x as long from 256 KiB one after another (bench/HISTORY.md). Hence the split by `node_of`. Below `one_at_a_time_bytes`
-/// a send ends at once on every stack (eager): waiting for it would cost nothing and save
-/// nothing.
+/// 1.2-1.4x as long from 256 KiB one after another (bench/HISTORY.md). Hence the split by
+/// `node_of`. Below `one_at_a_time_bytes` a send ends at once on every stack (eager): waiting
+/// for it would cost nothing and save nothing.
 
 #include <cstddef>
 #include <span>
