@@ -124,6 +124,11 @@ def median(lib, tls, reader, suffix, in_rounds):
         for k, v in reader(path):
             rows.setdefault(k, []).append(v)
     return {k: statistics.median(v) for k, v in rows.items()}
+def cell(value, digits):
+    return "-" if value is None else f"{value:.{digits}}"
+def ratio(ours, theirs):
+    """None where the other side has no figure (or a zero one) for the measure."""
+    return ours / theirs if theirs else None
 lines = ["| mode | UCX_TLS | measure | commx ucx | MPICH ch4:ucx | ucx_perftest | ucx / MPICH | "
          "ucx / perftest |", "|---|---|---|---|---|---|---|---|"]
 table = []
@@ -134,14 +139,12 @@ for mode in ("one die", "two dies", "mixed"):
         ucx = median("ucx", tls, measures, "json", modes[mode])
         mpich = median("mpich", tls, measures, "json", modes[mode])
         floor = median("perftest", tls, perftest, "txt", modes[mode])
-        def cell(value, digits):
-            return "-" if value is None else f"{value:.{digits}}"
         for key in sorted(ucx, key=lambda k: (int(k.split()[0]), "bandwidth" in k, k)):
             theirs, least = mpich.get(key), floor.get(key)
             cells = [f"{mode} ({len(modes[mode])})", tls, key, cell(ucx[key], "3g"),
                      cell(theirs, "3g"), cell(least, "3g"),
-                     cell(theirs and ucx[key] / theirs, "2f"),
-                     cell(least and ucx[key] / least, "2f")]
+                     cell(ratio(ucx[key], theirs), "2f"),
+                     cell(ratio(ucx[key], least), "2f")]
             table.append(cells)
             lines.append("| " + " | ".join(cells) + " |")
 line = statistics.median(half_rtt_ns(f"{out}/cache-line.{r}.json") for r in range(1, rounds + 1))
