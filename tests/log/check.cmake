@@ -32,7 +32,7 @@ if(LEVEL STREQUAL "info")
   # How waits poll, decided once the rendezvous says that both ranks share this machine.
   cmake_host_system_information(RESULT cores QUERY NUMBER_OF_LOGICAL_CORES)
   if(cores GREATER_EQUAL 2)
-    set(waiting "polls up to 100 us before sleeping \\(2 ranks on this machine, ${cores} cores\\)")
+    set(waiting "polls up to 100 us back to back, then yielding between polls up to 2000 us, before sleeping \\(2 ranks on this machine, ${cores} cores\\)")
   else()
     set(waiting "polls up to 200 us, yielding between polls, before sleeping \\(2 ranks on this machine, ${cores} cores: oversubscribed\\)")
   endif()

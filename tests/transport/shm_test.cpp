@@ -548,6 +548,11 @@ TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is
   CHECK(yield_before_sleep(256, 2) == 128 * commx::detail::yield_per_rank);
   CHECK(yield_before_sleep(256, 256) == commx::detail::base_yield);
   CHECK(waiting(std::nullopt, 1s, 7us, 256).yield_period() == 7us);
+  CHECK(waiting(std::nullopt, 1s, 7us, 1).yield_period() == 7us);
+  // While the core is a rank's own, it yields for own_core_wait: a large message's copy at
+  // its peer takes about that long, and a sleeper's wake-up would land on its path.
+  CHECK(own.yield_period() == commx::detail::own_core_wait);
+  CHECK(waiting(std::nullopt, 1s, std::nullopt, 256).yield_period() < commx::detail::own_core_wait);
 
   // A yield that another task takes the core for: pin this thread and a busy one to one core.
   cpu_set_t one;
@@ -571,6 +576,8 @@ TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is
   REQUIRE(::sched_setaffinity(0, sizeof(mine), &mine) == 0);
   CHECK_FALSE(own.spin(arrives_at(1000), far));
   CHECK(polls == waiting::shared_spins);
+  // ... and yields no longer than a shared core's period before it sleeps.
+  CHECK(own.yield_period() == commx::detail::base_yield);
 }
 
 namespace {
@@ -611,6 +618,59 @@ TEST_CASE("large messages are read by cma unless COMMX_SHM_LARGE=copy, with a co
   CHECK(cma_chosen(crowded, std::nullopt) == std::vector<int>(std::size_t(crowded), 1));
   CHECK(cma_chosen(crowded, large_path::copy) == std::vector<int>(std::size_t(crowded), 0));
   CHECK(cma_chosen(2, large_path::cma) == std::vector<int>(2, 1));
+}
+
+TEST_CASE("a rank has a core of its own when no other rank may run on its CPUs", "[shm][waiting]") {
+  using commx::detail::shm::cpu_words;
+  const auto set_of = [](std::initializer_list<int> cpus) {
+    cpu_words s;
+    for (const int c : cpus) s.add(c);
+    return s;
+  };
+  const auto sharing = [](const std::vector<cpu_words>& sets, int rank) {
+    const auto s = commx::detail::shm::sharing_of(
+        sets[static_cast<std::size_t>(rank)], static_cast<int>(sets.size()),
+        [&](int r) -> const cpu_words& { return sets[static_cast<std::size_t>(r)]; });
+    return std::pair{s.ranks, s.cpus};
+  };
+  // Unbound: every rank meets every other, the job against the CPUs it may use.
+  CHECK(sharing({set_of({0, 1}), set_of({0, 1})}, 0) == std::pair{2, 2});
+  CHECK(sharing({set_of({0, 1}), set_of({0, 1}), set_of({0, 1})}, 2) == std::pair{3, 2});
+  // Bound a core each (commxrun --bind-to core, mpirun at 2 ranks): each on its own.
+  CHECK(sharing({set_of({0}), set_of({1})}, 1) == std::pair{1, 1});
+  // Bound round two cores: two to a core.
+  CHECK(sharing({set_of({0}), set_of({1}), set_of({0}), set_of({1})}, 2) == std::pair{2, 1});
+  CHECK(set_of({3, 700, 1023}).count() == 3);
+
+  // A job whose ranks are bound: threads of this process, pinned before they join. Bound a CPU
+  // each, a rank is not crowded (messages go whole up to 32 KiB, not the crowded 128 KiB); two
+  // on one CPU are.
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  REQUIRE(::sched_getaffinity(0, sizeof(mine), &mine) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &mine)) cpus.push_back(c);
+  }
+  const auto eager_limits_bound_to = [&](std::vector<int> each) {
+    std::atomic<std::size_t> next{0};
+    return from_each_endpoint(
+        "commx_test_bound_" + std::to_string(each.front()) + std::to_string(each.back()), 2,
+        [&](commx::detail::shm::options&) {
+          cpu_set_t one;
+          CPU_ZERO(&one);
+          CPU_SET(each[next++], &one);
+          (void)::sched_setaffinity(0, sizeof(one), &one);
+        },
+        [](const commx::transport::shm& t) { return t.eager_limit(); });
+  };
+  for (const std::size_t limit : eager_limits_bound_to({cpus.front(), cpus.front()})) {
+    CHECK(limit > std::size_t{32} << 10);
+  }
+  if (cpus.size() >= 2) {
+    CHECK(eager_limits_bound_to({cpus[0], cpus[1]}) ==
+          std::vector<std::size_t>(2, std::size_t{32} << 10));
+  }
 }
 
 namespace {

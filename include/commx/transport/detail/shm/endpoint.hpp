@@ -95,13 +95,15 @@ class endpoint {
         rank_(rank),
         size_(size),
         opts_(opts),
-        waiting_(opts.spin_rounds, opts.spin_budget, opts.yield_period, size),
+        sharing_(segment_.cpu_sharing_of(rank)),
+        waiting_(opts.spin_rounds, opts.spin_budget, opts.yield_period, sharing_.ranks,
+                 sharing_.cpus),
         log_{"shm", rank} {
     const auto n = static_cast<std::size_t>(size);
     const std::size_t ring = segment_.ring(0, 0).capacity();
     // A whole eager message must fit in a ring with room to spare; pieces are a quarter ring.
     const std::size_t threshold =
-        opts_.large_threshold.value_or(options::threshold_by_load(size, waiting::usable_cores()));
+        opts_.large_threshold.value_or(options::threshold_by_load(sharing_.ranks, sharing_.cpus));
     eager_limit_ = std::min(threshold, ring / 2 - record_bytes(record_kind::rts, 0));
     chunk_ = std::min<std::size_t>(ring / 4, std::size_t{64} << 10);
     window_ = std::max<std::uint64_t>(opts_.eager_window, credit_cost(eager_limit_));
@@ -311,8 +313,9 @@ class endpoint {
       return events_ != seen;
     };
     if (waiting_.spin(arrived, when)) return;
-    const auto yield_until = std::min(when, clock::now() + waiting_.yield_period());
-    while (clock::now() < yield_until) {
+    // The period is asked at each turn: it shortens once a yield finds the core shared.
+    const auto yield_start = clock::now();
+    while (clock::now() < std::min(when, yield_start + waiting_.yield_period())) {
       waiting_.yield();
       if (incoming()) {
         progress();
@@ -525,6 +528,7 @@ class endpoint {
   int rank_;
   int size_;
   options opts_;
+  cpu_sharing sharing_;  // how many of the segment's ranks may run on this rank's CPUs
   waiting waiting_;
   std::size_t eager_limit_ = 0;
   std::size_t chunk_ = 0;  // the largest piece of a large message through the ring

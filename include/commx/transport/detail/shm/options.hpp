@@ -11,7 +11,7 @@
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
 /// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
 /// | COMMX_SHM_SPIN | `auto`: a waiting rank spins up to 50 us before it yields while its core is its own, else 8 polls; `n`: n polls (with a pause between) before it yields (waiting.hpp) | auto |
-/// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 200; while more than 16 ranks share a core, 40 per rank sharing it (waiting.hpp) |
+/// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 2000 while its core is its own (no more ranks may run on its CPUs than they are, and no yield lately handed the core to another task); else 200, and from 6 ranks a core 40 per rank sharing it (waiting.hpp) |
 
 #include <algorithm>
 #include <chrono>

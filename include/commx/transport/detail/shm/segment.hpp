@@ -18,7 +18,7 @@
 /// | what | size |
 /// |---|---|
 /// | segment_header | 256 |
-/// | rank_slot[n] | 128 each |
+/// | rank_slot[n] | 256 each |
 /// | ring_control[n * n], index source * n + destination | 64 each |
 /// | ticket words[n * n * K] (large messages on offer) | 4 each |
 /// | senders[n][ceil(n / 64)]: bit s of rank d's words is set once s has written to d | 8 each |
@@ -53,6 +53,7 @@
 
 #include "commx/deadline.hpp"
 #include "commx/error.hpp"
+#include "commx/transport/detail/shm/cpu_sharing.hpp"
 #include "commx/transport/detail/shm/futex.hpp"
 #include "commx/transport/detail/shm/liveness.hpp"
 #include "commx/transport/detail/shm/ring.hpp"
@@ -60,7 +61,7 @@
 namespace commx::detail::shm {
 
 inline constexpr std::uint64_t segment_magic = 0x636f6d6d782d7368ULL;  // "commx-sh"
-inline constexpr std::uint32_t segment_version = 5;                    // 5: the senders' bits
+inline constexpr std::uint32_t segment_version = 6;  // 5: the senders' bits; 6: CPU sets
 inline constexpr std::uint32_t tickets_per_pair = 16;
 
 /// What a rank's slot says about it.
@@ -95,8 +96,10 @@ struct rank_slot {
   // Written by others (wake) and by the rank itself when it sleeps: a line of their own.
   alignas(cache_line) std::atomic<std::uint32_t> wake{0};  ///< futex this rank sleeps on
   std::atomic<std::uint32_t> sleeping{0};                  ///< 1 while it may be asleep
+  /// The CPUs this rank may run on, for who shares its cores (cpu_sharing.hpp).
+  alignas(cache_line) cpu_words cpus;
 };
-static_assert(sizeof(rank_slot) == 2 * cache_line);
+static_assert(sizeof(rank_slot) == 4 * cache_line);
 static_assert(std::atomic<presence>::is_always_lock_free);
 // The pairs' words are used as the kernel's zeroed pages give them, never constructed
 // (segment::create): lock-free atomics, whose zero value is all zero bits and which need no
@@ -112,12 +115,13 @@ inline const std::uint64_t& cross_memory_probe() {
   return word;
 }
 
-/// Publishes the probe word in this rank's slot; done before the rank counts as arrived, so
-/// every peer sees it once everyone has.
+/// Publishes the probe word, the start time and the CPU set in this rank's slot; done before
+/// the rank counts as arrived, so every peer sees them once everyone has.
 inline void publish_probe(rank_slot& slot) {
   slot.probe_address = reinterpret_cast<std::uint64_t>(&cross_memory_probe());
   slot.probe_value = cross_memory_probe();
   slot.start_time = process_start_time(::getpid());
+  slot.cpus = cpu_words::of_this_process();
 }
 
 /// Where everything is, for `ranks` ranks and rings of `ring_bytes`.
@@ -207,6 +211,11 @@ class segment {
   }
 
   [[nodiscard]] segment_header& header() const { return *static_cast<segment_header*>(base_); }
+  /// How many of the ranks may run on `rank`'s CPUs, and how many those are (once all arrived).
+  [[nodiscard]] cpu_sharing cpu_sharing_of(int rank) const {
+    return sharing_of(slot(rank).cpus, ranks_,
+                      [this](int r) -> const cpu_words& { return slot(r).cpus; });
+  }
   [[nodiscard]] rank_slot& slot(int rank) const {
     return reinterpret_cast<rank_slot*>(at(layout_.slots))[rank];
   }

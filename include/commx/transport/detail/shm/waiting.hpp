@@ -9,11 +9,13 @@
 /// machine: 64 pauses doubled the 8-byte latency). So the choice is made at run time:
 /// - `COMMX_SHM_SPIN=auto` (the default): spin for up to `spin_budget` while this rank has a
 ///   core to itself: the host has at least as many usable cores as the segment has ranks, and
-///   no recent yield gave the core to another task (a yield that takes long did: another job,
-///   or ranks of simulated nodes beyond this segment's). Otherwise `shared_spins` pauses only.
+///   no recent yield gave the core to another task (one that took long and that the kernel
+///   counted as a switch did: another job, or ranks of simulated nodes beyond this segment's).
+///   Otherwise `shared_spins` pauses only.
 /// - `COMMX_SHM_SPIN=n`: n pauses, whatever the host.
-/// Then the endpoint yields its core for a while (COMMX_SHM_YIELD_US, else by how many ranks
-/// share a core: commx/detail/shared_core.hpp), and then sleeps on its futex word.
+/// Then the endpoint yields its core for a while (COMMX_SHM_YIELD_US, else 2 ms while the core
+/// is its own and by how many ranks share a core where not: commx/detail/shared_core.hpp), and
+/// then sleeps on its futex word.
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +25,7 @@
 
 #include <fmt/format.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "commx/deadline.hpp"
@@ -42,18 +45,24 @@ class waiting {
   static constexpr clock::duration shared_memory = std::chrono::milliseconds(100);
 
   /// `fixed_spins`: COMMX_SHM_SPIN=n, or none for auto; `fixed_yield`: COMMX_SHM_YIELD_US, or
-  /// none; `ranks` on this segment.
+  /// none; `ranks` of the segment that may run on this rank's `cores` (cpu_sharing.hpp).
   waiting(std::optional<int> fixed_spins, clock::duration spin_budget,
-          std::optional<std::chrono::microseconds> fixed_yield, int ranks)
+          std::optional<std::chrono::microseconds> fixed_yield, int ranks,
+          int cores = usable_cores())
       : fixed_(fixed_spins),
         short_spins_(fixed_spins.value_or(shared_spins)),
         budget_(spin_budget),
         ranks_(ranks),
-        cores_(usable_cores()),
-        yield_period_(fixed_yield.value_or(commx::detail::yield_before_sleep(ranks, cores_))) {}
+        cores_(cores),
+        yield_period_(fixed_yield.value_or(commx::detail::yield_before_sleep(ranks, cores_))),
+        fixed_yield_(fixed_yield.has_value()) {}
 
-  /// How long a waiting rank yields its core, turn after turn, before it sleeps.
-  [[nodiscard]] clock::duration yield_period() const { return yield_period_; }
+  /// How long a waiting rank yields its core, turn after turn, before it sleeps: while the core
+  /// is its own, own_core_wait (commx/detail/shared_core.hpp), else by how many share one.
+  [[nodiscard]] clock::duration yield_period() const {
+    if (fixed_yield_ || !own_core()) return yield_period_;
+    return std::max(yield_period_, clock::duration(commx::detail::own_core_wait));
+  }
 
   /// Cores this process may run on (its affinity mask; the online count if unknown).
   static int usable_cores() {
@@ -106,7 +115,7 @@ class waiting {
     const clock::time_point before = clock::now();
     ::sched_yield();
     const clock::time_point after = clock::now();
-    if (after - before > shared_yield) shared_until_ = after + shared_memory;
+    if (after - before > shared_yield && switched_away()) shared_until_ = after + shared_memory;
   }
 
   /// What was chosen and why, for the log.
@@ -114,16 +123,23 @@ class waiting {
     const auto us = [](clock::duration d) {
       return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
     };
-    const std::string then = fmt::format(", yields for {} us, then sleeps", us(yield_period_));
+    const std::string then =
+        core_per_rank() && !fixed_yield_
+            ? fmt::format(
+                  ", yields for {} us while its core is its own ({} us if not), then sleeps",
+                  us(std::max(yield_period_, clock::duration(commx::detail::own_core_wait))),
+                  us(yield_period_))
+            : fmt::format(", yields for {} us, then sleeps", us(yield_period_));
     if (fixed_) {
       return fmt::format("spins {} times before yielding (COMMX_SHM_SPIN){}", *fixed_, then);
     }
     if (core_per_rank()) {
       return fmt::format(
-          "spins up to {} us before yielding while its core is its own ({} ranks, {} cores){}",
+          "spins up to {} us before yielding while its core is its own ({} ranks may run on its "
+          "{} cores){}",
           us(budget_), ranks_, cores_, then);
     }
-    return fmt::format("spins {} times before yielding ({} ranks, {} cores: oversubscribed){}",
+    return fmt::format("spins {} times before yielding ({} ranks may run on its {} cores){}",
                        shared_spins, ranks_, cores_, then);
   }
 
@@ -140,6 +156,20 @@ class waiting {
   // have one of its own.
   [[nodiscard]] bool core_per_rank() const { return ranks_ <= cores_; }
 
+  // Whether the kernel has switched this thread out for another task since the last look (an
+  // involuntary switch: a yield that hands the core over counts as one). A late yield alone
+  // does not tell: on this project's VMs some 400 yields a second took over 20 us with nothing
+  // else of the guest runnable (the host ran something else on the vCPU), 1 in 80 of them with
+  // a switch; on a core shared with a busy task every late yield had one. Looked at only after a
+  // late yield: a system call.
+  bool switched_away() {
+    rusage usage{};
+    if (::getrusage(RUSAGE_THREAD, &usage) != 0) return true;
+    const bool switched = usage.ru_nivcsw != involuntary_switches_;
+    involuntary_switches_ = usage.ru_nivcsw;
+    return switched;
+  }
+
   [[nodiscard]] bool own_core() const {
     return core_per_rank() &&
            (shared_until_ == clock::time_point{} || clock::now() >= shared_until_);
@@ -154,7 +184,9 @@ class waiting {
   int ranks_;
   int cores_;
   clock::duration yield_period_;
+  bool fixed_yield_;
   clock::time_point shared_until_{};
+  long involuntary_switches_ = 0;  // at the last look (switched_away)
 };
 
 }  // namespace commx::detail::shm

@@ -16,9 +16,11 @@
 /// machine (the kernel's boot id; the listen address where the kernel does not say):
 /// - `COMMX_TCP_POLL=auto` (the default): with no more of the job's ranks on this machine than
 ///   it has online cores, a wait polls back to back until `auto_budget` passes without a byte
-///   read, then sleeps; with more, it polls with a yield between polls as long as shm's waits
-///   yield (40 us per rank of a core, at least 200 us: commx/detail/shared_core.hpp),
-///   then sleeps.
+///   read, then on, yielding between polls, until `own_core_wait` (2 ms) has passed without
+///   one (a peer's copy of a large message takes about that long, and a sleeper's wake-up is
+///   dear on a VM: commx/detail/shared_core.hpp), then sleeps; with more, it polls with a
+///   yield between polls as long as shm's waits yield (40 us per rank of a core, at least
+///   200 us), then sleeps.
 /// - `COMMX_TCP_POLL=n`: n polls, yielding between them, whatever the machine (0: never poll).
 /// Nodes simulated on one machine (COMMX_NODE, or network namespaces) share its cores, so they
 /// count as one machine.
@@ -115,9 +117,17 @@ class polling {
         last_read = read_now;
         start = now;
       }
-      if (turns_ > 0 ? turn + 1 >= turns_ : now - start >= budget_) return false;
-      if (yields()) std::this_thread::yield();
+      const clock::duration idle = now - start;
+      if (turns_ > 0 ? turn + 1 >= turns_ : idle >= patience()) return false;
+      if (yields() || idle >= budget_) std::this_thread::yield();
     }
+  }
+
+  /// How long an automatic wait polls without a byte read before it sleeps: its budget where
+  /// the machine is oversubscribed; where each rank has a core, the budget back to back, then
+  /// yielding polls up to own_core_wait.
+  [[nodiscard]] clock::duration patience() const {
+    return oversubscribed() ? budget_ : std::max(budget_, clock::duration(own_core_wait));
   }
 
   /// What was chosen and why, for the log.
@@ -131,8 +141,11 @@ class polling {
           "machine, {} cores: oversubscribed)",
           us, ranks_on_host_, cores_);
     }
-    return fmt::format("polls up to {} us before sleeping ({} ranks on this machine, {} cores)", us,
-                       ranks_on_host_, cores_);
+    return fmt::format(
+        "polls up to {} us back to back, then yielding between polls up to {} us, before "
+        "sleeping ({} ranks on this machine, {} cores)",
+        us, std::chrono::duration_cast<std::chrono::microseconds>(patience()).count(),
+        ranks_on_host_, cores_);
   }
 
  private:
