@@ -552,7 +552,9 @@ TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is
   // While the core is a rank's own, it yields for own_core_wait: a large message's copy at
   // its peer takes about that long, and a sleeper's wake-up would land on its path.
   CHECK(own.yield_period() == commx::detail::own_core_wait);
-  CHECK(waiting(std::nullopt, 1s, std::nullopt, 256).yield_period() < commx::detail::own_core_wait);
+  CHECK(waiting(std::nullopt, 1s, std::nullopt, 4, 2).yield_period() == commx::detail::base_yield);
+  CHECK(waiting(std::nullopt, 1s, std::nullopt, 2, 2).yield_period() ==
+        commx::detail::own_core_wait);
 
   // A yield that another task takes the core for: pin this thread and a busy one to one core.
   cpu_set_t one;

@@ -315,6 +315,7 @@ class endpoint {
     if (waiting_.spin(arrived, when)) return;
     // The period is asked at each turn: it shortens once a yield finds the core shared.
     const auto yield_start = clock::now();
+    waiting_.start_yielding();
     while (clock::now() < std::min(when, yield_start + waiting_.yield_period())) {
       waiting_.yield();
       if (incoming()) {

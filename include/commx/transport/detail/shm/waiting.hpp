@@ -40,7 +40,7 @@ class waiting {
   /// Polls of a glance while the core is the rank's own.
   static constexpr int glance_polls = 256;
   /// A yield that returns later than this ran another task: the core is shared.
-  static constexpr clock::duration shared_yield = std::chrono::microseconds(20);
+  static constexpr clock::duration shared_yield = std::chrono::microseconds(200);
   /// How long one such yield keeps automatic spinning off.
   static constexpr clock::duration shared_memory = std::chrono::milliseconds(100);
 
@@ -104,6 +104,12 @@ class waiting {
     return false;
   }
 
+  /// Called as a wait starts yielding: only the switches of its own yields count, not a kernel
+  /// thread's turn while the rank computed (some 100 a second on this project's VMs).
+  void start_yielding() {
+    if (core_per_rank() && !fixed_yield_) (void)switched_away();
+  }
+
   /// Gives the core away once, and notes whether another task took it: only where the rank
   /// may have a core of its own. With more ranks than cores it never has, and the two clock
   /// reads around the yield were some 5% of a 4-rank barrier's time on 2 cores (perf).
@@ -157,11 +163,11 @@ class waiting {
   [[nodiscard]] bool core_per_rank() const { return ranks_ <= cores_; }
 
   // Whether the kernel has switched this thread out for another task since the last look (an
-  // involuntary switch: a yield that hands the core over counts as one). A late yield alone
-  // does not tell: on this project's VMs some 400 yields a second took over 20 us with nothing
-  // else of the guest runnable (the host ran something else on the vCPU), 1 in 80 of them with
-  // a switch; on a core shared with a busy task every late yield had one. Looked at only after a
-  // late yield: a system call.
+  // involuntary switch: a yield that hands the core over counts as one; start_yielding looks
+  // first). A late yield alone does not tell: on this project's VMs, with nothing else of the
+  // guest runnable, some 400 yields a second took over 20 us (the host ran something else on
+  // the vCPU), 1 in 80 of them with a switch; on a core shared with a busy task every late
+  // yield had one. Looked at only after a late yield: a system call.
   bool switched_away() {
     rusage usage{};
     if (::getrusage(RUSAGE_THREAD, &usage) != 0) return true;
