@@ -18,10 +18,11 @@
 /// | what | size |
 /// |---|---|
 /// | segment_header | 256 |
-/// | rank_slot[n] | 256 each |
+/// | rank_slot[n] | 128 each |
 /// | ring_control[n * n], index source * n + destination | 64 each |
 /// | ticket words[n * n * K] (large messages on offer) | 4 each |
 /// | senders[n][ceil(n / 64)]: bit s of rank d's words is set once s has written to d | 8 each |
+/// | cpu sets[n], page-aligned: the CPUs each rank may run on (cpu_sharing.hpp) | 128 each |
 /// | ring data[n * n], page-aligned | ring_bytes each |
 ///
 /// A ring is touched only once its sender writes to it: a receiver polls the rings of the
@@ -96,10 +97,11 @@ struct rank_slot {
   // Written by others (wake) and by the rank itself when it sleeps: a line of their own.
   alignas(cache_line) std::atomic<std::uint32_t> wake{0};  ///< futex this rank sleeps on
   std::atomic<std::uint32_t> sleeping{0};                  ///< 1 while it may be asleep
-  /// The CPUs this rank may run on, for who shares its cores (cpu_sharing.hpp).
-  alignas(cache_line) cpu_words cpus;
 };
-static_assert(sizeof(rank_slot) == 4 * cache_line);
+// Two lines, the slots of a job's ranks side by side: with the CPU sets in the slots (four
+// lines), a 64 KiB and 256 KiB exchange at 2 ranks took 1.2x the time (8 runs each way,
+// 2026-12-04): the CPU sets have a page of their own.
+static_assert(sizeof(rank_slot) == 2 * cache_line);
 static_assert(std::atomic<presence>::is_always_lock_free);
 // The pairs' words are used as the kernel's zeroed pages give them, never constructed
 // (segment::create): lock-free atomics, whose zero value is all zero bits and which need no
@@ -115,13 +117,13 @@ inline const std::uint64_t& cross_memory_probe() {
   return word;
 }
 
-/// Publishes the probe word, the start time and the CPU set in this rank's slot; done before
-/// the rank counts as arrived, so every peer sees them once everyone has.
-inline void publish_probe(rank_slot& slot) {
+/// Publishes the probe word and the start time in this rank's slot, and its CPU set beside;
+/// done before the rank counts as arrived, so every peer sees them once everyone has.
+inline void publish_probe(rank_slot& slot, cpu_words& cpus) {
   slot.probe_address = reinterpret_cast<std::uint64_t>(&cross_memory_probe());
   slot.probe_value = cross_memory_probe();
   slot.start_time = process_start_time(::getpid());
-  slot.cpus = cpu_words::of_this_process();
+  cpus = cpu_words::of_this_process();
 }
 
 /// Where everything is, for `ranks` ranks and rings of `ring_bytes`.
@@ -133,6 +135,7 @@ struct segment_layout {
   std::size_t tickets = 0;
   std::size_t senders = 0;
   std::size_t sender_words = 0;  ///< per rank: ceil(n / 64)
+  std::size_t cpu_sets = 0;
   std::size_t rings = 0;
   std::size_t total = 0;
 
@@ -143,7 +146,8 @@ struct segment_layout {
     tickets = controls + ranks * ranks * sizeof(ring_control);
     senders = tickets + ranks * ranks * tickets_per_pair * 4;
     sender_words = (ranks + 63) / 64;
-    rings = (senders + ranks * sender_words * 8 + page - 1) / page * page;
+    cpu_sets = (senders + ranks * sender_words * 8 + page - 1) / page * page;
+    rings = (cpu_sets + ranks * sizeof(cpu_words) + page - 1) / page * page;
     total = rings + ranks * ranks * ring_bytes;
   }
 };
@@ -213,8 +217,11 @@ class segment {
   [[nodiscard]] segment_header& header() const { return *static_cast<segment_header*>(base_); }
   /// How many of the ranks may run on `rank`'s CPUs, and how many those are (once all arrived).
   [[nodiscard]] cpu_sharing cpu_sharing_of(int rank) const {
-    return sharing_of(slot(rank).cpus, ranks_,
-                      [this](int r) -> const cpu_words& { return slot(r).cpus; });
+    return sharing_of(cpus_of(rank), ranks_,
+                      [this](int r) -> const cpu_words& { return cpus_of(r); });
+  }
+  [[nodiscard]] cpu_words& cpus_of(int rank) const {
+    return reinterpret_cast<cpu_words*>(at(layout_.cpu_sets))[rank];
   }
   [[nodiscard]] rank_slot& slot(int rank) const {
     return reinterpret_cast<rank_slot*>(at(layout_.slots))[rank];
@@ -278,7 +285,7 @@ class segment {
     header->creator_start = process_start_time(::getpid());
     seg.slot(0).pid.store(::getpid(), std::memory_order_relaxed);
     seg.slot(0).state.store(presence::present, std::memory_order_relaxed);
-    publish_probe(seg.slot(0));
+    publish_probe(seg.slot(0), seg.cpus_of(0));
     header->arrived.store(1, std::memory_order_relaxed);
     header->ready.store(1, std::memory_order_release);
     futex_wake_all(header->ready);
@@ -338,7 +345,7 @@ class segment {
       return false;  // taken: an earlier job's rank
     }
     slot(rank).state.store(presence::present, std::memory_order_release);
-    publish_probe(slot(rank));
+    publish_probe(slot(rank), cpus_of(rank));
     h.arrived.fetch_add(1, std::memory_order_acq_rel);
     futex_wake_all(h.arrived);
     return true;
