@@ -48,10 +48,10 @@ inline std::chrono::microseconds yield_before_sleep(int ranks, int cores) {
 /// How long a wait polls, yielding between polls, before it sleeps where its rank has a core of
 /// its own. Open MPI and MPICH never sleep there: a sleeper's wake-up lands on the path of the
 /// message that wakes it, and on a VM an idle vCPU is woken through the host (tens of us, at
-/// times hundreds). A transfer of a few MiB keeps its sender waiting that long for the
-/// receiver's copy (4 MiB over cma: ~0.5 ms a way here), so waits gave up at 200 us (shm) and
-/// 100 us (tcp, ucx) in the middle of it: a 4 MiB ping-pong took 1.15-1.5x Open MPI's time on
-/// shm and ucx's shared memory, and moved by 2x from run to run on tcp (bench/HISTORY.md,
+/// times hundreds). A transfer of a few MiB keeps its sender waiting longer than that for the
+/// receiver's copy (4 MiB over cma: ~0.5 ms here), so waits that slept after 200 us (shm) and
+/// 100 us (tcp, ucx) paid a wake-up per transfer: a 4 MiB ping-pong took 1.30x Open MPI's time
+/// on shm and 1.25x MPICH's on ucx's shared memory, 1.04x and 1.01x polling on (bench/HISTORY.md,
 /// 2026-12-04, seventh entry). 2 ms covers such a transfer both ways and stays short of a time
 /// slice; each poll yields, so a task that wants the core gets it.
 inline constexpr std::chrono::microseconds own_core_wait{2000};
