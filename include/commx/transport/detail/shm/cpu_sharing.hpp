@@ -8,8 +8,8 @@
 /// a launcher that binds each rank to a core of its own (`commxrun --bind-to core`, mpirun's
 /// default at 2 ranks, srun's --cpu-bind=cores) leaves each process one CPU, and 2 ranks on
 /// 1 CPU read as oversubscribed, so waits did not spin and large messages were held to the
-/// crowded threshold (a 64 KiB ping-pong 1.2x slower bound than unbound). So each rank
-/// publishes its CPU set in its slot before it counts as arrived, and counts the ranks whose
+/// crowded threshold (a 64 KiB ping-pong took 1.13x the time bound than unbound). So each rank
+/// publishes its CPU set in the segment before it counts as arrived, and counts the ranks whose
 /// sets meet its own: unbound ranks all meet (as before: the job against the CPUs), ranks bound
 /// a core each meet only themselves, and ranks bound round a few cores meet their core's
 /// others. 128 bytes a rank in the segment (CPUs 0-1023; a CPU beyond is taken as CPU 1023).
@@ -24,7 +24,7 @@
 
 namespace commx::detail::shm {
 
-/// A set of CPUs as 16 words, as a rank's slot holds it.
+/// A set of CPUs as 16 words, as the segment holds it.
 struct cpu_words {
   static constexpr int capacity = 1024;
   std::array<std::uint64_t, capacity / 64> words{};

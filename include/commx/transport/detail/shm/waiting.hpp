@@ -8,10 +8,10 @@
 /// spin takes the core from the very rank that would answer (measured on a loaded 2-core
 /// machine: 64 pauses doubled the 8-byte latency). So the choice is made at run time:
 /// - `COMMX_SHM_SPIN=auto` (the default): spin for up to `spin_budget` while this rank has a
-///   core to itself: the host has at least as many usable cores as the segment has ranks, and
-///   no recent yield gave the core to another task (one that took long and that the kernel
-///   counted as a switch did: another job, or ranks of simulated nodes beyond this segment's).
-///   Otherwise `shared_spins` pauses only.
+///   core to itself: no more of the segment's ranks may run on its CPUs than they are
+///   (cpu_sharing.hpp), and no recent yield gave the core to another task (one that took long
+///   and that the kernel counted as a switch did: another job, or ranks of simulated nodes
+///   beyond this segment's). Otherwise `shared_spins` pauses only.
 /// - `COMMX_SHM_SPIN=n`: n pauses, whatever the host.
 /// Then the endpoint yields its core for a while (COMMX_SHM_YIELD_US, else 2 ms while the core
 /// is its own and by how many ranks share a core where not: commx/detail/shared_core.hpp), and
@@ -39,7 +39,10 @@ class waiting {
   static constexpr int shared_spins = 8;
   /// Polls of a glance while the core is the rank's own.
   static constexpr int glance_polls = 256;
-  /// A yield that returns later than this ran another task: the core is shared.
+  /// A yield that returns later than this, with a switch to another task counted by the
+  /// kernel, ran a task that wants the core for long: the core is shared. A kernel thread's
+  /// turn (tens of microseconds, some 100 a second on a VM's vCPU that takes its interrupts)
+  /// does not make it so; a busy task keeps the core to the scheduler's next tick (1-4 ms).
   static constexpr clock::duration shared_yield = std::chrono::microseconds(200);
   /// How long one such yield keeps automatic spinning off.
   static constexpr clock::duration shared_memory = std::chrono::milliseconds(100);
@@ -107,7 +110,7 @@ class waiting {
   /// Called as a wait starts yielding: only the switches of its own yields count, not a kernel
   /// thread's turn while the rank computed (some 100 a second on this project's VMs).
   void start_yielding() {
-    if (core_per_rank() && !fixed_yield_) (void)switched_away();
+    if (core_per_rank()) (void)switched_away();
   }
 
   /// Gives the core away once, and notes whether another task took it: only where the rank
