@@ -301,43 +301,9 @@ class endpoint {
   /// The peers found failed, in the order they were found (transport concept).
   [[nodiscard]] const std::vector<int>& failed_peers() const { return failed_; }
 
-  void wait_for_event(std::uint64_t seen, clock::time_point when) {
-    progress();
-    if (events_ != seen) return;
-    // Spin as long as the core is ours (waiting.hpp). Then give the core away, turn after
-    // turn, for a while: a yield that finds nobody else runnable costs less than a futex sleep
-    // and wake-up. Only then sleep.
-    const auto arrived = [&] {
-      if (!incoming()) return false;
-      progress();
-      return events_ != seen;
-    };
-    if (waiting_.spin(arrived, when)) return;
-    // The period is asked at each turn: it shortens once a yield finds the core shared.
-    const auto yield_start = clock::now();
-    waiting_.start_yielding();
-    while (clock::now() < std::min(when, yield_start + waiting_.yield_period())) {
-      waiting_.yield();
-      if (incoming()) {
-        progress();
-        if (events_ != seen) return;
-      }
-    }
-    if (clock::now() >= when) return;
-    rank_slot& me = segment_.slot(rank_);
-    me.sleeping.exchange(1, std::memory_order_seq_cst);  // see wake()
-    const std::uint32_t word = me.wake.load(std::memory_order_seq_cst);
-    progress();  // anything published before our announcement is seen here
-    if (events_ == seen) {
-      const auto now = clock::now();
-      const auto cap = last_liveness_ + opts_.liveness_period;
-      const auto until = std::min(when, std::max(cap, now + std::chrono::milliseconds(1)));
-      if (until > now) futex_wait(me.wake, word, until - now);
-    }
-    me.sleeping.store(0, std::memory_order_relaxed);
-    progress();
-    if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
-  }
+  /// Waits for an event past `seen` or until `when`: spins, yields, then sleeps on the futex
+  /// (endpoint_departures.hpp).
+  void wait_for_event(std::uint64_t seen, clock::time_point when);
 
   /// Progress without waiting: the rings drained, and the peers' liveness checked when due.
   void poll() {

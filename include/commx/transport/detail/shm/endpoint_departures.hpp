@@ -1,13 +1,52 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// The shared-memory endpoint's waking and liveness (endpoint.hpp): futex wake-ups, leaving
-/// the job, polling peers' processes, and settling everything that involves a peer that went.
+/// The shared-memory endpoint's waiting, waking and liveness (endpoint.hpp): a wait's spin,
+/// yields and futex sleep, futex wake-ups, leaving the job, polling peers' processes, and
+/// settling everything that involves a peer that went.
 /// Out of line as the tcp engine's parts are, included by endpoint.hpp.
 
 #include "commx/transport/detail/shm/endpoint.hpp"
 
 namespace commx::detail::shm {
+
+inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when) {
+  progress();
+  if (events_ != seen) return;
+  // Spin as long as the core is ours (waiting.hpp). Then give the core away, turn after
+  // turn, for a while: a yield that finds nobody else runnable costs less than a futex sleep
+  // and wake-up. Only then sleep.
+  const auto arrived = [&] {
+    if (!incoming()) return false;
+    progress();
+    return events_ != seen;
+  };
+  if (waiting_.spin(arrived, when)) return;
+  // The period is asked at each turn: it shortens once a yield finds the core shared.
+  const auto yield_start = clock::now();
+  waiting_.start_yielding();
+  while (clock::now() < std::min(when, yield_start + waiting_.yield_period())) {
+    waiting_.yield();
+    if (incoming()) {
+      progress();
+      if (events_ != seen) return;
+    }
+  }
+  if (clock::now() >= when) return;
+  rank_slot& me = segment_.slot(rank_);
+  me.sleeping.exchange(1, std::memory_order_seq_cst);  // see wake()
+  const std::uint32_t word = me.wake.load(std::memory_order_seq_cst);
+  progress();  // anything published before our announcement is seen here
+  if (events_ == seen) {
+    const auto now = clock::now();
+    const auto cap = last_liveness_ + opts_.liveness_period;
+    const auto until = std::min(when, std::max(cap, now + std::chrono::milliseconds(1)));
+    if (until > now) futex_wait(me.wake, word, until - now);
+  }
+  me.sleeping.store(0, std::memory_order_relaxed);
+  progress();
+  if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
+}
 
 // Called after publishing to `peer`'s ring or freeing space in its ring to us. Both sides
 // read-modify-write the peer's `sleeping` word (we add 0, it exchanges in 1), so the two

@@ -63,8 +63,7 @@ class waiting {
   /// How long a waiting rank yields its core, turn after turn, before it sleeps: while the core
   /// is its own, own_core_wait (commx/detail/shared_core.hpp), else by how many share one.
   [[nodiscard]] clock::duration yield_period() const {
-    if (fixed_yield_ || !own_core()) return yield_period_;
-    return std::max(yield_period_, clock::duration(commx::detail::own_core_wait));
+    return fixed_yield_ || !own_core() ? yield_period_ : own_core_period();
   }
 
   /// Cores this process may run on (its affinity mask; the online count if unknown).
@@ -136,8 +135,7 @@ class waiting {
         core_per_rank() && !fixed_yield_
             ? fmt::format(
                   ", yields for {} us while its core is its own ({} us if not), then sleeps",
-                  us(std::max(yield_period_, clock::duration(commx::detail::own_core_wait))),
-                  us(yield_period_))
+                  us(own_core_period()), us(yield_period_))
             : fmt::format(", yields for {} us, then sleeps", us(yield_period_));
     if (fixed_) {
       return fmt::format("spins {} times before yielding (COMMX_SHM_SPIN){}", *fixed_, then);
@@ -177,6 +175,11 @@ class waiting {
     const bool switched = usage.ru_nivcsw != involuntary_switches_;
     involuntary_switches_ = usage.ru_nivcsw;
     return switched;
+  }
+
+  // The yield period while the core is the rank's own.
+  [[nodiscard]] clock::duration own_core_period() const {
+    return std::max(yield_period_, clock::duration(commx::detail::own_core_wait));
   }
 
   [[nodiscard]] bool own_core() const {
