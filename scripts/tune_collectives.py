@@ -27,11 +27,11 @@ input, the same size on every rank).
     python3 scripts/tune_collectives.py --stack shm --keep /tmp/shm.hpp RUNS... \\
         > include/commx/coll/tuned_tables/shm.hpp
 
-keeps the old table's rules for rank counts above those measured here (a copy: the shell
-empties the file it writes into before this reads), so a sweep at 2 and 4 ranks can redo
-those counts without the hours a sweep at 32 takes; and all its rules for the collectives the
-runs do not measure, so a sweep of a few collectives (pmb_sweep.py --filter) redoes their
-rules alone.
+keeps the old table's rules for rank counts above and below those measured here (a copy: the
+shell empties the file it writes into before this reads), so a sweep at 2 and 4 ranks can redo
+those counts without the hours a sweep at 32 takes, and one at 8 redoes 5 to 8 alone; and all
+its rules for the collectives the runs do not measure, so a sweep of a few collectives
+(pmb_sweep.py --filter) redoes their rules alone.
 """
 from __future__ import annotations
 
@@ -100,14 +100,33 @@ def mode_groups(rounds, modes: dict[str, str | None]) -> list[list[str]]:
     return rated or ([[r for group in kept for r in group]] if kept else list(groups.values()))
 
 
-def kept_rules(path: str, above_ranks: int, remade: set[str]) -> list[tuple[str, int, int, str]]:
-    """The rules of the generated table at `path` for more than `above_ranks` ranks, and all
-    of its rules for the collectives not in `remade`."""
+def table_rules(path: str) -> list[tuple[str, int, int, str]]:
+    """The rules of the generated table at `path`."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
     found = re.findall(r"tuning_rule\{stats::op::(\w+), (\d+), (\d+), algorithm::(\w+)\}", text)
-    return [(op, int(ranks), int(size), use) for op, ranks, size, use in found
-            if int(ranks) > above_ranks or op not in remade]
+    return [(op, int(ranks), int(size), use) for op, ranks, size, use in found]
+
+
+def kept_rules(path: str, above_ranks: int, remade: set[str],
+               below: dict[str, int] | None = None) -> list[tuple[str, int, int, str]]:
+    """The rules of the generated table at `path` for more than `above_ranks` ranks or, per
+    collective, from fewer than `below` (where the runs' smallest count starts: first_buckets),
+    and all of its rules for the collectives not in `remade`."""
+    below = below or {}
+    return [(op, ranks, size, use) for op, ranks, size, use in table_rules(path)
+            if ranks > above_ranks or ranks < below.get(op, 1) or op not in remade]
+
+
+def first_buckets(path: str, times) -> dict[str, int]:
+    """Per collective measured in `times`, the least rank count a rule for its smallest
+    measured count applies from: the start of the old table's bucket that holds it (a sweep at
+    8 ranks alone remakes 5 to 8 and keeps the rules for 2 and 4)."""
+    starts = collections.defaultdict(set)
+    for op, ranks, _, _ in table_rules(path):
+        starts[op].add(ranks)
+    return {op: max((r for r in starts[op] if r <= min(per_op)), default=1)
+            for op, per_op in times.items()}
 
 
 def kept_measured_ranks(path: str) -> int:
@@ -117,10 +136,12 @@ def kept_measured_ranks(path: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def rules(times):
+def rules(times, first_ranks: dict[str, int] | None = None):
+    """The table's rules from `times`; a collective's first rule applies from its
+    `first_ranks` (1 unless given)."""
     out = []
     for op in sorted(times):
-        previous_np = 0
+        previous_np = (first_ranks or {}).get(op, 1) - 1
         for np_ in sorted(times[op]):
             min_ranks = previous_np + 1
             previous_np = np_
@@ -205,7 +226,8 @@ def main() -> int:
     p.add_argument("runs", nargs="+", help="Google Benchmark JSON files")
     args = p.parse_args()
     times = load(args.runs, args.stack)
-    table = rules(times)
+    first_ranks = first_buckets(args.keep, times) if args.keep else None
+    table = rules(times, first_ranks)
     if not table:
         print(f"tune_collectives: no commx-{args.stack}-<policy> runs in the files given",
               file=sys.stderr)
@@ -213,9 +235,10 @@ def main() -> int:
     measured = max(np_ for per_op in times.values() for np_ in per_op)
     sources = f"{len(args.runs)} PMB runs on {args.stack}"
     if args.keep:
-        table = sorted(table + kept_rules(args.keep, measured, set(times)),
+        table = sorted(table + kept_rules(args.keep, measured, set(times), first_ranks),
                        key=lambda r: (r[0], r[1], r[2]))
-        sources += f" (above {measured} ranks, the rules of the table it replaced)"
+        sources += f" (outside {min(np_ for per_op in times.values() for np_ in per_op)}-" \
+                   f"{measured} ranks, the rules of the table it replaced)"
         if set(times) != set(OPS.values()):
             sources += f"; {', '.join(sorted(times))} only, the rest kept"
         measured = max(measured, kept_measured_ranks(args.keep))

@@ -10,7 +10,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from tune_collectives import header, kept_rules, load, rules  # noqa: E402
+from tune_collectives import first_buckets, header, kept_rules, load, rules  # noqa: E402
 
 
 def write_round(folder: Path, name: str, times: dict) -> Path:
@@ -156,6 +156,23 @@ class TuneTest(unittest.TestCase):
         self.assertEqual(kept_rules(str(old), 4, {"bcast"}),
                          [("barrier", 1, 0, "binomial"), ("barrier", 5, 0, "ring"),
                           ("bcast", 9, 65536, "ring")])
+
+    def test_a_sweep_at_more_ranks_remakes_its_bucket_alone(self):
+        old = self.folder / "old.hpp"
+        old.write_text(header("shm", [("barrier", 1, 0, "binomial"), ("barrier", 3, 0, "flat"),
+                                      ("barrier", 5, 0, "ring"), ("barrier", 9, 0, "flat")],
+                              "3 PMB runs on shm", 16))
+        paths = [write_round(self.folder, "np8.json", {
+            ("Barrier", "commx-shm-binomial", 8, 0): 1.0,
+            ("Barrier", "commx-shm-ring", 8, 0): 2.0,
+        })]
+        times = load(paths, "shm")
+        starts = first_buckets(str(old), times)
+        self.assertEqual(starts, {"barrier": 5})
+        self.assertEqual(rules(times, starts), [("barrier", 5, 0, "binomial")])
+        self.assertEqual(kept_rules(str(old), 8, {"barrier"}, starts),
+                         [("barrier", 1, 0, "binomial"), ("barrier", 3, 0, "flat"),
+                          ("barrier", 9, 0, "flat")])
 
     def test_each_stack_its_own_table(self):
         paths = self.rounds([50.0, 50.0, 50.0])
