@@ -76,11 +76,11 @@ struct options {
   /// Where messages stop going whole through the ring unless COMMX_SHM_LARGE_THRESHOLD says:
   /// 32 KiB, and 128 KiB while `ranks` outnumber `cores` but fewer than queued_core share one.
   /// There a large message waits for its sender's turn on a shared core, to offer and then for
-  /// each piece (or cma's acknowledgement), where an eager one is written in one turn. Measured
-  /// with pieces as the large path (bench/HISTORY.md, 2026-12-02, seventh entry: a 64 KiB
-  /// broadcast at 4 ranks on 2 cores 0.41x the time, allreduce 0.76x, allgather 0.74x, 8 ranks'
-  /// allreduce 0.75x), not yet with cma at 3 to 14 ranks; from 8 to a core, eager copies cost
-  /// more than cma (16 ranks' 64 KiB allreduce 1.6x).
+  /// each piece or cma's acknowledgement, where an eager one is written in one turn. Against
+  /// cma (bench/HISTORY.md, 2026-12-04, eighth entry), 64 KiB whole took at 4 ranks on 2 cores
+  /// 0.49x the time of a broadcast, 0.50x of flat's allreduce, 0.52x of ring's allgather, and
+  /// at 8 ranks 0.53x of a broadcast; from 8 to a core, eager copies cost more than cma (16
+  /// ranks' 64 KiB allreduce 1.6x).
   [[nodiscard]] static std::size_t threshold_by_load(int ranks, int cores) {
     const bool crowded = ranks > cores;
     const bool queued = commx::detail::ranks_per_core(ranks, cores) >= commx::detail::queued_core;
