@@ -232,13 +232,13 @@ def main() -> int:
         print(f"tune_collectives: no commx-{args.stack}-<policy> runs in the files given",
               file=sys.stderr)
         return 1
-    measured = max(np_ for per_op in times.values() for np_ in per_op)
+    counts = {np_ for per_op in times.values() for np_ in per_op}
+    measured = max(counts)
     sources = f"{len(args.runs)} PMB runs on {args.stack}"
     if args.keep:
         table = sorted(table + kept_rules(args.keep, measured, set(times), first_ranks),
                        key=lambda r: (r[0], r[1], r[2]))
-        sources += f" (outside {min(np_ for per_op in times.values() for np_ in per_op)}-" \
-                   f"{measured} ranks, the rules of the table it replaced)"
+        sources += f" (outside {min(counts)}-{measured} ranks, the rules of the table it replaced)"
         if set(times) != set(OPS.values()):
             sources += f"; {', '.join(sorted(times))} only, the rest kept"
         measured = max(measured, kept_measured_ranks(args.keep))
