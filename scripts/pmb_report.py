@@ -37,6 +37,17 @@ POLICIES = ["flat", "binomial", "ring", "hierarchical", "tuned", "native"]
 # What coll::tuned chooses from. Never native: MPI's own collectives block as MPI does, past
 # the call's deadline and a lost peer, so tuned is held against the best of these.
 TUNABLE = ["flat", "binomial", "ring", "hierarchical"]
+OPS = {"Allreduce": "allreduce", "Reduce": "reduce", "Reduce_scatter": "reduce_scatter",
+       "Allgather": "allgather", "Allgatherv": "allgatherv", "Alltoall": "alltoall",
+       "Bcast": "bcast", "Barrier": "barrier"}
+# ring and hierarchical inherit binomial's algorithm for the collectives they do not redefine.
+# Timing the same code twice must not count as two policies: the faster copy by noise would
+# make "the best policy" a minimum of two samples of one, lower than any policy's own median.
+OWN = {"ring": {"allreduce", "allgather", "allgatherv", "reduce_scatter"},
+       "hierarchical": {"barrier", "bcast", "reduce", "allreduce", "allgather", "reduce_scatter"}}
+# ring's bcast is its own (a scatter, then an allgather) from 64 KiB at 4 ranks or more
+# (coll/ring.hpp, detail::scatter_allgather_bcast_bytes); binomial's tree below.
+RING_BCAST_BYTES, RING_BCAST_RANKS = 64 << 10, 4
 SCALE = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 # The MPI run each commx stack is held against: the same layout of one machine.
 MPI_PEER = {"shm": "openmpi", "inproc": "openmpi", "mpi": "openmpi",
@@ -122,6 +133,13 @@ def counted(bench: str, size: int) -> bool:
     return bench == "Barrier" or 8 <= size <= 4 << 20
 
 
+def inherited(policy: str, bench: str, ranks: int, size: int) -> bool:
+    """Whether `policy` runs binomial's code for PMB's `bench` at `ranks` and `size` bytes."""
+    if policy == "ring" and bench == "Bcast":
+        return size < RING_BCAST_BYTES or ranks < RING_BCAST_RANKS
+    return policy in OWN and OPS.get(bench) not in OWN[policy]
+
+
 def split_label(label: str) -> tuple[str, str | None] | None:
     """("shm", "ring") for commx-shm-ring, ("shm", None) for commx-shm, None for an MPI's."""
     if not label.startswith("commx-"):
@@ -148,10 +166,11 @@ def stack_points(stack: str, rounds: dict) -> tuple[list[str], list[dict]]:
         if not any(c in per_round for c in policies + ["p2p"]):
             continue
         cols = {c: statistics.median(v.values()) for c, v in per_round.items()}
-        candidates = [p for p in policies if p != "tuned" and p in cols] or \
+        candidates = [p for p in policies
+                      if p != "tuned" and p in cols and not inherited(p, bench, np_, size)] or \
             (["p2p"] if "p2p" in cols else [])
         best = min(candidates, key=cols.get) if candidates else None
-        tunable = [p for p in TUNABLE if p in cols]
+        tunable = [p for p in TUNABLE if p in cols and not inherited(p, bench, np_, size)]
         best_tunable = min(tunable, key=cols.get) if tunable else None
         points.append({
             "bench": bench, "np": np_, "bytes": size, "medians": cols, "rounds": per_round,

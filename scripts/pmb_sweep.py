@@ -13,7 +13,9 @@ Each round also times a cache line crossing between CPUs 0 and 1 (bench_cache_li
 after its runs, into round<k>/mode.txt, and around each run, into <stack>-np<k>.mode.txt beside
 its results: this VM moves between a fast mode (about 40 ns) and a slow one (about 200 ns)
 every few minutes, pmb_report.py counts the goals per mode, and tune_collectives.py rates each
-policy by its worse mode.
+policy by its worse mode. `--mode slow` (or fast) waits before each run, up to --mode-wait
+seconds, until the VM is in that mode: a 4-rank run of several seconds meets a mode change as
+often as not, so without it a sweep gathers few runs of the rarer mode.
 
 Stacks: inproc is bench_collectives (ranks as threads); shm, tcp, wan and mpi are
 bench_pmb_<stack>, launched as the main job launches them (scripts/md_compare.py); openmpi is
@@ -34,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from launching import STACKS as COMMX_STACKS  # noqa: E402  (the main job's launch rules)
-from launching import built_against_mpich, cache_line_ns, launched, program_for  # noqa: E402
+from launching import built_against_mpich, cache_line_ns, launched, line_mode  # noqa: E402
+from launching import program_for  # noqa: E402
 
 STACKS = [*COMMX_STACKS, "openmpi", "openmpi-tcp", "mpich"]
 
@@ -78,6 +81,18 @@ def write_mode(path: Path, before: float | None, after: float | None) -> bool:
     return True
 
 
+def wait_for_mode(build_dir: Path, mode: str | None, most: float) -> float | None:
+    """A cache line's crossing once the VM is in `mode` (polled every few seconds, at most
+    `most` seconds; after that, the crossing as it is)."""
+    line = cache_line_ns(build_dir)
+    until = time.monotonic() + most
+    while mode and line is not None and line_mode(line, line) != mode and \
+            time.monotonic() < until:
+        time.sleep(3)  # the machine's own state, not a peer's: nothing else to wait on
+        line = cache_line_ns(build_dir)
+    return line
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,6 +103,10 @@ def main() -> int:
     p.add_argument("--stacks", nargs="+", default=STACKS, choices=STACKS)
     p.add_argument("--timeout", type=float, default=1200, help="seconds per run")
     p.add_argument("--filter", help="--benchmark_filter for every run")
+    p.add_argument("--mode", choices=["fast", "slow"],
+                   help="before each run, wait for the VM's mode (a cache line's crossing)")
+    p.add_argument("--mode-wait", type=float, default=600,
+                   help="seconds a run waits for --mode at most")
     args = p.parse_args()
     extra = [f"--benchmark_filter={args.filter}"] if args.filter else []
     if "mpich" in args.stacks and mpich_driver() is None:  # said before any round, not in one
@@ -105,7 +124,7 @@ def main() -> int:
                 out = folder / f"{stack}-np{ranks}.json"
                 cmd, env = command(stack, ranks, args.build_dir, out, args.timeout, extra)
                 env["PMB_ROUND"] = str(k)  # which policy runs first at each point turns
-                run_line_before = cache_line_ns(args.build_dir)
+                run_line_before = wait_for_mode(args.build_dir, args.mode, args.mode_wait)
                 start = time.monotonic()
                 try:
                     done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL,

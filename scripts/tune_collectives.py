@@ -47,17 +47,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pmb_report import TUNABLE as CANDIDATES  # noqa: E402  (one reading of the runs)
-from pmb_report import by_round, run_mode, split_label  # noqa: E402
-OPS = {"Allreduce": "allreduce", "Reduce": "reduce", "Reduce_scatter": "reduce_scatter",
-       "Allgather": "allgather", "Allgatherv": "allgatherv", "Alltoall": "alltoall",
-       "Bcast": "bcast", "Barrier": "barrier"}
+from pmb_report import OPS, by_round, inherited, run_mode, split_label  # noqa: E402
 BY_RANKS_ONLY = {"allgatherv"}
 HYSTERESIS = 1.05  # keep the current choice while it is within 5% of the fastest
 MIN_MODE_ROUNDS = 3  # rounds of one VM mode at a point before that mode rates on its own
-# ring and hierarchical inherit binomial's algorithm for the collectives they do not redefine;
-# timing the same code twice must not make the table pick one copy over the other by noise.
-OWN = {"ring": {"allreduce", "allgather", "allgatherv", "reduce_scatter"},
-       "hierarchical": {"barrier", "bcast", "reduce", "allreduce", "allgather", "reduce_scatter"}}
 
 
 def load(paths, stack: str):
@@ -70,7 +63,7 @@ def load(paths, stack: str):
         if parsed is None or parsed[0] != stack or bench not in OPS:
             continue
         policy = parsed[1]
-        if policy not in CANDIDATES or (policy in OWN and OPS[bench] not in OWN[policy]):
+        if policy not in CANDIDATES or inherited(policy, bench, np_, size):
             continue
         rounds[(OPS[bench], np_, size)][policy] = per_round
     times = collections.defaultdict(lambda: collections.defaultdict(dict))

@@ -13,7 +13,8 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-from pmb_report import by_round, main, only_mode, stack_table  # noqa: E402
+from pmb_report import RING_BCAST_BYTES, RING_BCAST_RANKS, by_round, main  # noqa: E402
+from pmb_report import only_mode, stack_table  # noqa: E402
 
 
 def write(folder: Path, times: dict) -> Path:
@@ -84,6 +85,39 @@ class ReportTest(unittest.TestCase):
         lines = stack_table("mpi", by_round(paths))
         row = next(line.split() for line in lines if line.lstrip().startswith("Allgather"))
         self.assertEqual(row[-2:], ["1.00", "1.05"])
+
+    def test_a_policy_running_binomials_code_is_not_a_second_best(self):
+        # ring's barrier is binomial's dissemination: its faster copy by noise (0.9 against
+        # 1.0) must not become the best policy, nor what tuned (on binomial) is held against.
+        # From 64 KiB at 4 ranks ring's bcast is its own and may be the best.
+        paths = [write(self.root / f"round{k}", {
+            ("Barrier", "commx-shm-binomial", 4, 0): 1.0,
+            ("Barrier", "commx-shm-ring", 4, 0): 0.9,
+            ("Barrier", "commx-shm-tuned", 4, 0): 1.0,
+            ("Barrier", "openmpi", 4, 0): 0.95,
+            ("Bcast", "commx-shm-binomial", 4, 65536): 20.0,
+            ("Bcast", "commx-shm-ring", 4, 65536): 10.0,
+            ("Bcast", "commx-shm-tuned", 4, 65536): 20.0,
+            ("Bcast", "openmpi", 4, 65536): 12.0,
+            ("Bcast", "commx-shm-binomial", 2, 65536): 20.0,
+            ("Bcast", "commx-shm-ring", 2, 65536): 10.0,  # 2 ranks: binomial's tree again
+            ("Bcast", "commx-shm-tuned", 2, 65536): 20.0,
+            ("Bcast", "openmpi", 2, 65536): 20.0,
+        }) for k in range(3)]
+        rows = {(line.split()[0], line.split()[1]): line.split()[-2:]
+                for line in self.table(paths) if line.lstrip().startswith(("Barrier", "Bcast"))}
+        self.assertEqual(rows[("Barrier", "4")], ["1.05", "1.00"])
+        self.assertEqual(rows[("Bcast", "4")], ["0.83", "2.00"])
+        self.assertEqual(rows[("Bcast", "2")], ["1.00", "1.00"])
+
+    def test_ring_bcast_threshold_is_the_library_s(self):
+        header = (Path(__file__).resolve().parents[2] / "include" / "commx" / "coll" / "detail" /
+                  "cost_model.hpp").read_text()
+        self.assertIn("scatter_allgather_bcast_bytes = std::size_t{64} << 10;", header)
+        self.assertEqual(RING_BCAST_BYTES, 64 << 10)
+        ring = (Path(__file__).resolve().parents[2] / "include" / "commx" / "coll" /
+                "ring.hpp").read_text()
+        self.assertIn(f"size < {RING_BCAST_RANKS} ||", ring)
 
     def test_goals_are_counted_again_per_mode_of_the_vm(self):
         # Rounds 1 and 3 fast (a cache line 40 ns before and after), 2 slow, 4 changing mode

@@ -174,6 +174,17 @@ class TuneTest(unittest.TestCase):
                          [("barrier", 1, 0, "binomial"), ("barrier", 3, 0, "flat"),
                           ("barrier", 9, 0, "flat")])
 
+    def test_ring_bcast_is_rated_where_it_is_its_own(self):
+        # From 64 KiB at 4 ranks ring's bcast scatters and gathers; at 2 ranks it is binomial's
+        # tree, which a faster copy must not win for ring.
+        paths = [write_round(self.folder, f"r{k}-{n}-{size}.json", {
+            ("Bcast", "commx-shm-binomial", n, size): 20.0,
+            ("Bcast", "commx-shm-ring", n, size): 10.0,
+        }) for k in range(3) for n, size in [(2, 65536), (4, 8), (4, 65536)]]
+        self.assertEqual(rules(load(paths, "shm")),
+                         [("bcast", 1, 0, "binomial"), ("bcast", 3, 0, "binomial"),
+                          ("bcast", 3, 65536, "ring")])
+
     def test_each_stack_its_own_table(self):
         paths = self.rounds([50.0, 50.0, 50.0])
         self.assertEqual(rules(load(paths, "tcp")), [("allreduce", 1, 0, "flat")])
