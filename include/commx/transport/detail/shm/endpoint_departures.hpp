@@ -34,7 +34,8 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   }
   if (clock::now() >= when) return;
   rank_slot& me = segment_.slot(rank_);
-  me.sleeping.exchange(1, std::memory_order_seq_cst);  // see wake()
+  me.sleeping.exchange(1, std::memory_order_seq_cst);  // see may_be_asleep()
+  after_announcing_sleep();
   const std::uint32_t word = me.wake.load(std::memory_order_seq_cst);
   progress();  // anything published before our announcement is seen here
   if (events_ == seen) {
@@ -48,16 +49,47 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
 }
 
-// Called after publishing to `peer`'s ring or freeing space in its ring to us. Both sides
-// read-modify-write the peer's `sleeping` word (we add 0, it exchanges in 1), so the two
-// operations are ordered: if ours came first, its exchange acquires our ring update and its
-// last look at the rings sees it; if its came first, we see 1 and wake it. (RMWs rather than
-// fences: ThreadSanitizer does not model fences, and a locked instruction is what x86 makes
-// of either.)
+// Whether `slot`'s rank may be asleep, looked at after publishing to its ring or freeing space
+// in its ring to us. A rank about to sleep exchanges 1 into its `sleeping` word, then looks at
+// its rings once more; we publish, then look at the word, with a seq_cst fence after each
+// side's write (after_announcing_sleep), so one of the two looks sees the other's write: it
+// sees our record, or we see 1 and wake it. A fence and a plain load leave the word's line
+// shared in every sender's cache until its rank writes it: a read-modify-write of it (adding
+// 0), which this once was, took the line from whichever core had it, and every rank that sends
+// to one rank, or drains a ring another fills, did that per message. With 4 ranks on 2 cores
+// of two dies (a line crosses in ~200 ns), 8-byte allreduce and allgather took 0.82x the time
+// they took that way, the dissemination barrier 0.91x (bench/HISTORY.md, 2026-12-04, ninth
+// entry); two ranks, whose words each have one writer, the same within the noise.
+// ThreadSanitizer does not model fences (GCC warns of them, and warnings fail the build), so
+// its builds keep the read-modify-writes on both sides, which order the two looks as well.
+#if defined(__SANITIZE_THREAD__)
+#define COMMX_SHM_WAKE_BY_RMW 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define COMMX_SHM_WAKE_BY_RMW 1
+#endif
+#endif
+
+inline bool endpoint::may_be_asleep(rank_slot& slot) {
+#if defined(COMMX_SHM_WAKE_BY_RMW)
+  return slot.sleeping.fetch_add(0, std::memory_order_seq_cst) != 0;
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return slot.sleeping.load(std::memory_order_relaxed) != 0;
+#endif
+}
+
+inline void endpoint::after_announcing_sleep() {
+#if !defined(COMMX_SHM_WAKE_BY_RMW)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
+
+// Called after publishing to `peer`'s ring or freeing space in its ring to us (may_be_asleep).
 inline void endpoint::wake(int peer) {
   if (peer == rank_) return;
   rank_slot& slot = segment_.slot(peer);
-  if (slot.sleeping.fetch_add(0, std::memory_order_seq_cst) != 0) {
+  if (may_be_asleep(slot)) {
     slot.wake.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(slot.wake);
   }
