@@ -46,8 +46,10 @@ OPS = {"Allreduce": "allreduce", "Reduce": "reduce", "Reduce_scatter": "reduce_s
 OWN = {"ring": {"allreduce", "allgather", "allgatherv", "reduce_scatter"},
        "hierarchical": {"barrier", "bcast", "reduce", "allreduce", "allgather", "reduce_scatter"}}
 # ring's bcast is its own (a scatter, then an allgather) from 64 KiB at 4 ranks or more
-# (coll/ring.hpp, detail::scatter_allgather_bcast_bytes); binomial's tree below.
+# (coll/ring.hpp, detail::scatter_allgather_bcast_bytes); binomial's tree below. Its allreduce
+# is binomial's with fewer elements than ranks: PMB's are doubles (bench/pmb_pattern.hpp).
 RING_BCAST_BYTES, RING_BCAST_RANKS = 64 << 10, 4
+PMB_ELEMENT_BYTES = 8
 SCALE = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 # The MPI run each commx stack is held against: the same layout of one machine.
 MPI_PEER = {"shm": "openmpi", "inproc": "openmpi", "mpi": "openmpi",
@@ -137,6 +139,8 @@ def inherited(policy: str, bench: str, ranks: int, size: int) -> bool:
     """Whether `policy` runs binomial's code for PMB's `bench` at `ranks` and `size` bytes."""
     if policy == "ring" and bench == "Bcast":
         return size < RING_BCAST_BYTES or ranks < RING_BCAST_RANKS
+    if policy == "ring" and bench == "Allreduce":
+        return size // PMB_ELEMENT_BYTES < ranks
     return policy in OWN and OPS.get(bench) not in OWN[policy]
 
 

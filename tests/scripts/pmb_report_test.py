@@ -89,7 +89,8 @@ class ReportTest(unittest.TestCase):
     def test_a_policy_running_binomials_code_is_not_a_second_best(self):
         # ring's barrier is binomial's dissemination: its faster copy by noise (0.9 against
         # 1.0) must not become the best policy, nor what tuned (on binomial) is held against.
-        # From 64 KiB at 4 ranks ring's bcast is its own and may be the best.
+        # From 64 KiB at 4 ranks ring's bcast is its own and may be the best; its allreduce
+        # from as many doubles as ranks.
         paths = [write(self.root / f"round{k}", {
             ("Barrier", "commx-shm-binomial", 4, 0): 1.0,
             ("Barrier", "commx-shm-ring", 4, 0): 0.9,
@@ -103,12 +104,24 @@ class ReportTest(unittest.TestCase):
             ("Bcast", "commx-shm-ring", 2, 65536): 10.0,  # 2 ranks: binomial's tree again
             ("Bcast", "commx-shm-tuned", 2, 65536): 20.0,
             ("Bcast", "openmpi", 2, 65536): 20.0,
+            # One double: ring's allreduce is binomial's; 128 doubles: its own.
+            ("Allreduce", "commx-shm-binomial", 4, 8): 1.0,
+            ("Allreduce", "commx-shm-ring", 4, 8): 0.9,
+            ("Allreduce", "commx-shm-tuned", 4, 8): 1.0,
+            ("Allreduce", "openmpi", 4, 8): 1.0,
+            ("Allreduce", "commx-shm-binomial", 4, 1024): 2.0,
+            ("Allreduce", "commx-shm-ring", 4, 1024): 1.0,
+            ("Allreduce", "commx-shm-tuned", 4, 1024): 2.0,
+            ("Allreduce", "openmpi", 4, 1024): 2.0,
         }) for k in range(3)]
         rows = {(line.split()[0], line.split()[1]): line.split()[-2:]
                 for line in self.table(paths) if line.lstrip().startswith(("Barrier", "Bcast"))}
         self.assertEqual(rows[("Barrier", "4")], ["1.05", "1.00"])
         self.assertEqual(rows[("Bcast", "4")], ["0.83", "2.00"])
         self.assertEqual(rows[("Bcast", "2")], ["1.00", "1.00"])
+        allreduce = [line.split() for line in self.table(paths)
+                     if line.lstrip().startswith("Allreduce")]
+        self.assertEqual([row[-2:] for row in allreduce], [["1.00", "1.00"], ["0.50", "2.00"]])
 
     def test_ring_bcast_threshold_is_the_library_s(self):
         header = (Path(__file__).resolve().parents[2] / "include" / "commx" / "coll" / "detail" /
