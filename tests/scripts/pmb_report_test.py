@@ -123,7 +123,7 @@ class ReportTest(unittest.TestCase):
                      if line.lstrip().startswith("Allreduce")]
         self.assertEqual([row[-2:] for row in allreduce], [["1.00", "1.00"], ["0.50", "2.00"]])
 
-    def test_ring_bcast_threshold_is_the_library_s(self):
+    def test_what_ring_inherits_is_what_the_library_says(self):
         header = (Path(__file__).resolve().parents[2] / "include" / "commx" / "coll" / "detail" /
                   "cost_model.hpp").read_text()
         self.assertIn("scatter_allgather_bcast_bytes = std::size_t{64} << 10;", header)
@@ -131,6 +131,9 @@ class ReportTest(unittest.TestCase):
         ring = (Path(__file__).resolve().parents[2] / "include" / "commx" / "coll" /
                 "ring.hpp").read_text()
         self.assertIn(f"size < {RING_BCAST_RANKS} ||", ring)
+        # inherited(): ring's allreduce of fewer elements than ranks is binomial's.
+        self.assertIn("if (data.size() < index(p.size())) return binomial::allreduce(p, data, op);",
+                      ring)
 
     def test_goals_are_counted_again_per_mode_of_the_vm(self):
         # Rounds 1 and 3 fast (a cache line 40 ns before and after), 2 slow, 4 changing mode

@@ -21,23 +21,12 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
+#include "commx/detail/sanitizers.hpp"
+#if defined(COMMX_ASAN)
 #include <sanitizer/common_interface_defs.h>
-#define COMMX_FIBER_ASAN 1
 #endif
-#if defined(__SANITIZE_THREAD__)
+#if defined(COMMX_TSAN)
 #include <sanitizer/tsan_interface.h>
-#define COMMX_FIBER_TSAN 1
-#endif
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) && !defined(COMMX_FIBER_ASAN)
-#include <sanitizer/common_interface_defs.h>
-#define COMMX_FIBER_ASAN 1
-#endif
-#if __has_feature(thread_sanitizer) && !defined(COMMX_FIBER_TSAN)
-#include <sanitizer/tsan_interface.h>
-#define COMMX_FIBER_TSAN 1
-#endif
 #endif
 
 namespace commx::detail {
@@ -122,7 +111,7 @@ class fiber {
     self_.uc_stack.ss_size = stack_.bytes();
     self_.uc_link = nullptr;
     ::makecontext(&self_, &fiber::entry, 0);
-#ifdef COMMX_FIBER_TSAN
+#ifdef COMMX_TSAN
     tsan_self_ = __tsan_create_fiber(0);
 #endif
   }
@@ -134,7 +123,7 @@ class fiber {
   /// A fiber is destroyed finished or never started; a suspended one keeps its stack (its
   /// frames may still be referred to), which its owner prevents by running it to the end.
   ~fiber() {
-#ifdef COMMX_FIBER_TSAN
+#ifdef COMMX_TSAN
     __tsan_destroy_fiber(tsan_self_);
 #endif
     if (finished_ || !started_) fiber_stack_pool::give_back(stack_);
@@ -148,16 +137,16 @@ class fiber {
       starting() = this;
     }
     resuming_ = true;
-#ifdef COMMX_FIBER_TSAN
+#ifdef COMMX_TSAN
     tsan_caller_ = __tsan_get_current_fiber();
     __tsan_switch_to_fiber(tsan_self_, 0);
 #endif
-#ifdef COMMX_FIBER_ASAN
+#ifdef COMMX_ASAN
     void* fake_stack = nullptr;
     __sanitizer_start_switch_fiber(&fake_stack, stack_.bottom(), stack_.bytes());
 #endif
     ::swapcontext(&caller_, &self_);
-#ifdef COMMX_FIBER_ASAN
+#ifdef COMMX_ASAN
     __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
 #endif
     resuming_ = false;
@@ -187,16 +176,16 @@ class fiber {
 
   // What every arrival on this fiber's stack does first: tell ASan where we came from.
   void arrived() {
-#ifdef COMMX_FIBER_ASAN
+#ifdef COMMX_ASAN
     __sanitizer_finish_switch_fiber(fake_stack_, &caller_bottom_, &caller_bytes_);
 #endif
   }
 
   void switch_to_caller(bool for_good) {
-#ifdef COMMX_FIBER_TSAN
+#ifdef COMMX_TSAN
     __tsan_switch_to_fiber(tsan_caller_, 0);
 #endif
-#ifdef COMMX_FIBER_ASAN
+#ifdef COMMX_ASAN
     // A fiber leaving for good passes no fake-stack slot, so ASan frees its fake frames.
     __sanitizer_start_switch_fiber(for_good ? nullptr : &fake_stack_, caller_bottom_,
                                    caller_bytes_);
@@ -214,12 +203,12 @@ class fiber {
   bool started_ = false;
   bool finished_ = false;
   bool resuming_ = false;
-#ifdef COMMX_FIBER_ASAN
+#ifdef COMMX_ASAN
   void* fake_stack_ = nullptr;
   const void* caller_bottom_ = nullptr;
   std::size_t caller_bytes_ = 0;
 #endif
-#ifdef COMMX_FIBER_TSAN
+#ifdef COMMX_TSAN
   void* tsan_self_ = nullptr;
   void* tsan_caller_ = nullptr;
 #endif

@@ -443,8 +443,6 @@ class endpoint {
 
   // Waking, liveness and peers that go (endpoint_departures.hpp).
   void wake(int peer);
-  static bool may_be_asleep(rank_slot& slot);
-  static void after_announcing_sleep();
   void nudge(int peer);
   void settle_wakes();
   void wake_everyone();

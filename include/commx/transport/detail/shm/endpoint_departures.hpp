@@ -6,9 +6,38 @@
 /// settling everything that involves a peer that went.
 /// Out of line as the tcp engine's parts are, included by endpoint.hpp.
 
+#include "commx/detail/sanitizers.hpp"
 #include "commx/transport/detail/shm/endpoint.hpp"
 
 namespace commx::detail::shm {
+
+// Whether `slot`'s rank may be asleep, looked at after publishing to its ring or freeing space
+// in its ring to us. A rank about to sleep exchanges 1 into its `sleeping` word, then looks at
+// its rings once more; we publish, then look at the word, with a seq_cst fence after each
+// side's write (after_announcing_sleep), so one of the two looks sees the other's write: it
+// sees our record, or we see 1 and wake it. A fence and a plain load leave the word's line
+// shared in every sender's cache until its rank writes it: a read-modify-write of it (adding
+// 0), which this once was, took the line from whichever core had it, and every rank that sends
+// to one rank, or drains a ring another fills, did that per message. With 4 ranks on 2 cores
+// of two dies (a line crosses in ~200 ns), 8-byte allreduce and allgather took 0.82x the time
+// they took that way, the dissemination barrier 0.91x (bench/HISTORY.md, 2026-12-04, ninth
+// entry); two ranks, whose words each have one writer, the same within the noise.
+// ThreadSanitizer does not model fences (GCC warns of them, and warnings fail the build), so
+// its builds keep the read-modify-writes on both sides, which order the two looks as well.
+inline bool may_be_asleep(rank_slot& slot) {
+#if defined(COMMX_TSAN)
+  return slot.sleeping.fetch_add(0, std::memory_order_seq_cst) != 0;
+#else
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return slot.sleeping.load(std::memory_order_relaxed) != 0;
+#endif
+}
+
+inline void after_announcing_sleep() {
+#if !defined(COMMX_TSAN)
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+#endif
+}
 
 inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when) {
   progress();
@@ -47,42 +76,6 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   me.sleeping.store(0, std::memory_order_relaxed);
   progress();
   if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
-}
-
-// Whether `slot`'s rank may be asleep, looked at after publishing to its ring or freeing space
-// in its ring to us. A rank about to sleep exchanges 1 into its `sleeping` word, then looks at
-// its rings once more; we publish, then look at the word, with a seq_cst fence after each
-// side's write (after_announcing_sleep), so one of the two looks sees the other's write: it
-// sees our record, or we see 1 and wake it. A fence and a plain load leave the word's line
-// shared in every sender's cache until its rank writes it: a read-modify-write of it (adding
-// 0), which this once was, took the line from whichever core had it, and every rank that sends
-// to one rank, or drains a ring another fills, did that per message. With 4 ranks on 2 cores
-// of two dies (a line crosses in ~200 ns), 8-byte allreduce and allgather took 0.82x the time
-// they took that way, the dissemination barrier 0.91x (bench/HISTORY.md, 2026-12-04, ninth
-// entry); two ranks, whose words each have one writer, the same within the noise.
-// ThreadSanitizer does not model fences (GCC warns of them, and warnings fail the build), so
-// its builds keep the read-modify-writes on both sides, which order the two looks as well.
-#if defined(__SANITIZE_THREAD__)
-#define COMMX_SHM_WAKE_BY_RMW 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define COMMX_SHM_WAKE_BY_RMW 1
-#endif
-#endif
-
-inline bool endpoint::may_be_asleep(rank_slot& slot) {
-#if defined(COMMX_SHM_WAKE_BY_RMW)
-  return slot.sleeping.fetch_add(0, std::memory_order_seq_cst) != 0;
-#else
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  return slot.sleeping.load(std::memory_order_relaxed) != 0;
-#endif
-}
-
-inline void endpoint::after_announcing_sleep() {
-#if !defined(COMMX_SHM_WAKE_BY_RMW)
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-#endif
 }
 
 // Called after publishing to `peer`'s ring or freeing space in its ring to us (may_be_asleep).
