@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -580,6 +581,44 @@ TEST_CASE("a waiting rank spins on while its core is its own, briefly once it is
   CHECK(polls == waiting::shared_spins);
   // ... and yields no longer than a shared core's period before it sleeps.
   CHECK(own.yield_period() == commx::detail::base_yield);
+}
+
+// Where ranks share cores, a wait spins only while a rank it receives from may run meanwhile
+// (detail/shm/endpoint_departures.hpp): one that yields or sleeps itself sends nothing until
+// the kernel runs it again, which a spin on the shared core only puts off.
+TEST_CASE("on a shared core a wait spins only for a sender that may be running", "[shm][waiting]") {
+  using commx::detail::shm::a_sender_may_run;
+  using commx::detail::shm::operation;
+  using posted = std::deque<std::shared_ptr<operation>>;
+  const auto from = [](int peer) {
+    return std::make_shared<operation>(operation::kind::recv, peer, 0, 0);
+  };
+  const auto idle = [](int rank) { return rank == 1 || rank == 2; };
+  CHECK_FALSE(a_sender_may_run(posted{from(1)}, idle));
+  CHECK_FALSE(a_sender_may_run(posted{from(1), from(2)}, idle));
+  CHECK(a_sender_may_run(posted{from(1), from(3)}, idle));
+  CHECK(a_sender_may_run(posted{from(commx::any_source)}, idle));
+  // A wait for something else than a message (room in a ring, an acknowledgement) spins.
+  CHECK(a_sender_may_run(posted{}, idle));
+  CHECK(
+      a_sender_may_run(posted{std::make_shared<operation>(operation::kind::send, 1, 0, 0)}, idle));
+
+  // A rank says it is idle for the rest of a wait that yields, only where its core is shared.
+  std::atomic<std::uint32_t> word{0};
+  {
+    const commx::detail::shm::idle_mark yielding(word, true);
+    CHECK(word.load() == 1);
+  }
+  CHECK(word.load() == 0);
+  {
+    const commx::detail::shm::idle_mark own_core(word, false);
+    CHECK(word.load() == 0);
+  }
+  // COMMX_SHM_SPIN=n fixes the spin: the core then counts as never shared.
+  using commx::detail::shm::waiting;
+  CHECK(waiting(std::nullopt, 1s, std::nullopt, waiting::usable_cores() + 1).shares_core());
+  CHECK_FALSE(waiting(8, 1s, std::nullopt, waiting::usable_cores() + 1).shares_core());
+  CHECK_FALSE(waiting(std::nullopt, 1s, std::nullopt, 1).shares_core());
 }
 
 namespace {

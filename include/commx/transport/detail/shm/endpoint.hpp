@@ -23,7 +23,8 @@
 /// offered as large ones are (credit.hpp), and offers beyond the pair's ticket slots go out
 /// without one (transfer_table.hpp), so no offer waits behind another.
 ///
-/// Waiting: spin (long while the rank has a core of its own: waiting.hpp), yield a few turns,
+/// Waiting: spin (long while the rank has a core of its own: waiting.hpp; where it shares one,
+/// briefly and only if a rank it receives from is not itself yielding), yield a few turns,
 /// then sleep on the rank's futex word. A rank that writes to a ring, or frees space in one,
 /// wakes the other end if (and only if) it announced that it may sleep (an eager isend or a
 /// drain looks without a fence and leaves the fenced look to the end of its next progress:
@@ -217,11 +218,11 @@ class endpoint {
     start_recv(op);
     if (op->done) return op->result;
     progress();
-    if (!op->done && !waiting_.glance([&] {
+    if (!op->done && !(may_spin() && waiting_.glance([&] {
           if (!incoming()) return false;
           progress();
           return op->done;
-        })) {
+        }))) {
       clock::time_point when = until.resolve(timeout);
       bool extended = false;
       for (;;) {
@@ -304,6 +305,9 @@ class endpoint {
   /// Waits for an event past `seen` or until `when`: spins, yields, then sleeps on the futex
   /// (endpoint_departures.hpp).
   void wait_for_event(std::uint64_t seen, clock::time_point when);
+  /// Whether a wait may spin before it yields: not where its core is shared and every rank its
+  /// receives name is itself yielding or asleep (endpoint_departures.hpp).
+  [[nodiscard]] bool may_spin() const;
 
   /// Progress without waiting: the rings drained, and the peers' liveness checked when due.
   void poll() {

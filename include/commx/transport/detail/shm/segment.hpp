@@ -94,6 +94,10 @@ struct rank_slot {
   /// Bumped by a sender after it set its bit in this rank's senders words: a look at one word
   /// tells a polling receiver whether anyone new writes to it.
   std::atomic<std::uint32_t> senders_changed{0};
+  /// 1 while this rank's wait yields its core or sleeps, where ranks share cores: a rank that
+  /// waits for it then has nothing to gain by spinning (endpoint_departures.hpp). Written by
+  /// the rank itself, twice a wait that yields; a hint, read without ordering.
+  std::atomic<std::uint32_t> idle{0};
   // Written by others (wake) and by the rank itself when it sleeps: a line of their own.
   alignas(cache_line) std::atomic<std::uint32_t> wake{0};  ///< futex this rank sleeps on
   std::atomic<std::uint32_t> sleeping{0};                  ///< 1 while it may be asleep

@@ -13,6 +13,8 @@
 ///   and that the kernel counted as a switch did: another job, or ranks of simulated nodes
 ///   beyond this segment's). Otherwise `shared_spins` pauses only.
 /// - `COMMX_SHM_SPIN=n`: n pauses, whatever the host.
+/// Where the core is shared, a wait spins only if a rank it receives from may run meanwhile:
+/// not when every one of them is itself yielding or asleep (endpoint_departures.hpp).
 /// Then the endpoint yields its core for a while (COMMX_SHM_YIELD_US, else 2 ms while the core
 /// is its own and by how many ranks share a core where not: commx/detail/shared_core.hpp), and
 /// then sleeps on its futex word.
@@ -149,6 +151,9 @@ class waiting {
     return fmt::format("spins {} times before yielding ({} ranks may run on its {} cores){}",
                        shared_spins, ranks_, cores_, then);
   }
+
+  /// Whether the automatic choice finds this rank's core shared now (COMMX_SHM_SPIN=n: never).
+  [[nodiscard]] bool shares_core() const { return !fixed_ && !own_core(); }
 
   static void pause() {
 #if defined(__x86_64__) || defined(__i386__)
