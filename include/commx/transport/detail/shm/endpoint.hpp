@@ -218,7 +218,7 @@ class endpoint {
     start_recv(op);
     if (op->done) return op->result;
     progress();
-    if (!op->done && !(may_spin() && waiting_.glance([&] {
+    if (!op->done && !(may_spin(waiting_.shares_core()) && waiting_.glance([&] {
           if (!incoming()) return false;
           progress();
           return op->done;
@@ -305,9 +305,10 @@ class endpoint {
   /// Waits for an event past `seen` or until `when`: spins, yields, then sleeps on the futex
   /// (endpoint_departures.hpp).
   void wait_for_event(std::uint64_t seen, clock::time_point when);
-  /// Whether a wait may spin before it yields: not where its core is shared and every rank its
-  /// receives name is itself yielding or asleep (endpoint_departures.hpp).
-  [[nodiscard]] bool may_spin() const;
+  /// Whether a wait may spin before it yields: not where its core is shared (`shared_core`,
+  /// waiting::shares_core) and every rank its receives name is itself yielding or asleep
+  /// (endpoint_departures.hpp).
+  [[nodiscard]] bool may_spin(bool shared_core) const;
 
   /// Progress without waiting: the rings drained, and the peers' liveness checked when due.
   void poll() {

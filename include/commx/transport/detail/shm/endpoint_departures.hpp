@@ -73,8 +73,8 @@ class idle_mark {
   std::atomic<std::uint32_t>* word_;
 };
 
-inline bool endpoint::may_spin() const {
-  return !waiting_.shares_core() || a_sender_may_run(posted_, [this](int peer) {
+inline bool endpoint::may_spin(bool shared_core) const {
+  return !shared_core || a_sender_may_run(posted_, [this](int peer) {
     return segment_.slot(peer).idle.load(std::memory_order_relaxed) != 0;
   });
 }
@@ -96,8 +96,11 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
     progress();
     return events_ != seen;
   };
-  if (may_spin() && waiting_.spin(arrived, when)) return;
-  const idle_mark idle(segment_.slot(rank_).idle, waiting_.shares_core());
+  // Whether the core is shared, asked once: after a yield that found it so, the answer reads
+  // the clock.
+  const bool shared_core = waiting_.shares_core();
+  if (may_spin(shared_core) && waiting_.spin(arrived, when)) return;
+  const idle_mark idle(segment_.slot(rank_).idle, shared_core);
   // The period is asked at each turn: it shortens once a yield finds the core shared.
   const auto yield_start = clock::now();
   waiting_.start_yielding();
