@@ -129,6 +129,7 @@ class engine {
     operation_handle pending = std::move(spare_send_);
     pending->in_flight = sent;
     pending->keep_alive = pending;
+    ++held_;
     return pending;
   }
 
@@ -160,7 +161,7 @@ class engine {
         return op;
       }
       if (from.gone()) {
-        progress();  // what it sent before it went may still be in UCX's queue
+        progress(true);  // what it sent before it went may still be in UCX's queue
         if (!take_queued()) finish(*op, {source, tag, 0, lost()});
         return op;
       }
@@ -210,9 +211,15 @@ class engine {
     return std::nullopt;
   }
 
-  /// Takes in what arrived and notices peers' ends, without blocking.
-  void progress() {
-    worker_.progress();
+  /// Takes in what arrived and notices peers' ends, without blocking: one turn of UCX's
+  /// progress, as a wait polls, or until UCX has nothing more with `drain` or while UCX holds
+  /// operations (a large message moves a piece a turn).
+  void progress(bool drain = false) {
+    if (drain || held_ > 0) {
+      worker_.drain();
+    } else {
+      (void)worker_.progress();
+    }
     take_arrivals();
     if (losses_pending_) notice_losses();
   }
@@ -408,6 +415,7 @@ class engine {
     } else {
       op->in_flight = got;
       op->keep_alive = op;
+      ++held_;
     }
     return true;
   }
@@ -494,6 +502,7 @@ class engine {
           op->cancel_asked && status == UCS_ERR_CANCELED ? errc::cancelled : errc::peer_lost);
     }
     op->in_flight = nullptr;
+    --op->owner->held_;
     ucp_request_free(request);
     op->owner->finish(*op, op->result);
     const operation_handle release = std::move(op->keep_alive);
@@ -567,7 +576,7 @@ class engine {
       discard(a.handle, a.bytes);
       return true;
     });
-    worker_.progress();
+    worker_.drain();
     for (int left = 4096; left > 0; --left) {
       ucp_tag_recv_info_t info{};
       ucp_tag_message_h handle = ucp_tag_probe_nb(worker_.get(), 0, 0, 1, &info);
@@ -589,6 +598,7 @@ class engine {
   std::vector<ucs_status_ptr_t> controls_;  // hellos and byes UCX still holds
   std::vector<int> failed_;
   std::uint64_t events_ = 0;
+  int held_ = 0;  // operations UCX holds (in_flight): progress drains while there are any
   bool losses_pending_ = false;
   bool node_without_peer_mode_ = false;  // endpoint_of: this node's peers need UCX_TLS's sm
   log::context log_;

@@ -99,12 +99,18 @@ class worker {
   /// This worker's address, as peers connect to it.
   [[nodiscard]] std::span<const std::byte> address() const { return address_; }
 
-  /// Progresses until nothing more happens (bounded: a flood cannot keep the caller here).
+  /// One turn of UCX's progress; true when it found work. A wait polls with it: over tcp each
+  /// turn is a system call (epoll_wait), so a turn that only finds nothing more after an
+  /// arrival would sit between that arrival and the caller seeing it.
   bool progress() {
-    bool any = false;
-    for (int turn = 0; turn < 64 && ucp_worker_progress(worker_) != 0; ++turn) any = true;
+    const bool any = ucp_worker_progress(worker_) != 0;
     activity_ += any ? 1 : 0;
     return any;
+  }
+  /// Turns until nothing more happens (bounded: a flood cannot keep the caller here).
+  void drain() {
+    for (int turn = 0; turn < 64 && progress(); ++turn) {
+    }
   }
   /// How many progress calls found work: a wait's polling budget starts again when it moves.
   [[nodiscard]] std::uint64_t activity() const { return activity_; }
