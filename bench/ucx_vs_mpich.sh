@@ -4,6 +4,9 @@
 # own ucx_perftest (the floor), on 2 ranks, with the same UCX_TLS for all three: each round runs
 # each of them once per UCX_TLS, so a slow spell of a shared machine falls on all alike.
 #   bash bench/ucx_vs_mpich.sh [rounds] [UCX_TLS ...]   (default: 5 rounds; tcp,self sm,self)
+# BENCH_MODE=slow (or fast) starts each round once the VM is in that mode (a cache line's crossing
+# 100 ns or more, or under), waiting BENCH_MODE_WAIT seconds at most (120), as pmb_sweep.py --mode
+# does: the VM changes mode every few minutes, and without it a run gathers few rounds of one.
 # (after: cmake --preset release && cmake --build --preset release --target bench_pingpong_ucx
 # commxrun bench_cache_line). Builds the raw-MPI driver against MPICH by hand (mpicxx.mpich)
 # into build/mpich/ as bench/shm_vs_mpi.sh does. JSON and logs per run go to results/bench/ucx/;
@@ -41,7 +44,19 @@ perftest() {
   wait "$server" || true
   echo "$line"
 }
+wait_for_mode() {
+  [[ -n ${BENCH_MODE:-} ]] || return 0
+  local until=$((SECONDS + ${BENCH_MODE_WAIT:-120})) ns
+  while ((SECONDS < until)); do
+    ns=$(python3 -c "import sys; sys.path.insert(0, 'scripts'); from pathlib import Path
+from launching import cache_line_ns; print(int(cache_line_ns(Path('$release')) or 0))")
+    [[ $BENCH_MODE == slow ]] && ((ns >= 100)) && return 0
+    [[ $BENCH_MODE == fast ]] && ((ns > 0 && ns < 100)) && return 0
+    sleep 3
+  done
+}
 for ((r = 1; r <= rounds; r++)); do
+  wait_for_mode
   "$release/bench/bench_cache_line" --benchmark_out_format=json \
     --benchmark_out="$out/cache-line.$r.json" > /dev/null 2>&1
   for tls in "${tls_list[@]}"; do
