@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -59,31 +58,20 @@ class engine {
         bits_(control_.size()),
         peers_(static_cast<std::size_t>(control_.size())),
         log_{"ucx", control_.rank()} {
-    for (int r = 0; r < size(); ++r) {
-      peers_[index(r)].owner = this;
-      peers_[index(r)].rank = r;
-    }
-    // Each rank's entry: its pid and start time (a watch on ranks of its node), its address.
+    // Each rank's process (a watch on ranks of its node) and its worker's address.
     const pid_t pid = ::getpid();
-    const std::uint64_t started = shm::process_start_time(pid);
-    std::vector<std::byte> mine(identity_bytes);
-    std::memcpy(mine.data(), &pid, sizeof pid);
-    std::memcpy(mine.data() + 8, &started, sizeof started);
-    mine.insert(mine.end(), worker_.address().begin(), worker_.address().end());
-    addresses_ = exchange_addresses(control_, mine, timeout_);
+    start_entries start = exchange_start_entries(control_, {pid, shm::process_start_time(pid)},
+                                                 worker_.address(), timeout_);
+    addresses_ = std::move(start.addresses);
     for (int r = 0; r < size(); ++r) {
-      std::vector<std::byte>& entry = addresses_[index(r)];
-      if (entry.size() <= identity_bytes) {
-        throw error(errc::protocol_violation, fmt::format("ucx: rank {} sent no address", r));
-      }
-      pid_t their_pid = 0;
-      std::uint64_t their_start = 0;
-      std::memcpy(&their_pid, entry.data(), sizeof their_pid);
-      std::memcpy(&their_start, entry.data() + 8, sizeof their_start);
-      entry.erase(entry.begin(), entry.begin() + identity_bytes);
       peer& p = peers_[index(r)];
+      p.owner = this;
+      p.rank = r;
       p.same_node = node_of(r) == node_of(rank());
-      if (p.same_node && r != rank()) p.watch = shm::process_watch(their_pid, their_start);
+      if (p.same_node && r != rank()) {
+        const process_identity& theirs = start.processes[index(r)];
+        p.watch = shm::process_watch(theirs.pid, theirs.started);
+      }
     }
   }
   engine(const engine&) = delete;
@@ -161,7 +149,8 @@ class engine {
         return op;
       }
       if (from.gone()) {
-        progress(true);  // what it sent before it went may still be in UCX's queue
+        worker_.drain();  // what it sent before it went may still be in UCX's queue
+        progress();
         if (!take_queued()) finish(*op, {source, tag, 0, lost()});
         return op;
       }
@@ -212,10 +201,10 @@ class engine {
   }
 
   /// Takes in what arrived and notices peers' ends, without blocking: one turn of UCX's
-  /// progress, as a wait polls, or until UCX has nothing more with `drain` or while UCX holds
-  /// operations (a large message moves a piece a turn).
-  void progress(bool drain = false) {
-    if (drain || held_ > 0) {
+  /// progress, as a wait polls, or turns until UCX has nothing more while it holds operations
+  /// (a large message moves a piece a turn).
+  void progress() {
+    if (held_ > 0) {
       worker_.drain();
     } else {
       (void)worker_.progress();
@@ -262,8 +251,6 @@ class engine {
   }
 
  private:
-  static constexpr std::size_t identity_bytes = 16;  // pid (4 of 8), start time (8)
-
   [[nodiscard]] static std::size_t index(int r) { return static_cast<std::size_t>(r); }
   static std::error_code lost() { return make_error_code(errc::peer_lost); }
   std::error_code context_error(context_id ctx) const {

@@ -11,6 +11,8 @@
 /// use. Each child tells its parent it has the table, so every rank's bootstrap traffic is
 /// delivered when the exchange returns.
 
+#include <sys/types.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -142,6 +144,45 @@ inline address_table exchange_addresses(transport::tcp& t, std::span<const std::
   }
   if (tree.parent >= 0) wireup::send(t, tree.parent, wireup::received_tag, {}, until);
   return wireup::decode(table_bytes, size);
+}
+
+/// A rank's process, as ranks of its node watch it (pid and start time).
+struct process_identity {
+  pid_t pid = 0;
+  std::uint64_t started = 0;
+};
+
+/// What every rank told the others at start, by rank: its process and its worker's address.
+struct start_entries {
+  std::vector<process_identity> processes;
+  address_table addresses;
+};
+
+/// Every rank's process and worker address, this rank's `me` and `address` among them: each
+/// entry travels as the identity (16 bytes: the pid in 4 of 8, the start time) before the
+/// address, through exchange_addresses.
+/// @throws commx::error errc::bootstrap_failed as exchange_addresses does;
+///   errc::protocol_violation when a rank sent no address.
+inline start_entries exchange_start_entries(transport::tcp& t, process_identity me,
+                                            std::span<const std::byte> address,
+                                            clock::duration timeout) {
+  constexpr std::size_t identity_bytes = 16;
+  std::vector<std::byte> mine(identity_bytes);
+  std::memcpy(mine.data(), &me.pid, sizeof me.pid);
+  std::memcpy(mine.data() + 8, &me.started, sizeof me.started);
+  mine.insert(mine.end(), address.begin(), address.end());
+  start_entries got{std::vector<process_identity>(static_cast<std::size_t>(t.size())),
+                    exchange_addresses(t, mine, timeout)};
+  for (std::size_t r = 0; r < got.addresses.size(); ++r) {
+    std::vector<std::byte>& entry = got.addresses[r];
+    if (entry.size() <= identity_bytes) {
+      throw error(errc::protocol_violation, fmt::format("ucx: rank {} sent no address", r));
+    }
+    std::memcpy(&got.processes[r].pid, entry.data(), sizeof(pid_t));
+    std::memcpy(&got.processes[r].started, entry.data() + 8, sizeof(std::uint64_t));
+    entry.erase(entry.begin(), entry.begin() + identity_bytes);
+  }
+  return got;
 }
 
 }  // namespace commx::detail::ucx
