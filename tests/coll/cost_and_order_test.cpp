@@ -63,6 +63,18 @@ TEST_CASE("message counts per algorithm", "[coll][cost]") {
         COMMX_CHECK_EQ(sent_messages(world.stats(), op::barrier), log2p);
       });
 
+      // hierarchical on one node (inproc's ranks are) is binomial: one barrier within the
+      // node, not the node's barrier before and after an empty leaders' step; a bcast from
+      // the last rank starts there, not with a hop to rank 0, the node's leader.
+      commx::test::inproc_job<counted<commx::coll::hierarchical>>(n, [&](auto& world) {
+        world.barrier();
+        COMMX_CHECK_EQ(sent_messages(world.stats(), op::barrier), log2p);
+        std::vector<double> data(16, world.rank() == n - 1 ? 1.0 : 0.0);
+        world.bcast(data, n - 1);
+        COMMX_CHECK(data.back() == 1.0);
+        if (world.rank() == n - 1) COMMX_CHECK_EQ(sent_messages(world.stats(), op::bcast), log2p);
+      });
+
       // ring allreduce: 2(p-1) steps of n/p elements each, on every rank.
       commx::test::inproc_job<counted<commx::coll::ring>>(n, [&](auto& world) {
         const std::size_t per_rank = 1000;

@@ -62,9 +62,14 @@ struct hierarchical_over : Inner {
       "node-local step, a step among node leaders with an inner policy, node-local step back";
 
   /// A barrier within each node, one among the node leaders (through the site level when they
-  /// are at several sites), and one within each node again.
+  /// are at several sites), and one within each node again; on one node, Inner's alone (the
+  /// second only holds a node's ranks until the leaders' step is over).
   template <class Port>
   static void barrier(Port& p) {
+    if (one_node(p)) {
+      Inner::barrier(p);
+      return;
+    }
     auto [local, leaders, is_leader] = split(p);
     Inner::barrier(local);
     if (is_leader) {
@@ -74,9 +79,14 @@ struct hierarchical_over : Inner {
     Inner::barrier(local);
   }
 
-  /// To the root's node leader, among the leaders, then within each node.
+  /// To the root's node leader, among the leaders, then within each node; on one node,
+  /// Inner's from the root (not through rank 0, the node's leader, first).
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
+    if (one_node(p)) {
+      Inner::bcast(p, data, root);
+      return;
+    }
     auto [local, leaders, is_leader] = split(p);
     const int root_leader = leader_of(p, root);
     if (root != root_leader) {  // the root hands the data to its node's leader first
@@ -290,6 +300,16 @@ struct hierarchical_over : Inner {
     } else {
       return nodes_are_contiguous(p);
     }
+  }
+
+  // Whether every rank is on rank 0's node: the hierarchy has one level, and a step among
+  // leaders nothing to do.
+  template <class Port>
+  static bool one_node(Port& p) {
+    for (int r = 1; r < p.size(); ++r) {
+      if (p.node_of(r) != p.node_of(0)) return false;
+    }
+    return true;
   }
 
   // Whether every node holds a contiguous range of ranks: then the nodes, in their leaders'
