@@ -555,6 +555,41 @@ TEST_CASE("hierarchical with interleaved nodes", "[fixed][inproc]") {
       {0, 1, 0, 1, 0, 2}));
 }
 
+TEST_CASE("hierarchical at 64 ranks on 8 nodes, in blocks and interleaved", "[fixed][inproc]") {
+  // The layout is found once per communicator (coll/detail/node_layout.hpp): a split
+  // communicator has its own, with its own nodes and leaders.
+  using comm = inproc_comm_for<commx::coll::hierarchical>;
+  for (const bool blocks : {true, false}) {
+    std::vector<int> nodes(64);
+    for (int r = 0; r < 64; ++r) nodes[static_cast<std::size_t>(r)] = blocks ? r / 8 : r % 8;
+    REQUIRE_NOTHROW(commx::test::inproc_job<comm>(
+        64,
+        [](comm& world) {
+          for (int round = 0; round < 2; ++round) {
+            comm& c = world;
+            comm half = world.split(world.rank() % 2, world.rank());
+            for (comm* on : {&c, &half}) {
+              const int n = on->size();
+              for (const int root : {0, n - 1, n / 3}) {
+                std::vector<int> data(5, on->rank() == root ? root + 100 : -1);
+                on->bcast(data, root);
+                COMMX_CHECK(data == std::vector<int>(5, root + 100));
+              }
+              int sum = on->rank();
+              on->allreduce(sum, std::plus<>{});
+              COMMX_CHECK_EQ(sum, n * (n - 1) / 2);
+              std::vector<int> everyone(static_cast<std::size_t>(n));
+              const std::array<int, 1> mine{on->rank()};
+              on->allgather(mine, everyone);
+              for (int r = 0; r < n; ++r) COMMX_CHECK_EQ(everyone[static_cast<std::size_t>(r)], r);
+              on->barrier();
+            }
+          }
+        },
+        nodes));
+  }
+}
+
 TEMPLATE_LIST_TEST_CASE("rank order holds for non-commutative ops on any node layout",
                         "[fixed][inproc]", p2p_policies) {
   using comm = inproc_comm_for<TestType>;

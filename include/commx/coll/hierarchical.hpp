@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -39,6 +40,7 @@
 #include "commx/coll/concept.hpp"
 #include "commx/coll/detail/blocks.hpp"
 #include "commx/coll/detail/inline_list.hpp"
+#include "commx/coll/detail/node_layout.hpp"
 #include "commx/coll/detail/sub_port.hpp"
 #include "commx/coll/detail/two_site_pipeline.hpp"
 #include "commx/ops.hpp"
@@ -66,11 +68,13 @@ struct hierarchical_over : Inner {
   /// second only holds a node's ranks until the leaders' step is over).
   template <class Port>
   static void barrier(Port& p) {
-    if (one_node(p)) {
+    const auto held = nodes_of(p);
+    const detail::node_layout& nodes = held;
+    if (nodes.nodes() == 1) {
       Inner::barrier(p);
       return;
     }
-    auto [local, leaders, is_leader] = split(p);
+    auto [local, leaders, is_leader] = split(p, nodes);
     Inner::barrier(local);
     if (is_leader) {
       among_leaders(leaders,
@@ -83,19 +87,21 @@ struct hierarchical_over : Inner {
   /// Inner's from the root (not through rank 0, the node's leader, first).
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
-    if (one_node(p)) {
+    const auto held = nodes_of(p);
+    const detail::node_layout& nodes = held;
+    if (nodes.nodes() == 1) {
       Inner::bcast(p, data, root);
       return;
     }
-    auto [local, leaders, is_leader] = split(p);
-    const int root_leader = leader_of(p, root);
+    auto [local, leaders, is_leader] = split(p, nodes);
+    const int root_leader = nodes.leader_of(root);
     if (root != root_leader) {  // the root hands the data to its node's leader first
       if (p.rank() == root) p.send(root_leader, std::span<const E>(data));
       if (p.rank() == root_leader) p.recv(root, data);
     }
     if (is_leader) {
-      const int leader_root = index_in(leaders, root_leader);  // (no structured binding in a
-      among_leaders(leaders, [&](auto& port, auto policy) {    // lambda before clang 16)
+      const int leader_root = node_of_rank(nodes, root);     // (no structured binding in a
+      among_leaders(leaders, [&](auto& port, auto policy) {  // lambda before clang 16)
         decltype(policy)::type::bcast(port, data, leader_root);
       });
     }
@@ -107,11 +113,13 @@ struct hierarchical_over : Inner {
   /// commutative.
   template <class Port, class E, class Op>
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
-    if (!keeps_rank_order<E, Op>(p)) {
+    const auto held = nodes_of(p);
+    const detail::node_layout& nodes = held;
+    if (!keeps_rank_order<E, Op>(nodes)) {
       Inner::reduce(p, data, op, root);
       return;
     }
-    auto [local, leaders, is_leader] = split(p);
+    auto [local, leaders, is_leader] = split(p, nodes);
     // Leaders fold into a copy: their own data must come out unchanged unless they are root.
     // A root that leads its node folds into its own data.
     const bool folds_aside = is_leader && p.rank() != root;
@@ -119,9 +127,9 @@ struct hierarchical_over : Inner {
     if (folds_aside) partial.assign(data.begin(), data.end());
     const std::span<E> acc = folds_aside ? std::span<E>(partial) : data;
     Inner::reduce(local, acc, op, 0);
-    const int root_leader = leader_of(p, root);
+    const int root_leader = nodes.leader_of(root);
     if (is_leader) {
-      const int leader_root = index_in(leaders, root_leader);
+      const int leader_root = node_of_rank(nodes, root);
       among_leaders(leaders, [&](auto& port, auto policy) {
         decltype(policy)::type::reduce(port, acc, op, leader_root);
       });
@@ -143,7 +151,9 @@ struct hierarchical_over : Inner {
   /// nodes of two ranks: bench/HISTORY.md). Same grouping, same bits.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
-    if (!keeps_rank_order<E, Op>(p)) {
+    const auto held = nodes_of(p);
+    const detail::node_layout& nodes = held;
+    if (!keeps_rank_order<E, Op>(nodes)) {
       Inner::allreduce(p, data, op);
       return;
     }
@@ -153,11 +163,11 @@ struct hierarchical_over : Inner {
         return;
       }
     }
-    if (data.size_bytes() >= binomial::by_halves_bytes && folds_as_by_halves(p)) {
+    if (data.size_bytes() >= binomial::by_halves_bytes && folds_as_by_halves(p, nodes)) {
       binomial::allreduce(p, data, op);
       return;
     }
-    auto [local, leaders, is_leader] = split(p);
+    auto [local, leaders, is_leader] = split(p, nodes);
     Inner::reduce(local, data, op, 0);
     if (is_leader) {
       among_leaders(leaders, [&](auto& port, auto policy) {
@@ -173,13 +183,15 @@ struct hierarchical_over : Inner {
   /// belong in `out` at every step: no copy, no room besides `out`.
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
-    auto [local, leaders, is_leader] = split(p);
-    const std::size_t n = in.size();
-    if (leaders.size() == 1) {  // one node: its ranks are every rank, in rank order
-      Inner::allgather(local, in, out);
+    const auto held = nodes_of(p);
+    const detail::node_layout& nodes = held;
+    if (nodes.nodes() == 1) {  // one node: its ranks are every rank, in rank order
+      Inner::allgather(p, in, out);
       return;
     }
-    if (nodes_are_contiguous(p)) {
+    auto [local, leaders, is_leader] = split(p, nodes);
+    const std::size_t n = in.size();
+    if (nodes.contiguous) {
       const auto node_first = static_cast<std::size_t>(local.parent_rank(0));
       const std::span<E> node_blocks =
           out.subspan(node_first * n, static_cast<std::size_t>(local.size()) * n);
@@ -207,7 +219,7 @@ struct hierarchical_over : Inner {
       std::vector<std::size_t> counts;
       std::vector<int> order;  // parent ranks in the order their blocks arrive
       for (int l = 0; l < leaders.size(); ++l) {
-        const std::vector<int> members = node_members(p, p.node_of(leaders.parent_rank(l)));
+        const std::span<const int> members = nodes.members(l);
         counts.push_back(members.size() * n);
         order.insert(order.end(), members.begin(), members.end());
       }
@@ -236,22 +248,21 @@ struct hierarchical_over : Inner {
   // that an allreduce by halves folds: binomial at both levels, one site, a power of two of
   // ranks, in nodes of one power-of-two size that each hold a contiguous range of ranks.
   template <class Port>
-  static bool folds_as_by_halves(Port& p) {
+  static bool folds_as_by_halves(Port& p, const detail::node_layout& nodes) {
     if constexpr (!std::is_same_v<Inner, binomial> || !std::is_same_v<SiteInner, binomial>) {
       return false;
     } else {
       const auto power_of_two = [](int n) { return n > 0 && (n & (n - 1)) == 0; };
-      if (!power_of_two(p.size()) || !nodes_are_contiguous(p)) return false;
+      if (!power_of_two(p.size()) || !nodes.contiguous) return false;
       if constexpr (requires { p.site_of(0); }) {
         for (int r = 1; r < p.size(); ++r) {
           if (p.site_of(r) != p.site_of(0)) return false;
         }
       }
-      int node_size = 1;
-      while (node_size < p.size() && p.node_of(node_size) == p.node_of(0)) ++node_size;
-      if (!power_of_two(node_size)) return false;
-      for (int r = node_size; r < p.size(); ++r) {
-        if ((p.node_of(r) == p.node_of(r - 1)) != (r % node_size != 0)) return false;
+      const std::size_t node_size = nodes.members(0).size();
+      if (!power_of_two(static_cast<int>(node_size))) return false;
+      for (int l = 1; l < nodes.nodes(); ++l) {
+        if (nodes.members(l).size() != node_size) return false;
       }
       return true;
     }
@@ -282,81 +293,44 @@ struct hierarchical_over : Inner {
     bool is_leader;
   };
 
-  template <class Port>
-  static std::vector<int> node_members(Port& p, int node) {
-    std::vector<int> members;
-    for (int r = 0; r < p.size(); ++r) {
-      if (p.node_of(r) == node) members.push_back(r);
-    }
-    return members;
-  }
-
   // Folding node by node is rank order when every node holds a contiguous range of ranks; for
   // other layouts only a commutative op may be folded that way. Every rank decides alike.
-  template <class E, class Op, class Port>
-  static bool keeps_rank_order(Port& p) {
+  template <class E, class Op>
+  static bool keeps_rank_order(const detail::node_layout& nodes) {
     if constexpr (commutative<Op, E>) {
       return true;
     } else {
-      return nodes_are_contiguous(p);
+      return nodes.contiguous;
     }
   }
 
-  // Whether every rank is on rank 0's node: the hierarchy has one level, and a step among
-  // leaders nothing to do.
+  // The port's ranks by node: a communicator's port keeps them (coll_port::node_layout); a
+  // sub-port's few are found now. A reference_wrapper or a value: either reads as the layout.
   template <class Port>
-  static bool one_node(Port& p) {
-    for (int r = 1; r < p.size(); ++r) {
-      if (p.node_of(r) != p.node_of(0)) return false;
+  static auto nodes_of(Port& p) {
+    if constexpr (requires { p.node_layout(); }) {
+      return std::cref(p.node_layout());
+    } else {
+      return detail::node_layout::of(p);
     }
-    return true;
   }
 
-  // Whether every node holds a contiguous range of ranks: then the nodes, in their leaders'
-  // order, are in rank order too.
+  // Among the node leaders, the rank of `rank`'s node's leader (leaders are in node order).
+  static int node_of_rank(const detail::node_layout& nodes, int rank) {
+    return nodes.node_index[static_cast<std::size_t>(rank)];
+  }
+
+  // This rank's node and the node leaders, as ports over `nodes`' lists (no copy).
   template <class Port>
-  static bool nodes_are_contiguous(Port& p) {
-    std::vector<int> finished_nodes;
-    for (int r = 1; r < p.size(); ++r) {
-      if (p.node_of(r) == p.node_of(r - 1)) continue;
-      finished_nodes.push_back(p.node_of(r - 1));
-      if (std::ranges::find(finished_nodes, p.node_of(r)) != finished_nodes.end()) return false;
-    }
-    return true;
-  }
-
-  // The leader of a node is its lowest rank.
-  template <class Port>
-  static int leader_of(Port& p, int rank) {
-    for (int r = 0; r <= rank; ++r) {
-      if (p.node_of(r) == p.node_of(rank)) return r;
-    }
-    return rank;
-  }
-
-  template <class Sub>
-  static int index_in(const Sub& sub, int parent_rank) {
-    for (int i = 0; i < sub.size(); ++i) {
-      if (sub.parent_rank(i) == parent_rank) return i;
-    }
-    return -1;
-  }
-
-  template <class Port>
-  static layout<Port> split(Port& p) {
-    std::vector<int> local = node_members(p, p.node_of(p.rank()));
-    std::vector<int> leaders;
-    std::vector<int> seen_nodes;
-    for (int r = 0; r < p.size(); ++r) {
-      if (std::ranges::find(seen_nodes, p.node_of(r)) != seen_nodes.end()) continue;
-      seen_nodes.push_back(p.node_of(r));
-      leaders.push_back(r);
-    }
-    const auto me_local = static_cast<int>(std::ranges::find(local, p.rank()) - local.begin());
-    const auto me_leader = static_cast<int>(std::ranges::find(leaders, p.rank()) - leaders.begin());
+  static layout<Port> split(Port& p, const detail::node_layout& nodes) {
+    const int node = node_of_rank(nodes, p.rank());
+    const std::span<const int> local = nodes.members(node);
+    const auto me_local =
+        static_cast<int>(std::ranges::lower_bound(local, p.rank()) - local.begin());
     const bool is_leader = local.front() == p.rank();
-    return {detail::sub_port<Port>(p, std::move(local), me_local),
-            detail::sub_port<Port>(p, std::move(leaders), is_leader ? me_leader : 0), is_leader};
+    return {detail::sub_port<Port>(p, local, me_local),
+            detail::sub_port<Port>(p, std::span<const int>(nodes.leaders), is_leader ? node : 0),
+            is_leader};
   }
 };
 

@@ -98,6 +98,11 @@ class coll_port {
   [[nodiscard]] int node_of(int peer) const {
     return state_.endpoint.node_of(group_.world_of(peer));
   }
+  /// The communicator's ranks by node, found at its first call that asks and kept with its
+  /// group (coll/detail/node_layout.hpp).
+  [[nodiscard]] const coll::detail::node_layout& node_layout() const {
+    return group_.node_layout([this] { return coll::detail::node_layout::of(*this); });
+  }
   /// The site `peer` is at: the transport's where it has sites, else 0 for every rank.
   [[nodiscard]] int site_of(int peer) const {
     if constexpr (requires { state_.endpoint.site_of(peer); }) {

@@ -9,11 +9,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "commx/coll/detail/node_layout.hpp"
 #include "commx/detail/collective_task.hpp"
 #include "commx/detail/convert_layout.hpp"
 #include "commx/detail/local_shared.hpp"
@@ -114,6 +116,13 @@ class group {
   void acknowledge(int world) const {
     if (!acknowledged(world)) acknowledged_.push_back(world);
   }
+  /// The members by node (coll/detail/node_layout.hpp), `find()`'s the first time it is asked:
+  /// the members and the nodes they are on never change.
+  template <class Find>
+  const coll::detail::node_layout& node_layout(Find&& find) const {
+    if (!nodes_) nodes_ = std::make_shared<const coll::detail::node_layout>(find());
+    return *nodes_;
+  }
 
  private:
   static std::size_t index(int rank) { return static_cast<std::size_t>(rank); }
@@ -125,6 +134,7 @@ class group {
   mutable std::uint32_t agreements_ = 0;
   mutable std::vector<int> acknowledged_;  // world ranks; one entry per failure acknowledged
   mutable local_shared<const group> revoked_along_;
+  mutable std::shared_ptr<const coll::detail::node_layout> nodes_;  // made by node_layout()
 };
 
 }  // namespace commx::detail

@@ -26,7 +26,16 @@ class sub_port {
   /// `members` are parent ranks in the order they get sub-port ranks; `me` is this rank's
   /// index among them.
   sub_port(Port& parent, std::vector<int> members, int me)
-      : parent_(parent), members_(std::move(members)), me_(me) {}
+      : parent_(parent), owned_(std::move(members)), members_(owned_), me_(me) {}
+  /// The same over members kept elsewhere (a communicator's node_layout), for as long as they
+  /// live: nothing is copied.
+  sub_port(Port& parent, std::span<const int> members, int me)
+      : parent_(parent), members_(members), me_(me) {}
+  // members_ may point into owned_: a copy would point into the original's.
+  sub_port(const sub_port&) = delete;
+  sub_port& operator=(const sub_port&) = delete;
+  sub_port(sub_port&&) noexcept = default;  // a vector's move keeps its elements where they are
+  sub_port& operator=(sub_port&&) = delete;
 
   [[nodiscard]] int rank() const { return me_; }
   [[nodiscard]] int size() const { return static_cast<int>(members_.size()); }
@@ -59,7 +68,8 @@ class sub_port {
 
  private:
   Port& parent_;
-  std::vector<int> members_;
+  std::vector<int> owned_;
+  std::span<const int> members_;
   int me_;
 };
 
