@@ -30,7 +30,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <functional>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -68,8 +67,8 @@ struct hierarchical_over : Inner {
   /// second only holds a node's ranks until the leaders' step is over).
   template <class Port>
   static void barrier(Port& p) {
-    const auto held = nodes_of(p);
-    const detail::node_layout& nodes = held;
+    const detail::layout_of_port<Port> at(p);
+    const detail::node_layout& nodes = *at;
     if (nodes.nodes() == 1) {
       Inner::barrier(p);
       return;
@@ -87,8 +86,8 @@ struct hierarchical_over : Inner {
   /// Inner's from the root (not through rank 0, the node's leader, first).
   template <class Port, class E>
   static void bcast(Port& p, std::span<E> data, int root) {
-    const auto held = nodes_of(p);
-    const detail::node_layout& nodes = held;
+    const detail::layout_of_port<Port> at(p);
+    const detail::node_layout& nodes = *at;
     if (nodes.nodes() == 1) {
       Inner::bcast(p, data, root);
       return;
@@ -113,8 +112,8 @@ struct hierarchical_over : Inner {
   /// commutative.
   template <class Port, class E, class Op>
   static void reduce(Port& p, std::span<E> data, Op op, int root) {
-    const auto held = nodes_of(p);
-    const detail::node_layout& nodes = held;
+    const detail::layout_of_port<Port> at(p);
+    const detail::node_layout& nodes = *at;
     if (!keeps_rank_order<E, Op>(nodes)) {
       Inner::reduce(p, data, op, root);
       return;
@@ -151,8 +150,8 @@ struct hierarchical_over : Inner {
   /// nodes of two ranks: bench/HISTORY.md). Same grouping, same bits.
   template <class Port, class E, class Op>
   static void allreduce(Port& p, std::span<E> data, Op op) {
-    const auto held = nodes_of(p);
-    const detail::node_layout& nodes = held;
+    const detail::layout_of_port<Port> at(p);
+    const detail::node_layout& nodes = *at;
     if (!keeps_rank_order<E, Op>(nodes)) {
       Inner::allreduce(p, data, op);
       return;
@@ -183,8 +182,8 @@ struct hierarchical_over : Inner {
   /// belong in `out` at every step: no copy, no room besides `out`.
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
-    const auto held = nodes_of(p);
-    const detail::node_layout& nodes = held;
+    const detail::layout_of_port<Port> at(p);
+    const detail::node_layout& nodes = *at;
     if (nodes.nodes() == 1) {  // one node: its ranks are every rank, in rank order
       Inner::allgather(p, in, out);
       return;
@@ -301,17 +300,6 @@ struct hierarchical_over : Inner {
       return true;
     } else {
       return nodes.contiguous;
-    }
-  }
-
-  // The port's ranks by node: a communicator's port keeps them (coll_port::node_layout); a
-  // sub-port's few are found now. A reference_wrapper or a value: either reads as the layout.
-  template <class Port>
-  static auto nodes_of(Port& p) {
-    if constexpr (requires { p.node_layout(); }) {
-      return std::cref(p.node_layout());
-    } else {
-      return detail::node_layout::of(p);
     }
   }
 

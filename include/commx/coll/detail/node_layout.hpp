@@ -12,6 +12,7 @@
 /// Memory: 2 N + 2 nodes + 1 ints per communicator that made a hierarchical call.
 
 #include <cstddef>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -72,6 +73,30 @@ struct node_layout {
     }
     return out;
   }
+};
+
+/// A port's node layout: the one its communicator keeps (`p.node_layout()`, coll_port's), or
+/// one found now for a port that keeps none (a sub-port's few ranks).
+template <class Port>
+class layout_of_port {
+ public:
+  explicit layout_of_port(const Port& p) {
+    if constexpr (requires { p.node_layout(); }) {
+      at_ = &p.node_layout();
+    } else {
+      found_ = node_layout::of(p);
+      at_ = &*found_;
+    }
+  }
+  layout_of_port(const layout_of_port&) = delete;
+  layout_of_port& operator=(const layout_of_port&) = delete;
+
+  const node_layout& operator*() const { return *at_; }
+  const node_layout* operator->() const { return at_; }
+
+ private:
+  std::optional<node_layout> found_;
+  const node_layout* at_ = nullptr;
 };
 
 }  // namespace commx::coll::detail
