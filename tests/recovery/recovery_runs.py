@@ -33,8 +33,9 @@ def run_job(stack: str, program: str, n: int, mode: str, *, commxrun: str, timeo
                                  text=True, timeout=timeout, start_new_session=True)
         except subprocess.TimeoutExpired:
             return None
-        # commxrun reports every rank's end, so a run that printed nothing at all never reached
-        # the recovery code: commxrun itself ended (seen once in CI, status not recorded). Say
+        # Every rank that runs recovery_job prints its outcomes, and commxrun reports every rank
+        # that fails or is killed, so a run that printed nothing at all never reached the
+        # recovery code: commxrun itself ended (seen once in CI, its status not recorded). Say
         # so, with its status, and launch once more; a second silent run is judged as it is.
         if run.stdout or stack == "inproc" or attempt == 2:
             return run.stdout

@@ -4,8 +4,9 @@
 /// A communicator's ranks by node, found once. coll::hierarchical's steps (within each node,
 /// among the node leaders) need each rank's node and each node's ranks; asked of the port rank
 /// by rank at every call, that was N node_of calls and a search of the nodes seen so far for
-/// each rank: O(N x nodes) a call, some 0.1 ms at 4096 ranks on 64 nodes, more than a barrier
-/// over InfiniBand takes at that count. A communicator's port keeps one with its group
+/// each rank: O(N x nodes) a call (a simulation of 4,096 ranks on 512 nodes making a dozen
+/// hierarchical calls took 46 s of wall time, 9 s with the layout kept; bench/HISTORY.md).
+/// A communicator's port keeps one with its group
 /// (`p.node_layout()`, built at the first call that asks, O(N)); other ports (a sub-port, the
 /// site level) have a few ranks and find theirs at each call.
 ///
