@@ -99,7 +99,7 @@ struct hierarchical_over : Inner {
       if (p.rank() == root_leader) p.recv(root, data);
     }
     if (is_leader) {
-      const int leader_root = node_of_rank(nodes, root);     // (no structured binding in a
+      const int leader_root = nodes.node_of(root);           // (no structured binding in a
       among_leaders(leaders, [&](auto& port, auto policy) {  // lambda before clang 16)
         decltype(policy)::type::bcast(port, data, leader_root);
       });
@@ -128,7 +128,7 @@ struct hierarchical_over : Inner {
     Inner::reduce(local, acc, op, 0);
     const int root_leader = nodes.leader_of(root);
     if (is_leader) {
-      const int leader_root = node_of_rank(nodes, root);
+      const int leader_root = nodes.node_of(root);
       among_leaders(leaders, [&](auto& port, auto policy) {
         decltype(policy)::type::reduce(port, acc, op, leader_root);
       });
@@ -303,15 +303,10 @@ struct hierarchical_over : Inner {
     }
   }
 
-  // Among the node leaders, the rank of `rank`'s node's leader (leaders are in node order).
-  static int node_of_rank(const detail::node_layout& nodes, int rank) {
-    return nodes.node_index[static_cast<std::size_t>(rank)];
-  }
-
   // This rank's node and the node leaders, as ports over `nodes`' lists (no copy).
   template <class Port>
   static layout<Port> split(Port& p, const detail::node_layout& nodes) {
-    const int node = node_of_rank(nodes, p.rank());
+    const int node = nodes.node_of(p.rank());
     const std::span<const int> local = nodes.members(node);
     const auto me_local =
         static_cast<int>(std::ranges::lower_bound(local, p.rank()) - local.begin());

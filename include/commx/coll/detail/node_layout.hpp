@@ -36,9 +36,11 @@ struct node_layout {
         static_cast<std::size_t>(node_begin[at]),
         static_cast<std::size_t>(node_begin[at + 1] - node_begin[at]));
   }
+  /// `rank`'s node: among the node leaders, the rank of its node's leader.
+  [[nodiscard]] int node_of(int rank) const { return node_index[static_cast<std::size_t>(rank)]; }
   /// The lowest rank on `rank`'s node.
   [[nodiscard]] int leader_of(int rank) const {
-    return leaders[static_cast<std::size_t>(node_index[static_cast<std::size_t>(rank)])];
+    return leaders[static_cast<std::size_t>(node_of(rank))];
   }
 
   /// Asks `p.node_of` once for each rank.
