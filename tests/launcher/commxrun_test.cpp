@@ -425,6 +425,20 @@ TEST_CASE("ranks that ignore SIGTERM are killed after the grace period", "[launc
   CHECK(r.seconds >= 2.0);
 }
 
+TEST_CASE("a rank that a signal commxrun did not send ends while stopping is named", "[launcher]") {
+  // As a rank killed from outside whose peer saw it go and exited before its status came back.
+  TempFifo fifo;
+  const Result r = run({kRun, "-n", "3", kProbe, "kill-on-term", fifo.path()});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK(r.code() == 1);  // the first failure's status
+  CHECK(contains(r.err, "commxrun: rank 0 exited with status 1; stopping the other 2 ranks\n"));
+  for (const char* rank : {"1", "2"})
+    CHECK(
+        contains(r.err, std::string("commxrun: rank ") + rank +
+                            " was killed by signal 9 (Killed), a signal commxrun did not send\n"));
+  CHECK_FALSE(contains(r.err, "sending SIGKILL"));
+}
+
 TEST_CASE("stopping a rank stops the processes it started", "[launcher]") {
   TempFifo fifo;
   const Result r = run({kRun, "-n", "3", kProbe, "grandchild", fifo.path()});

@@ -16,7 +16,8 @@
 // or stderr, one whole line at a time.
 // If a rank fails (non-zero exit or killed by a signal), on --timeout, or when commxrun gets
 // SIGINT/SIGTERM/SIGHUP, all remaining ranks' process groups get SIGTERM, then SIGKILL after a
-// 2 s grace period; commxrun reaps them all, drains their output and exits with:
+// 2 s grace period (a rank that a signal commxrun did not send ends meanwhile is named too);
+// commxrun reaps them all, drains their output and exits with:
 //   0                  all ranks exited 0
 //   status / 128+sig   the first failing rank's exit status / killing signal
 //   124                timeout
@@ -816,23 +817,26 @@ class Launcher {
     r.running = false;
     --running_;
     const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-    if (!failed || stopping_) return;  // exits while stopping are the ones we asked for
+    if (!failed) return;
+    if (stopping_) {
+      // Exits while stopping are the ones we asked for, unless a signal we did not send ended
+      // the rank: a rank killed from outside can be reaped after a peer that saw it go first
+      // (the peer notices once the dying process has let go of its memory, before the kernel
+      // hands its status to us), and it is the one a reader of the log looks for.
+      const bool ours = WIFSIGNALED(status) &&
+                        (WTERMSIG(status) == SIGTERM || (killed_ && WTERMSIG(status) == SIGKILL));
+      if (WIFSIGNALED(status) && !ours) {
+        drain(rank);
+        note(fmt::format("rank {} {}, a signal commxrun did not send", rank, describe_end(status)));
+      }
+      return;
+    }
 
     drain(rank);
-    std::string what;
-    int code = 1;
-    if (WIFEXITED(status)) {
-      code = WEXITSTATUS(status);
-      what = fmt::format("exited with status {}", code);
-    } else if (WIFSIGNALED(status)) {
-      const int sig = WTERMSIG(status);
-      code = 128 + sig;
-      const char* desc = ::strsignal(sig);
-      what = fmt::format("was killed by signal {} ({}{})", sig, desc != nullptr ? desc : "?",
-                         WCOREDUMP(status) ? ", core dumped" : "");
-    } else {
-      what = fmt::format("ended with wait status {:#x}", status);
-    }
+    const std::string what = describe_end(status);
+    const int code = WIFEXITED(status)     ? WEXITSTATUS(status)
+                     : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                           : 1;
     if (opt_.keep_going) {
       note(fmt::format("rank {} {}", rank, what));
       if (exit_code_ == 0) exit_code_ = code;
@@ -842,6 +846,17 @@ class Launcher {
         running_ > 0 ? fmt::format("; stopping the other {}", count_ranks(running_)) : "";
     note(fmt::format("rank {} {}{}", rank, what, rest));
     begin_stop(code);
+  }
+
+  static std::string describe_end(int status) {
+    if (WIFEXITED(status)) return fmt::format("exited with status {}", WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) {
+      const int sig = WTERMSIG(status);
+      const char* desc = ::strsignal(sig);
+      return fmt::format("was killed by signal {} ({}{})", sig, desc != nullptr ? desc : "?",
+                         WCOREDUMP(status) ? ", core dumped" : "");
+    }
+    return fmt::format("ended with wait status {:#x}", status);
   }
 
   void on_signal(int sig) {
