@@ -98,6 +98,43 @@ TEST_CASE("message counts per algorithm", "[coll][cost]") {
   }
 }
 
+TEST_CASE("binomial's allgatherv doubles: ceil(log2 p) + 1 messages a rank, not p-1",
+          "[coll][cost]") {
+  for (int n : {3, 5, 8, 64}) {
+    for (std::size_t gap : {std::size_t{0}, std::size_t{3}}) {
+      DYNAMIC_SECTION(n << " ranks, " << gap << " elements between blocks") {
+        const auto log2p = static_cast<std::uint64_t>(commx::coll::detail::pattern::ceil_log2(n));
+        commx::test::inproc_job<counted<commx::coll::binomial>>(n, [&](auto& world) {
+          // Rank r's block: r % 4 elements (some empty), each r * 100 + i, `gap` apart.
+          const auto ranks = static_cast<std::size_t>(world.size());
+          std::vector<std::size_t> counts(ranks);
+          std::vector<std::size_t> displs(ranks);
+          std::size_t end = gap;
+          for (std::size_t r = 0; r < ranks; ++r) {
+            counts[r] = r % 4;
+            displs[r] = end;
+            end += counts[r] + gap;
+          }
+          const auto me = static_cast<std::size_t>(world.rank());
+          const auto value = [](std::size_t r, std::size_t i) { return double(r * 100 + i); };
+          std::vector<double> in(counts[me]);
+          for (std::size_t i = 0; i < in.size(); ++i) in[i] = value(me, i);
+          std::vector<double> out(end, -1.0);
+          world.allgatherv(in, out, counts, displs);
+          std::vector<double> expected(end, -1.0);
+          for (std::size_t r = 0; r < ranks; ++r) {
+            for (std::size_t i = 0; i < counts[r]; ++i) expected[displs[r] + i] = value(r, i);
+          }
+          COMMX_CHECK(out == expected);
+          const auto& c = world.stats().of(op::allgatherv);
+          COMMX_CHECK(c.messages_sent <= log2p + 1);
+          COMMX_CHECK(c.messages_received <= log2p + 1);
+        });
+      }
+    }
+  }
+}
+
 namespace {
 
 // Values whose floating-point sum depends on the order it is taken in.

@@ -3,9 +3,9 @@
 /// @file
 /// `coll::binomial`: logarithmic algorithms. Binomial trees for bcast, reduce, gather and
 /// scatter (HPVM's replacement for PVM's sender-bound multicast loop, seed 001); recursive
-/// doubling with the fold for non-powers of two for allreduce, allgather and scan; a
+/// doubling with the fold for non-powers of two for allreduce, allgather(v) and scan; a
 /// dissemination barrier; pairwise exchange for alltoall. The "v" collectives whose counts only
-/// the root knows (gatherv, scatterv) stay linear, as in MPICH; allgatherv is a direct exchange.
+/// the root knows (gatherv, scatterv) stay linear, as in MPICH; allgatherv doubles as allgather.
 ///
 /// Reduction order: reduce and allreduce combine contiguous ranges of ranks, lower range on the
 /// left, so any associative op (commutative or not) gives the rank-order result; the grouping
@@ -273,49 +273,12 @@ struct binomial {
     sends.finish();
   }
 
-  /// Recursive doubling on the whole output: in round k each core rank swaps the 2^k blocks it
-  /// holds with its partner's, which lie next to them.
+  /// Recursive doubling on the whole output (doubling_allgather): L a + (p-1) n b, and for
+  /// the fold beyond a power of two 2 (a + p n b).
   template <class Port, class E>
   static void allgather(Port& p, std::span<const E> in, std::span<E> out) {
     const std::size_t n = in.size();
-    const int r = p.rank();
-    const std::span<E> own = out.subspan(static_cast<std::size_t>(r) * n, n);
-    if (p.size() == 1) {
-      std::ranges::copy(in, own.begin());
-      return;
-    }
-    const detail::pattern::doubling plan(p.size());
-    auto blocks = [&](int first_core, int cores) {
-      const auto first = static_cast<std::size_t>(plan.first_of(first_core));
-      const auto last = static_cast<std::size_t>(plan.first_of(first_core + cores));
-      return out.subspan(first * n, (last - first) * n);
-    };
-    if (plan.sits_out(r)) {
-      p.send(plan.fold_partner(r), in);
-      p.recv(plan.fold_partner(r), out);
-      return;
-    }
-    if (r < 2 * plan.extra) {
-      p.recv(plan.fold_partner(r), out.subspan(static_cast<std::size_t>(r - 1) * n, n));
-    }
-    // A first block that is our own alone goes out from `in`, and is put in place while it
-    // travels: a peer that reads it straight from our memory (shm's cma) reads lines nobody
-    // just wrote, and does not wait for our copy.
-    const int c = plan.core_rank(r);
-    const std::span<E> first_block = blocks(c, 1);
-    const bool send_in = first_block.data() == own.data() && first_block.size() == n;
-    if (!send_in) std::ranges::copy(in, own.begin());
-    for (int k = 0; k < plan.rounds(); ++k) {
-      const int width = 1 << k;
-      const int partner_core = detail::pattern::doubling::partner(c, k);
-      auto sent =
-          p.isend(plan.rank_of_core(partner_core),
-                  k == 0 && send_in ? in : std::span<const E>(blocks(c & ~(width - 1), width)));
-      if (k == 0 && send_in) std::ranges::copy(in, own.begin());
-      p.recv(plan.rank_of_core(partner_core), blocks(partner_core & ~(width - 1), width));
-      p.wait_all(std::span(&sent, 1));
-    }
-    if (r < 2 * plan.extra) p.send(plan.fold_partner(r), std::span<const E>(out));
+    doubling_allgather(p, in, out, [n](int r) { return static_cast<std::size_t>(r) * n; });
   }
 
   /// Pairwise exchange: in step s, send to rank + s and receive from rank - s.
@@ -387,11 +350,37 @@ struct binomial {
     flat::scatterv(p, in, counts, displs, out, root);
   }
 
-  /// A direct exchange (flat::allgatherv).
+  /// Recursive doubling, as allgather: L a + (t - c) b for t elements in all and c of this
+  /// rank's, and for the fold 2 (a + t b); a rank talks to L peers (+1), where a direct
+  /// exchange (flat's) talks to p-1 and takes p-1 latencies. Blocks that lie in rank order
+  /// without gaps are exchanged where they are; others are exchanged packed in a scratch of t
+  /// elements, then copied to their places.
   template <class Port, class E>
   static void allgatherv(Port& p, std::span<const E> in, std::span<E> out,
                          std::span<const std::size_t> counts, std::span<const std::size_t> displs) {
-    flat::allgatherv(p, in, out, counts, displs);
+    const auto ranks = static_cast<std::size_t>(p.size());
+    bool in_rank_order = true;
+    for (std::size_t r = 1; r < ranks; ++r)
+      in_rank_order = in_rank_order && displs[r] == displs[r - 1] + counts[r - 1];
+    if (in_rank_order) {
+      const std::size_t end = displs[ranks - 1] + counts[ranks - 1];
+      doubling_allgather(p, in, out, [&](int r) {
+        return static_cast<std::size_t>(r) < ranks ? displs[static_cast<std::size_t>(r)] : end;
+      });
+      return;
+    }
+    std::vector<std::size_t> packed_at(ranks + 1, 0);
+    for (std::size_t r = 0; r < ranks; ++r) packed_at[r + 1] = packed_at[r] + counts[r];
+    const detail::scratch<E> packed(packed_at.back());
+    doubling_allgather(p, in, packed.view(),
+                       [&](int r) { return packed_at[static_cast<std::size_t>(r)]; });
+    const auto me = static_cast<std::size_t>(p.rank());
+    for (std::size_t r = 0; r < ranks; ++r) {
+      if (r == me) continue;
+      std::copy_n(packed.view().begin() + static_cast<std::ptrdiff_t>(packed_at[r]), counts[r],
+                  out.begin() + static_cast<std::ptrdiff_t>(displs[r]));
+    }
+    detail::place_own_block(in, out, displs[me]);
   }
 
   /// Pairwise exchange: in step s, send to rank + s and receive from rank - s.
@@ -438,6 +427,51 @@ struct binomial {
     const int ranks = detail::pattern::subtree_size(child, size);
     if (first + ranks > size) return std::nullopt;
     return buffer.subspan(static_cast<std::size_t>(first) * n, static_cast<std::size_t>(ranks) * n);
+  }
+
+  // Recursive doubling on blocks in rank order without gaps: rank r's is out[start(r),
+  // start(r + 1)). In round k each core rank swaps the 2^k blocks it holds with its partner's,
+  // which lie next to them; a folded pair's even rank hands its block over first and is handed
+  // everything last.
+  template <class Port, class E, class Start>
+  static void doubling_allgather(Port& p, std::span<const E> in, std::span<E> out, Start start) {
+    const int r = p.rank();
+    const auto range = [&](int first, int last) {  // the blocks of ranks [first, last)
+      return out.subspan(start(first), start(last) - start(first));
+    };
+    const std::span<E> own = range(r, r + 1);
+    if (p.size() == 1) {
+      detail::place_own_block(in, out, start(r));
+      return;
+    }
+    const detail::pattern::doubling plan(p.size());
+    auto blocks = [&](int first_core, int cores) {
+      return range(plan.first_of(first_core), plan.first_of(first_core + cores));
+    };
+    if (plan.sits_out(r)) {
+      p.send(plan.fold_partner(r), in);
+      p.recv(plan.fold_partner(r), range(0, p.size()));
+      return;
+    }
+    if (r < 2 * plan.extra) p.recv(plan.fold_partner(r), range(r - 1, r));
+    // A first block that is our own alone goes out from `in`, and is put in place while it
+    // travels: a peer that reads it straight from our memory (shm's cma) reads lines nobody
+    // just wrote, and does not wait for our copy.
+    const int c = plan.core_rank(r);
+    const std::span<E> first_block = blocks(c, 1);
+    const bool send_in = first_block.data() == own.data() && first_block.size() == own.size();
+    if (!send_in) detail::place_own_block(in, out, start(r));
+    for (int k = 0; k < plan.rounds(); ++k) {
+      const int width = 1 << k;
+      const int partner_core = detail::pattern::doubling::partner(c, k);
+      auto sent =
+          p.isend(plan.rank_of_core(partner_core),
+                  k == 0 && send_in ? in : std::span<const E>(blocks(c & ~(width - 1), width)));
+      if (k == 0 && send_in) detail::place_own_block(in, out, start(r));
+      p.recv(plan.rank_of_core(partner_core), blocks(partner_core & ~(width - 1), width));
+      p.wait_all(std::span(&sent, 1));
+    }
+    if (r < 2 * plan.extra) p.send(plan.fold_partner(r), std::span<const E>(range(0, p.size())));
   }
 };
 

@@ -11,7 +11,8 @@
 /// Notation: p ranks, n the bytes per rank the call passes (tuned's `bytes`: for allgather and
 /// gather a rank's block, for alltoall one block between two ranks, for reduce_scatter the
 /// whole input), L = ceil(log2 p), m = p - 2^floor(log2 p) the ranks beyond a power of two.
-/// The "v" collectives are called with n = 0: rounds alone decide.
+/// The "v" collectives are called with n = 0: rounds alone decide (allgatherv: (p-1) a flat and
+/// ring, L a binomial, m > 0 adds 2 a; gatherv, scatterv, alltoallv: (p-1) a).
 ///
 /// | collective | flat | binomial | ring |
 /// |---|---|---|---|
@@ -45,7 +46,7 @@
 /// | allgather | 2 | L; m > 0 adds 2 | p-1 |
 /// | reduce_scatter | 2 | 2 | p-1 |
 /// | alltoall, alltoallv | 1 | p-1 | p-1 |
-/// | allgatherv | 1 | 1 | p-1 |
+/// | allgatherv | 1 | L; m > 0 adds 2 | p-1 |
 /// | bcast, reduce, gather(v), scatter(v), scan, exscan | 0 | 0 | 0 |
 ///
 /// A rooted collective has none: each rank leaves once its part is done, so one call overlaps
@@ -130,7 +131,7 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
     case op::alltoallv:
       return a == algorithm::flat ? 1 : p - 1;
     case op::allgatherv:
-      return a == algorithm::ring ? p - 1 : 1;
+      return a == algorithm::flat ? 1 : a == algorithm::ring ? p - 1 : L + edges;
     default:
       return 0.0;  // rooted: calls overlap (the file comment)
   }
@@ -196,12 +197,15 @@ inline constexpr std::size_t scatter_allgather_bcast_bytes = std::size_t{64} << 
     case op::reduce_scatter:
       if (a == algorithm::ring) return (p - 1) * fold(n / p);
       return (p - 1) * fold(n) + (p - 1) * msg(n / p);
+    case op::allgatherv:
+      // Counts differ between ranks: the rounds decide. A direct exchange (flat's) or a ring
+      // take p-1 latencies, recursive doubling (binomial's) L and the fold's two.
+      if (a == algorithm::binomial) return (L + (beyond > 0 ? 2 : 0)) * al;
+      return (p - 1) * al;
     case op::gatherv:
     case op::scatterv:
-    case op::allgatherv:
     case op::alltoallv:
-      // Counts differ between ranks: the rounds decide. binomial's gatherv and scatterv are
-      // flat's; allgatherv is a direct exchange (flat's) or a ring.
+      // As allgatherv; binomial's gatherv and scatterv are flat's.
       return (p - 1) * al;
     default:
       return L * al;
