@@ -35,7 +35,10 @@ struct recording_port {
   }
   void wait_all(std::span<pending> sent) {
     std::string waited = "wait";
-    for (const pending& p : sent) waited += " " + std::to_string(p.peer);
+    for (const pending& p : sent) {
+      waited += ' ';
+      waited += std::to_string(p.peer);  // appended: g++ 12 -O3 misreads " " + s as overlapping
+    }
     calls.push_back(waited);
   }
 };
