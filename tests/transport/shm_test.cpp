@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -715,12 +716,12 @@ TEST_CASE("a rank has a core of its own when no other rank may run on its CPUs",
 }
 
 namespace {
-// Makes process_vm_readv fail with EPERM in this process from now on, as a seccomp profile
-// that forbids it (some containers' and clusters') does.
-bool refuse_cross_memory() {
+// Makes `call` (process_vm_readv unless said) fail with EPERM in this process from now on, as
+// a seccomp profile that forbids it (some containers' and clusters') does.
+bool refuse_cross_memory(long call = SYS_process_vm_readv) {
   std::array<sock_filter, 4> filter{{
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 0, 1),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(call), 0, 1),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   }};
@@ -821,4 +822,116 @@ TEST_CASE("messages up to 128 KiB travel whole while 2 to 7 ranks share a core",
   CHECK(std::ranges::all_of(limits(cores + 1, std::nullopt), raised));
   CHECK(limits(cores + 1, small) == std::vector<std::size_t>(one_more, small));
   CHECK(limits(1, std::nullopt) == std::vector<std::size_t>(1, small));
+}
+
+namespace {
+// Byte i of a large message from rank `from`, repetition `rep`: every byte is checked.
+std::byte large_byte(int from, int rep, std::size_t i) {
+  return static_cast<std::byte>((i * 131 + i / 4093 + static_cast<std::size_t>(from * 7 + rep)) &
+                                0xff);
+}
+
+// Sizes around the shared copy's units (64 KiB): the smallest shared, one past it, a ragged
+// megabyte, and messages of many blocks.
+constexpr std::array<std::size_t, 5> shared_sizes{
+    std::size_t{128} << 10, (std::size_t{128} << 10) + 1, (std::size_t{1} << 20) + 12345,
+    (std::size_t{4} << 20) - 3, std::size_t{8} << 20};
+
+// A 2-rank job under COMMX_SHM_LARGE=cma whose ranks spin while they wait (a sender helps only
+// while it polls): `reps` times, rank 0 sends each of shared_sizes to rank 1 and rank 1 sends it
+// back, each byte checked. `before(r)` runs first in each rank; its shared_copies() are handed
+// to `check(r, mine, theirs)`, whose text (empty: fine) the rank reports.
+std::vector<rank_process> shared_copy_job(
+    const std::string& shared, int reps, const std::function<bool(int)>& before,
+    const std::function<std::string(int, std::array<std::uint64_t, 2>,
+                                    std::array<std::uint64_t, 2>)>& check) {
+  job_spec job{commx::test::shm_ranks::fresh_token(),
+               2,
+               {{"COMMX_SHM_LARGE", "cma"},
+                {"COMMX_SHM_SHARED_COPY", shared},
+                {"COMMX_SHM_SPIN", "100000"}}};
+  std::vector<rank_process> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(start_rank(job, r, [r, reps, &before, &check]() -> std::string {
+      if (!before(r)) return "could not install the seccomp filter";
+      comm world = comm::from_env();
+      std::vector<std::byte> buffer(shared_sizes.back());
+      for (int rep = 0; rep < reps; ++rep) {
+        for (const std::size_t bytes : shared_sizes) {
+          const std::span<std::byte> message(buffer.data(), bytes);
+          for (int turn = 0; turn < 2; ++turn) {
+            const int from = turn;
+            if (r == from) {
+              for (std::size_t i = 0; i < bytes; ++i) message[i] = large_byte(from, rep, i);
+              world.send(1 - r, 5, std::span<const std::byte>(message), 60s);
+              continue;
+            }
+            std::fill(message.begin(), message.end(), std::byte{0});
+            const commx::status got = world.recv(from, 5, message, 60s);
+            if (got.bytes != bytes) return fmt::format("{} bytes, not {}", got.bytes, bytes);
+            for (std::size_t i = 0; i < bytes; ++i) {
+              if (message[i] != large_byte(from, rep, i)) {
+                return fmt::format("message of {} bytes, repetition {}: byte {} differs", bytes,
+                                   rep, i);
+              }
+            }
+          }
+        }
+      }
+      const std::array<std::uint64_t, 2> mine = world.transport().shared_copies();
+      std::array<std::uint64_t, 2> theirs{};
+      world.sendrecv(1 - r, 6, std::span<const std::uint64_t>(mine), 1 - r, 6,
+                     std::span<std::uint64_t>(theirs), 60s);
+      return check(r, mine, theirs);
+    }));
+  }
+  wait_all(ranks, 180s);
+  return ranks;
+}
+}  // namespace
+
+// The sender of a large message copied by cma writes blocks from the back while its receiver
+// reads from the front (shared_copy.hpp): every byte arrives, at every size around the blocks,
+// and each copy a receiver counts as shared is one its sender counts as helped.
+TEST_CASE("a large message is copied by both its ends at once, every byte in its place",
+          "[shm][large]") {
+  for (const std::string shared : {"on", "off"}) {
+    DYNAMIC_SECTION("COMMX_SHM_SHARED_COPY=" << shared) {
+      const auto ranks = shared_copy_job(
+          shared, 6, [](int) { return true; },
+          [shared](int r, std::array<std::uint64_t, 2> mine,
+                   std::array<std::uint64_t, 2> theirs) -> std::string {
+            if (mine[0] != theirs[1]) {
+              return fmt::format("rank {} received {} copies with help, its sender helped {}", r,
+                                 mine[0], theirs[1]);
+            }
+            if (shared == "off" && mine[0] + mine[1] != 0) return "copies shared though off";
+            // 60 messages of 128 KiB to 8 MiB while their sender spins: some share.
+            if (shared == "on" && r == 0 && mine[0] + theirs[0] == 0) return "no copy shared";
+            return {};
+          });
+      INFO(commx::test::shm_ranks::failures(ranks));
+      CHECK(commx::test::shm_ranks::failures(ranks).empty());
+    }
+  }
+}
+
+// A sender the kernel does not let write into its receiver (a seccomp profile that forbids
+// process_vm_writev) gives its first block back: the receiver reads it, the message arrives
+// whole, and the sender helps no more.
+TEST_CASE("a sender refused process_vm_writev gives its block back and the message arrives whole",
+          "[shm][large]") {
+  const auto ranks = shared_copy_job(
+      "on", 6, [](int r) { return r != 0 || refuse_cross_memory(SYS_process_vm_writev); },
+      [](int r, std::array<std::uint64_t, 2> mine, std::array<std::uint64_t, 2>) -> std::string {
+        // Rank 0 never writes; rank 1's one shared receive is the block given back.
+        if (r == 0 && mine[1] != 0) return "rank 0 counted blocks it could not write";
+        if (r == 1 && mine[0] != 1) {
+          return fmt::format("rank 1 received {} copies with help, not the one given back",
+                             mine[0]);
+        }
+        return {};
+      });
+  INFO(commx::test::shm_ranks::failures(ranks));
+  CHECK(commx::test::shm_ranks::failures(ranks).empty());
 }

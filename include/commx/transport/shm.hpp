@@ -26,6 +26,7 @@
 /// (detail/shm/segment_name.hpp). Every rank is on node 0.
 
 #include <chrono>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -193,6 +194,11 @@ class shm {
 
   /// Whether large messages are copied by cross-memory attach (else through the ring).
   [[nodiscard]] bool cross_memory_enabled() const { return endpoint_->cross_memory_enabled(); }
+  /// Large messages copied by both ends so far (COMMX_SHM_SHARED_COPY): received with the
+  /// sender's help, and sent with this rank writing part of the copy.
+  [[nodiscard]] std::array<std::uint64_t, 2> shared_copies() const {
+    return endpoint_->shared_copies();
+  }
   /// The largest message that travels whole through the ring (COMMX_SHM_LARGE_THRESHOLD, or
   /// options::threshold_by_load's, at most half a ring).
   [[nodiscard]] std::size_t eager_limit() const { return endpoint_->eager_limit(); }

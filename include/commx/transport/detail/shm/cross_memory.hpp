@@ -29,15 +29,19 @@ inline void let_same_user_read_this_process() {
 #endif
 }
 
-/// Copies `bytes` from `address` in process `pid` to `target`.
-inline cross_copy read_from_process(pid_t pid, std::uint64_t address, std::byte* target,
-                                    std::size_t bytes) {
+using cross_call = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,
+                               unsigned long);
+
+/// Copies `bytes` between `local` here and `address` in process `pid` with `call`
+/// (process_vm_readv or process_vm_writev: the same arguments, the same errors).
+inline cross_copy copy_across(cross_call call, pid_t pid, std::uint64_t address, std::byte* local,
+                              std::size_t bytes) {
   std::size_t copied = 0;
   while (copied < bytes) {
-    iovec local{target + copied, bytes - copied};
+    iovec here{local + copied, bytes - copied};
     // NOLINTNEXTLINE(performance-no-int-to-ptr): an address in another process
-    iovec remote{reinterpret_cast<void*>(address + copied), bytes - copied};
-    const ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    iovec there{reinterpret_cast<void*>(address + copied), bytes - copied};
+    const ssize_t n = call(pid, &here, 1, &there, 1, 0);
     if (n > 0) {
       copied += static_cast<std::size_t>(n);
       continue;
@@ -45,9 +49,22 @@ inline cross_copy read_from_process(pid_t pid, std::uint64_t address, std::byte*
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == ESRCH) return cross_copy::process_gone;
     if (n < 0 && (errno == EPERM || errno == ENOSYS || errno == EACCES)) return cross_copy::refused;
-    return cross_copy::bad_address;  // EFAULT, or a read that made no progress
+    return cross_copy::bad_address;  // EFAULT, or a call that made no progress
   }
   return cross_copy::done;
+}
+
+/// Copies `bytes` from `address` in process `pid` to `target`.
+inline cross_copy read_from_process(pid_t pid, std::uint64_t address, std::byte* target,
+                                    std::size_t bytes) {
+  return copy_across(&::process_vm_readv, pid, address, target, bytes);
+}
+
+/// Copies `bytes` from `source` to `address` in process `pid`.
+inline cross_copy write_to_process(pid_t pid, std::uint64_t address, const std::byte* source,
+                                   std::size_t bytes) {
+  // process_vm_writev only reads the local iovec's memory.
+  return copy_across(&::process_vm_writev, pid, address, const_cast<std::byte*>(source), bytes);
 }
 
 }  // namespace commx::detail::shm

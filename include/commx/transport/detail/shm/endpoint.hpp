@@ -156,6 +156,7 @@ class endpoint {
   [[nodiscard]] int rank() const { return rank_; }
   [[nodiscard]] int size() const { return size_; }
   [[nodiscard]] bool cross_memory_enabled() const { return cross_memory_; }
+  [[nodiscard]] std::array<std::uint64_t, 2> shared_copies() const { return shared_copies_; }
   /// What this rank holds of small messages nobody has asked for yet, each counted as its
   /// payload plus 64 bytes: at most the eager window per sender (credit.hpp).
   [[nodiscard]] std::size_t held_bytes() const { return held_bytes_; }
@@ -460,6 +461,11 @@ class endpoint {
   std::optional<op_result> lost_source(int from) const;
 
   // Progress: draining the rings and acting on each record (endpoint_arrivals.hpp).
+  struct large_way {
+    bool by_cma = false;
+    std::optional<path_choice::decision> choice;  // none: nothing to measure
+    clock::time_point since{};
+  };
   void progress();
   void drain(int peer, std::size_t limit);
   void arrive(int from, const record& header, const ring_consumer& ring);
@@ -472,14 +478,17 @@ class endpoint {
   void arrive_clear_to_send(int from, const record& header);
   void arrive_piece(int from, const record& header, const ring_consumer& ring);
   void arrive_fin(int from, const record& header);
+  bool end_by_cma(operation& op, const queued_message& offer, const large_way& way,
+                  cross_copy copied);
+  void ask_for_pieces(const std::shared_ptr<operation>& receive, const queued_message& offer,
+                      std::byte* target, const large_way& way);
+  // Large messages copied by both ends (shared_copy.hpp, endpoint_arrivals.hpp).
+  [[nodiscard]] bool shares_copy(std::size_t bytes) const;
+  void end_parked_copy();
+  void help_receivers();
   void arrive_revoke(int from, const record& header);
   [[nodiscard]] bool sending_large() const;
   void note_cost(path_choice::decision choice, std::size_t bytes, clock::time_point since);
-  struct large_way {
-    bool by_cma = false;
-    std::optional<path_choice::decision> choice;  // none: nothing to measure
-    clock::time_point since{};
-  };
   large_way choose_large_way(const queued_message& offer, bool slotted);
   void say_large_ways() const;
   static constexpr std::size_t drain_limit = 1024;
@@ -556,6 +565,20 @@ class endpoint {
     std::byte* target;
   };
   std::deque<claimed_offer> claimed_;
+  // A copy shared with its sender that waits for the sender's blocks (at most one: the board is
+  // the rank's), and our offers whose receivers may be sharing theirs.
+  struct parked_copy {
+    std::shared_ptr<operation> receive;
+    queued_message offer;
+    std::byte* target;
+    large_way way;
+    cross_copy copied;  // how this rank's own blocks went
+    std::uint64_t sender_units;
+  };
+  std::optional<parked_copy> parked_;
+  std::array<std::uint64_t, 2> shared_copies_{};  // received with the sender's help, sent helping
+  bool board_retired_ = false;  // a parked copy was given up on: its sender may still write
+  std::vector<std::shared_ptr<operation>> helpable_;
   unexpected_queue unexpected_;
   std::vector<int> failed_;  // in the order they were found failed
   bool cut_off_ = false;     // the others declared this rank lost (exclude)

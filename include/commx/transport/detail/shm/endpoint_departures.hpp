@@ -91,8 +91,13 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   // Spin as long as the core is ours (waiting.hpp). Then give the core away, turn after
   // turn, for a while: a yield that finds nobody else runnable costs less than a futex sleep
   // and wake-up. Only then sleep.
+  // A sender waiting for its large message's receiver shares the copy meanwhile; a receiver
+  // whose copy waits for its sender's blocks looks at them (progress) at every poll.
   const auto arrived = [&] {
-    if (!incoming()) return false;
+    if (!incoming() && !parked_) {
+      if (!helpable_.empty()) help_receivers();
+      return false;
+    }
     progress();
     return events_ != seen;
   };
@@ -106,10 +111,12 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   waiting_.start_yielding();
   while (clock::now() < std::min(when, yield_start + waiting_.yield_period())) {
     waiting_.yield();
-    if (incoming()) {
-      progress();
-      if (events_ != seen) return;
+    if (!incoming() && !parked_) {
+      if (!helpable_.empty()) help_receivers();
+      continue;
     }
+    progress();
+    if (events_ != seen) return;
   }
   if (clock::now() >= when) return;
   rank_slot& me = segment_.slot(rank_);

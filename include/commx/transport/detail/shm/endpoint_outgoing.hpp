@@ -36,6 +36,13 @@ inline bool endpoint::withdraw(operation& op) {
 
 // Drops every reference to an abandoned operation.
 inline void endpoint::forget(const operation& op) {
+  std::erase_if(helpable_,
+                [&](const std::shared_ptr<operation>& held) { return held.get() == &op; });
+  if (parked_ && parked_->receive.get() == &op) {
+    // Given up on while its sender held a block it may still write: the board is not used again.
+    parked_.reset();
+    board_retired_ = true;
+  }
   for (auto* tables : {&transfers_, &in_flight_}) {
     for (transfer_table& table : *tables) table.forget(op);
   }
@@ -129,6 +136,10 @@ inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wro
                                                 std::memory_order_release);
       }
       in_flight_[t].put(ticket_field, next.op);
+      if (slot >= 0 && to != rank_ && cross_memory_ && opts_.shared_copy &&
+          op.payload.size() >= shared_copy_from) {
+        helpable_.push_back(next.op);  // its receiver may share the copy (help_receivers)
+      }
       ring.write(next.header, {});
     } else if (!write_pieces(to, *next.op)) {  // of a large message the receiver asked for
       break;

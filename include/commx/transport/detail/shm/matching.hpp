@@ -49,6 +49,7 @@ struct operation {
   std::uint64_t generation = 0;
   std::size_t progress = 0;
   std::byte* target = nullptr;
+  bool shared = false;  // a send whose sender wrote part of it (shared_copy.hpp)
   // Pieces a receiver chose over cma (path_choice.hpp): the cell their cost goes to (-1: none,
   // or not counted) and when their time started.
   int path_cell = -1;

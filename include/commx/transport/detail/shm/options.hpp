@@ -50,6 +50,9 @@ struct options {
   /// where ranks crowd the cores. `copy` was the default until then (it won one way on
   /// 2026-11-26); `automatic` and `by_shape` choose per message. None: cma, else copy.
   std::optional<large_path> large;
+  /// Whether the sender of a large message copied by cma writes part of it while its receiver
+  /// reads the rest (shared_copy.hpp; COMMX_SHM_SHARED_COPY=off to read alone).
+  bool shared_copy = true;
   /// Messages up to this size go through the ring whole ("eager"); larger ones wait for their
   /// receive and then travel by cross-memory attach or in chunks. Measured: see bench/HISTORY.md.
   /// None: `threshold_by_load`'s.
@@ -107,6 +110,13 @@ struct options {
         throw error(errc::invalid_argument,
                     fmt::format("COMMX_SHM_LARGE='{}' is not copy, shape, auto or cma", *text));
       }
+    }
+    if (auto text = get("COMMX_SHM_SHARED_COPY")) {
+      if (*text != "on" && *text != "off") {
+        throw error(errc::invalid_argument,
+                    fmt::format("COMMX_SHM_SHARED_COPY='{}' is not on or off", *text));
+      }
+      opts.shared_copy = *text == "on";
     }
     if (auto text = get("COMMX_SHM_LARGE_THRESHOLD")) {
       opts.large_threshold = parse_bytes(*text, "COMMX_SHM_LARGE_THRESHOLD");

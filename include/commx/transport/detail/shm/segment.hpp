@@ -22,6 +22,7 @@
 /// | ring_control[n * n], index source * n + destination | 64 each |
 /// | ticket words[n * n * K] (large messages on offer) | 4 each |
 /// | senders[n][ceil(n / 64)]: bit s of rank d's words is set once s has written to d | 8 each |
+/// | copy boards[n], 128-aligned: the large message each rank copies now (shared_copy.hpp) | 128 each |
 /// | cpu sets[n], page-aligned: the CPUs each rank may run on (cpu_sharing.hpp) | 128 each |
 /// | ring data[n * n], page-aligned | ring_bytes each |
 ///
@@ -58,11 +59,12 @@
 #include "commx/transport/detail/shm/futex.hpp"
 #include "commx/transport/detail/shm/liveness.hpp"
 #include "commx/transport/detail/shm/ring.hpp"
+#include "commx/transport/detail/shm/shared_copy.hpp"
 
 namespace commx::detail::shm {
 
 inline constexpr std::uint64_t segment_magic = 0x636f6d6d782d7368ULL;  // "commx-sh"
-inline constexpr std::uint32_t segment_version = 6;  // 5: the senders' bits; 6: CPU sets
+inline constexpr std::uint32_t segment_version = 7;  // 6: CPU sets; 7: copy boards
 inline constexpr std::uint32_t tickets_per_pair = 16;
 
 /// What a rank's slot says about it.
@@ -107,12 +109,13 @@ struct rank_slot {
 // 2026-12-04): the CPU sets have a page of their own.
 static_assert(sizeof(rank_slot) == 2 * cache_line);
 static_assert(std::atomic<presence>::is_always_lock_free);
-// The pairs' words are used as the kernel's zeroed pages give them, never constructed
+// The pairs' words and the copy boards are used as the kernel's zeroed pages give them, never constructed
 // (segment::create): lock-free atomics, whose zero value is all zero bits and which need no
 // destruction.
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
               std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(std::is_trivially_destructible_v<ring_control>);
+static_assert(std::is_trivially_destructible_v<copy_board>);
 
 /// A word in this process's memory that peers read with process_vm_readv at start-up, to learn
 /// whether the kernel lets them copy large messages straight out of this process.
@@ -139,6 +142,7 @@ struct segment_layout {
   std::size_t tickets = 0;
   std::size_t senders = 0;
   std::size_t sender_words = 0;  ///< per rank: ceil(n / 64)
+  std::size_t boards = 0;
   std::size_t cpu_sets = 0;
   std::size_t rings = 0;
   std::size_t total = 0;
@@ -150,7 +154,8 @@ struct segment_layout {
     tickets = controls + ranks * ranks * sizeof(ring_control);
     senders = tickets + ranks * ranks * tickets_per_pair * 4;
     sender_words = (ranks + 63) / 64;
-    cpu_sets = (senders + ranks * sender_words * 8 + page - 1) / page * page;
+    boards = (senders + ranks * sender_words * 8 + 127) / 128 * 128;
+    cpu_sets = (boards + ranks * sizeof(copy_board) + page - 1) / page * page;
     rings = (cpu_sets + ranks * sizeof(cpu_words) + page - 1) / page * page;
     total = rings + ranks * ranks * ring_bytes;
   }
@@ -245,6 +250,10 @@ class segment {
     return {reinterpret_cast<std::atomic<std::uint64_t>*>(at(layout_.senders)) +
                 static_cast<std::size_t>(destination) * layout_.sender_words,
             layout_.sender_words};
+  }
+  /// The large message `rank` copies now, for its sender to share (shared_copy.hpp).
+  [[nodiscard]] copy_board& board(int rank) const {
+    return reinterpret_cast<copy_board*>(at(layout_.boards))[rank];
   }
   [[nodiscard]] const std::string& name() const { return name_; }
 
