@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Ping-pong and bandwidth on commx's shm transport (the default, cma and the measured choice,
-# and the fixed 8-pause spin of before the run-time choice), Open MPI and MPICH (each as
+# Ping-pong and bandwidth on commx's shm transport (the default: cma, a one-way copy shared by
+# both ends; the receiver reading alone; the pipelined pieces), Open MPI and MPICH (each as
 # installed, and each told to yield while it polls), interleaved round by round on this machine
 # so that their ratios are measured side by side, every run pinned, in both placements of rank
 # 0 (bench/pin_rank.sh); and a cache line's crossing between the two CPUs, the floor under all:
@@ -15,7 +15,7 @@ rounds=${1:-5}
 release=build/release
 out=results/bench/shm
 mkdir -p "$out" build/mpich
-filter='(pingpong|bandwidth)/[^/]+/(8|32768|4194304)/'
+filter='(pingpong|bandwidth)/[^/]+/(8|32768|1048576|4194304)/'
 # A warm-up first: the first window of 4 MiB messages costs an MPI up to 0.5 s (first use of
 # its large-message path), longer than a whole timed run.
 common=(--benchmark_filter="$filter" --benchmark_min_time=0.2 --benchmark_min_warmup_time=0.1
@@ -34,15 +34,13 @@ for ((r = 1; r <= rounds; r++)); do
     "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
       "$release/bench/bench_pingpong_shm" "${common[@]}" --benchmark_out="$out/shm.$at.json" \
       > /dev/null
-    # The waiting of before 2026-11-26 (8 pauses, then yields), against the default (auto).
-    COMMX_SHM_SPIN=8 "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
+    # The receiver reading alone (as before 2026-12-05), and the pieces through the rings.
+    COMMX_SHM_SHARED_COPY=off "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
       "$release/bench/bench_pingpong_shm" "${common[@]}" \
-      --benchmark_out="$out/shm-spin8.$at.json" > /dev/null
-    for large in cma auto; do  # beside the default, copy
-      COMMX_SHM_LARGE=$large "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
-        "$release/bench/bench_pingpong_shm" "${common[@]}" \
-        --benchmark_out="$out/shm-$large.$at.json" > /dev/null
-    done
+      --benchmark_out="$out/shm-alone.$at.json" > /dev/null
+    COMMX_SHM_LARGE=copy "$release/tools/commxrun/commxrun" -n 2 --timeout 300 "$pin" \
+      "$release/bench/bench_pingpong_shm" "${common[@]}" \
+      --benchmark_out="$out/shm-copy.$at.json" > /dev/null
     mpirun.openmpi --allow-run-as-root --bind-to none -x PIN_RANK0_CPU -np 2 "$pin" \
       "$release/bench/bench_mpi_pingpong" "${common[@]}" \
       --benchmark_out="$out/openmpi.$at.json" > /dev/null 2>&1
@@ -64,8 +62,7 @@ done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-libs = ["shm", "shm-spin8", "shm-cma", "shm-auto", "openmpi", "mpich", "openmpi-yield",
-        "mpich-yield"]
+libs = ["shm", "shm-alone", "shm-copy", "openmpi", "mpich", "openmpi-yield", "mpich-yield"]
 def load(lib):
     rows = {}
     for r in range(1, rounds + 1):
@@ -77,16 +74,15 @@ def load(lib):
                 rows.setdefault((what, int(size)), []).append(value)
     return {k: statistics.median(v) for k, v in rows.items()}
 data = {lib: load(lib) for lib in libs}
-lines = ["| measure | shm | shm (COMMX_SHM_SPIN=8) | shm (COMMX_SHM_LARGE=cma) | "
-         "shm (COMMX_SHM_LARGE=auto) | Open MPI | MPICH | Open MPI (yield) | MPICH (yield) | "
-         "shm / best MPI | shm / spin 8 |",
-         "|---|---|---|---|---|---|---|---|---|---|---|"]
+lines = ["| measure | shm | shm (COMMX_SHM_SHARED_COPY=off) | shm (COMMX_SHM_LARGE=copy) | "
+         "Open MPI | MPICH | Open MPI (yield) | MPICH (yield) | shm / best MPI | shm / alone |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
 table = []  # also as CSV, for bench/current_figures.py
 for key in sorted(data["shm"]):
     what, size = key
     unit = "us half RTT" if what == "pingpong" else "GB/s"
     vals = [data[lib].get(key, float("nan")) for lib in libs]
-    better = min(vals[4:]) if what == "pingpong" else max(vals[4:])
+    better = min(vals[3:]) if what == "pingpong" else max(vals[3:])
     cells = [f"{what} {size} B ({unit})"] + [f"{v:.3g}" for v in vals] + \
         [f"{vals[0] / better:.2f}", f"{vals[0] / vals[1]:.2f}"]
     table.append(cells)
@@ -105,6 +101,6 @@ open(f"{out}/summary.md", "w").write(text + "\n")
 import csv
 with open(f"{out}/summary.csv", "w", newline="") as f:
     writer = csv.writer(f)
-    writer.writerow(["measure"] + libs + ["shm / best MPI", "shm / spin 8"])
+    writer.writerow(["measure"] + libs + ["shm / best MPI", "shm / alone"])
     writer.writerows(table)
 PY

@@ -779,6 +779,24 @@ TEST_CASE("where the kernel refuses cma, large messages travel in pieces unless 
   }
 }
 
+TEST_CASE("COMMX_SHM_SHARED_COPY is on or off; anything else is refused", "[shm][large]") {
+  using commx::detail::shm::options;
+  const auto parsed = [](const std::optional<std::string>& value) {
+    return options::from_env([&](const char* name) -> std::optional<std::string> {
+             if (std::string_view(name) == "COMMX_SHM_SHARED_COPY") return value;
+             return std::nullopt;
+           })
+        .shared_copy;
+  };
+  CHECK(parsed(std::nullopt));
+  CHECK(parsed("on"));
+  CHECK_FALSE(parsed("off"));
+  CHECK(
+      expect_code(
+          commx::errc::invalid_argument, [&] { (void)parsed("yes"); }, "COMMX_SHM_SHARED_COPY=yes")
+          .empty());
+}
+
 TEST_CASE("COMMX_SHM_LARGE names one of the four ways; anything else is refused", "[shm][large]") {
   using commx::detail::shm::large_path;
   using commx::detail::shm::options;
