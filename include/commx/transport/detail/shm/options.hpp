@@ -6,6 +6,7 @@
 /// | variable | meaning | default |
 /// |---|---|---|
 /// | COMMX_SHM_LARGE | `copy`, `shape`, `auto` or `cma`: how a large message travels (`shape`: pieces through the ring one way, cma in an exchange, when the receiver has large sends of its own in flight; `auto`: the receiver takes cma or pieces, whichever has cost it less lately for that size and shape of traffic, path_choice.hpp; both take pieces when the kernel refuses cma) | cma where the kernel allows it, else copy (bench/HISTORY.md, 2026-12-03: cma at or below Open MPI's vader in most large calls at 2 and 4 ranks, copy 1.2-3x) |
+/// | COMMX_SHM_SHARED_COPY | `on` or `off`: whether the sender of a large message copied by cma that goes one way writes blocks of it from the back while its receiver reads from the front, where each rank has a core (shared_copy.hpp) | on |
 /// | COMMX_SHM_LARGE_THRESHOLD | bytes; larger messages take the large-message path | 32768; 131072 while ranks outnumber the cores but fewer than 8 share one (`threshold_by_load`) |
 /// | COMMX_SHM_RING_BYTES | bytes per ring (a power of two, 4 KiB to 16 MiB); same on every rank | by rank count |
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |

@@ -22,7 +22,7 @@
 /// | ring_control[n * n], index source * n + destination | 64 each |
 /// | ticket words[n * n * K] (large messages on offer) | 4 each |
 /// | senders[n][ceil(n / 64)]: bit s of rank d's words is set once s has written to d | 8 each |
-/// | copy boards[n], 128-aligned: the large message each rank copies now (shared_copy.hpp) | 128 each |
+/// | copy boards[n], 128-aligned: the large message each rank copies (shared_copy.hpp) | 128 each |
 /// | cpu sets[n], page-aligned: the CPUs each rank may run on (cpu_sharing.hpp) | 128 each |
 /// | ring data[n * n], page-aligned | ring_bytes each |
 ///
@@ -109,9 +109,9 @@ struct rank_slot {
 // 2026-12-04): the CPU sets have a page of their own.
 static_assert(sizeof(rank_slot) == 2 * cache_line);
 static_assert(std::atomic<presence>::is_always_lock_free);
-// The pairs' words and the copy boards are used as the kernel's zeroed pages give them, never constructed
-// (segment::create): lock-free atomics, whose zero value is all zero bits and which need no
-// destruction.
+// The pairs' words and the copy boards are used as the kernel's zeroed pages give them, never
+// constructed (segment::create): lock-free atomics, whose zero value is all zero bits and which
+// need no destruction.
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
               std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(std::is_trivially_destructible_v<ring_control>);

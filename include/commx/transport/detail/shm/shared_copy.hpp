@@ -16,7 +16,7 @@
 ///
 /// | board field | written by | what |
 /// |---|---|---|
-/// | `claims` | both (compare-and-swap) | transfer number (24 bits), front and back (20 each), in units |
+/// | `claims` | both (compare-and-swap) | transfer number (24 bits), front, back (20 each; units) |
 /// | `owner` | receiver | the transfer's sender and its offer's generation |
 /// | `target`, `bytes`, `unit` | receiver | where the message goes, its size, the unit |
 /// | `helped` | sender | units the sender has written or given back |
