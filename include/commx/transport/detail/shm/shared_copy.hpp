@@ -82,6 +82,18 @@ constexpr std::uint64_t block(std::uint64_t word) {
 }
 }  // namespace claims
 
+/// The unit of a copy of `bytes`: large enough that the count fits its 20 bits (64 KiB below
+/// 64 GiB).
+constexpr std::size_t copy_unit_for(std::size_t bytes) {
+  return std::max(shared_copy_unit, bytes / claims::field + 1);
+}
+constexpr std::uint64_t copy_units(std::size_t bytes) {
+  return (bytes + copy_unit_for(bytes) - 1) / copy_unit_for(bytes);
+}
+static_assert(copy_units((std::size_t{1} << 36) - 1) <= claims::field &&
+              copy_units(std::size_t{1} << 44) <= claims::field &&
+              copy_unit_for(std::size_t{8} << 20) == shared_copy_unit);
+
 /// What the receiver's part of a shared copy gave: its reads' outcome, and how many units
 /// the sender claimed (the copy is whole once `helped` counts them: sender_finished).
 struct shared_read {
@@ -94,9 +106,8 @@ struct shared_read {
 /// claim. Does not wait for the sender's blocks.
 inline shared_read share_and_read(copy_board& board, std::uint64_t owner, pid_t pid,
                                   std::uint64_t address, std::byte* target, std::size_t bytes) {
-  // A unit large enough that the count fits its 20 bits (64 GiB at 64 KiB).
-  const std::size_t unit = std::max(shared_copy_unit, (bytes >> 20) + 1);
-  const std::uint64_t units = (bytes + unit - 1) / unit;
+  const std::size_t unit = copy_unit_for(bytes);
+  const std::uint64_t units = copy_units(bytes);
   board.target.store(reinterpret_cast<std::uintptr_t>(target), std::memory_order_relaxed);
   board.bytes.store(bytes, std::memory_order_relaxed);
   board.unit.store(unit, std::memory_order_relaxed);
