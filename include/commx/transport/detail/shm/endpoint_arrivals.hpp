@@ -229,6 +229,16 @@ inline bool endpoint::take_offer(const std::shared_ptr<operation>& receive,
   return true;
 }
 
+// A receiver's answer (fin, cts) to a large message's offer.
+inline record answer_to(const queued_message& offer, record_kind kind) {
+  record answer{};
+  answer.kind = kind;
+  answer.ticket = offer.ticket;
+  answer.generation = offer.generation;
+  answer.tag = offer.tag;
+  return answer;
+}
+
 // Ends a receive whose message was copied by cma (`copied`: how that went), answering `fin`;
 // false if the kernel refused (cma is then off, and the message is to come in pieces).
 inline bool endpoint::end_by_cma(operation& op, const queued_message& offer, const large_way& way,
@@ -241,11 +251,7 @@ inline bool endpoint::end_by_cma(operation& op, const queued_message& offer, con
     ++ways_taken_[1];
     complete(op, {from, offer.tag, bytes,
                   good ? std::error_code{} : make_error_code(errc::protocol_violation)});
-    record answer{};
-    answer.kind = record_kind::fin;
-    answer.ticket = offer.ticket;
-    answer.generation = offer.generation;
-    answer.tag = offer.tag;
+    record answer = answer_to(offer, record_kind::fin);
     answer.size = good ? 0 : static_cast<std::uint64_t>(errc::protocol_violation);
     send_control(from, answer);
     return true;
@@ -276,14 +282,9 @@ inline void endpoint::ask_for_pieces(const std::shared_ptr<operation>& receive,
                                      const large_way& way) {
   const int from = offer.source;
   operation& op = *receive;
-  record answer{};
-  answer.ticket = offer.ticket;
-  answer.generation = offer.generation;
-  answer.tag = offer.tag;
   if (offer.ticket != no_ticket && offer.size == 0) {
     complete(op, {from, offer.tag, 0});
-    answer.kind = record_kind::fin;
-    send_control(from, answer);
+    send_control(from, answer_to(offer, record_kind::fin));
     return;
   }
   // Pieces follow the answer (an offer without a slot sends one empty piece for an empty
@@ -296,8 +297,7 @@ inline void endpoint::ask_for_pieces(const std::shared_ptr<operation>& receive,
   ++ways_taken_[0];
   op.since = way.since;
   transfers_[static_cast<std::size_t>(from)].put(offer.ticket, receive);
-  answer.kind = record_kind::cts;
-  send_control(from, answer);
+  send_control(from, answer_to(offer, record_kind::cts));
 }
 
 // Whether a large message of `bytes` from another rank is copied with its sender's help: it
