@@ -101,27 +101,33 @@ struct shared_read {
   std::uint64_t sender_units = 0;
 };
 
-/// The receiver's side: publishes the copy of `bytes` at `address` in the sender's process
-/// (`pid`) to `target` on `board`, and reads blocks from the front until nothing is left to
-/// claim. Does not wait for the sender's blocks.
-inline shared_read share_and_read(copy_board& board, std::uint64_t owner, pid_t pid,
-                                  std::uint64_t address, std::byte* target, std::size_t bytes) {
-  const std::size_t unit = copy_unit_for(bytes);
-  const std::uint64_t units = copy_units(bytes);
+/// The receiver's side, first: publishes the copy of `bytes` to `target` on `board` for the
+/// sender named by `owner`.
+inline void publish_copy(copy_board& board, std::uint64_t owner, std::byte* target,
+                         std::size_t bytes) {
   board.target.store(reinterpret_cast<std::uintptr_t>(target), std::memory_order_relaxed);
   board.bytes.store(bytes, std::memory_order_relaxed);
-  board.unit.store(unit, std::memory_order_relaxed);
+  board.unit.store(copy_unit_for(bytes), std::memory_order_relaxed);
   board.helped.store(0, std::memory_order_relaxed);
   board.given_back.store(0, std::memory_order_relaxed);
   board.owner.store(owner, std::memory_order_relaxed);
   const std::uint64_t number = claims::number(board.claims.load(std::memory_order_relaxed)) + 1;
-  board.claims.store(claims::pack(number, 0, units), std::memory_order_release);
+  board.claims.store(claims::pack(number, 0, copy_units(bytes)), std::memory_order_release);
+}
+
+/// Then: reads blocks of the published copy from the front, from `address` in the sender's
+/// process (`pid`), until nothing is left to claim. Does not wait for the sender's blocks.
+inline shared_read read_front(copy_board& board, pid_t pid, std::uint64_t address,
+                              std::byte* target, std::size_t bytes) {
+  const std::size_t unit = copy_unit_for(bytes);
+  const std::uint64_t units = copy_units(bytes);
   std::uint64_t seen = board.claims.load(std::memory_order_acquire);
   while (claims::front(seen) < claims::back(seen)) {
     const std::uint64_t first = claims::front(seen);
     const std::uint64_t end = first + claims::block(seen);
-    if (!board.claims.compare_exchange_weak(seen, claims::pack(number, end, claims::back(seen)),
-                                            std::memory_order_acq_rel)) {
+    if (!board.claims.compare_exchange_weak(
+            seen, claims::pack(claims::number(seen), end, claims::back(seen)),
+            std::memory_order_acq_rel)) {
       continue;  // the sender claimed meanwhile: `seen` is the new word
     }
     const std::size_t from = first * unit;
@@ -131,7 +137,7 @@ inline shared_read share_and_read(copy_board& board, std::uint64_t owner, pid_t 
       // Nothing more for the sender to claim: the copy ends with what it holds.
       std::uint64_t now = board.claims.load(std::memory_order_acquire);
       while (!board.claims.compare_exchange_weak(
-          now, claims::pack(number, claims::back(now), claims::back(now)),
+          now, claims::pack(claims::number(now), claims::back(now), claims::back(now)),
           std::memory_order_acq_rel)) {
       }
       return {copied, units - claims::back(now)};
@@ -139,6 +145,14 @@ inline shared_read share_and_read(copy_board& board, std::uint64_t owner, pid_t 
     seen = board.claims.load(std::memory_order_acquire);
   }
   return {cross_copy::done, units - claims::back(seen)};
+}
+
+/// Both: publishes the copy and reads from the front (the sender may meanwhile claim from the
+/// back: help_copy).
+inline shared_read share_and_read(copy_board& board, std::uint64_t owner, pid_t pid,
+                                  std::uint64_t address, std::byte* target, std::size_t bytes) {
+  publish_copy(board, owner, target, bytes);
+  return read_front(board, pid, address, target, bytes);
 }
 
 /// Whether the sender has written (or given back) the `claimed` units it took.
