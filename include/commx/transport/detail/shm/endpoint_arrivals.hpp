@@ -302,12 +302,13 @@ inline void endpoint::ask_for_pieces(const std::shared_ptr<operation>& receive,
 
 // Whether a large message of `bytes` from another rank is copied with its sender's help: it
 // is worth it, the board is free (no copy waits for a sender's blocks, none was given up on),
-// and the message goes one way. In an exchange both ends copy already, and the blocks a sender
+// this rank has a core (where ranks share cores senders do not help: help_receivers), and the
+// message goes one way (asked last: sending_large looks at every peer's table). In an exchange both ends copy already, and the blocks a sender
 // writes sit in its cache where the receiver reads them next: at 2 ranks, shared copies made
 // allreduces of 1 MiB 1.6x and allgathers of 256 KiB 1.7x slower (bench/HISTORY.md).
 inline bool endpoint::shares_copy(std::size_t bytes) const {
   return opts_.shared_copy && bytes >= shared_copy_from && !parked_ && !board_retired_ &&
-         !sending_large();
+         !waiting_.shares_core() && !sending_large();
 }
 
 // The parked copy, once its sender wrote the blocks it claimed or went: the receive ends (a

@@ -137,7 +137,7 @@ inline void endpoint::write_queue(int to, std::deque<outgoing>& queue, bool& wro
       }
       in_flight_[t].put(ticket_field, next.op);
       if (slot >= 0 && to != rank_ && cross_memory_ && opts_.shared_copy &&
-          op.payload.size() >= shared_copy_from) {
+          op.payload.size() >= shared_copy_from && !waiting_.shares_core()) {
         helpable_.push_back(next.op);  // its receiver may share the copy (help_receivers)
       }
       ring.write(next.header, {});
