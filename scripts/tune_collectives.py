@@ -231,7 +231,8 @@ def main() -> int:
     if args.keep:
         table = sorted(table + kept_rules(args.keep, measured, set(times), first_ranks),
                        key=lambda r: (r[0], r[1], r[2]))
-        sources += f" (outside {min(counts)}-{measured} ranks, the rules of the table it replaced)"
+        span = f"{measured}" if min(counts) == measured else f"{min(counts)}-{measured}"
+        sources += f" (outside {span} ranks, the rules of the table it replaced)"
         if set(times) != set(OPS.values()):
             sources += f"; {', '.join(sorted(times))} only, the rest kept"
         measured = max(measured, kept_measured_ranks(args.keep))
