@@ -121,13 +121,17 @@ inline void wait_all(std::vector<rank_process>& ranks, std::chrono::seconds limi
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         until - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
+      // Killed, then reaped here: the loop would otherwise never poll again, and spin.
       for (rank_process* r : who) {
         ::kill(r->pid, SIGKILL);
         r->text += " [hung: killed at the test's limit]";
         if (r->report >= 0) ::close(r->report);
         r->report = -1;
+        ::waitpid(r->pid, &r->status, 0);
+        ::close(r->pidfd);
+        r->ended = true;
       }
-      continue;
+      return;
     }
     if (::poll(fds.data(), fds.size(), static_cast<int>(left.count())) < 0 && errno != EINTR) {
       throw std::runtime_error("poll failed");

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -28,7 +29,9 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -1006,4 +1009,118 @@ TEST_CASE("a shared copy's blocks: claimed from the back, given back when refuse
   CHECK(shm::read_given_back(board, self, address, target, bytes) == shm::cross_copy::done);
   CHECK(std::equal(payload.begin(), payload.end(), target));
   ::munmap(memory, mapped);
+}
+
+namespace {
+// A seccomp filter on the calling thread that hands each `call` to a supervisor: the call waits
+// until the supervisor answers through the descriptor returned (-1: not installed). Threads
+// started before are not filtered, so one of them can supervise.
+int supervise_calls(long call) {
+  std::array<sock_filter, 4> filter{{
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<std::uint32_t>(call), 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  }};
+  const sock_fprog program{static_cast<unsigned short>(filter.size()), filter.data()};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  return static_cast<int>(
+      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &program));
+}
+
+// The next supervised call, waited for up to `limit`: its id, or nothing.
+std::optional<std::uint64_t> next_call(int listener, std::chrono::milliseconds limit) {
+  pollfd ready{listener, POLLIN, 0};
+  if (::poll(&ready, 1, static_cast<int>(limit.count())) <= 0) return std::nullopt;
+  seccomp_notif call{};
+  if (::ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &call) != 0) return std::nullopt;
+  return call.id;
+}
+
+// Lets supervised call `id` go on as if no filter were there.
+void let_through(int listener, std::uint64_t id) {
+  seccomp_notif_resp answer{};
+  answer.id = id;
+  answer.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+  (void)::ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &answer);
+}
+
+// Whether process `pid` has ended (gone, or a zombie its parent has not reaped).
+bool process_ended(pid_t pid) {
+  const auto record = commx::detail::shm::read_process_record(pid);
+  return !record || record->ended;
+}
+}  // namespace
+
+// A sender that stalls (here: held inside process_vm_writev by a seccomp supervisor that never
+// answers) after it claimed a block of its receiver's shared copy would write that block
+// whenever it resumed, into memory its receiver has handed back. The receiver, giving the receive
+// up, fences it: declares it lost and kills it before the receive returns. Deterministic: the
+// receiver's first process_vm_readv is held until the sender has stalled, so the sender claims
+// a block whatever the scheduler does.
+TEST_CASE(
+    "a sender stalled while it holds a block of a shared copy is killed before the receive "
+    "gives the buffer back",
+    "[shm][large][fence]") {
+  constexpr std::size_t bytes = std::size_t{8} << 20;
+  std::array<int, 2> stalled{};  // the sender's supervisor tells the receiver's
+  REQUIRE(::pipe2(stalled.data(), O_CLOEXEC) == 0);
+  job_spec job{commx::test::shm_ranks::fresh_token(),
+               2,
+               {{"COMMX_SHM_LARGE", "cma"},
+                {"COMMX_SHM_SHARED_COPY", "on"},
+                {"COMMX_SHM_SPIN", "1000"}}};  // a fixed choice: the ranks help
+  std::vector<rank_process> ranks;
+  ranks.push_back(start_rank(job, 0, [&stalled]() -> std::string {
+    ::setenv("COMMX_SHM_YIELD_US", "60000000", 1);  // the sender polls (helps), never sleeps
+    comm world = comm::from_env();
+    std::promise<int> listener;
+    std::thread([&stalled, calls = listener.get_future()]() mutable {
+      const int fd = calls.get();
+      if (fd < 0 || !next_call(fd, 60s)) return;
+      const char held = 1;
+      (void)::write(stalled[1], &held, 1);  // and never answers: the call waits for good
+    }).detach();
+    listener.set_value(supervise_calls(SYS_process_vm_writev));
+    std::vector<std::byte> message(bytes, std::byte{7});
+    world.barrier(60s);
+    world.send(1, 5, std::span<const std::byte>(message), 120s);
+    return "the send returned: its receiver did not fence this rank";
+  }));
+  const pid_t sender = ranks[0].pid;
+  ranks.push_back(start_rank(job, 1, [&stalled, sender]() -> std::string {
+    comm world = comm::from_env();
+    std::promise<int> listener;
+    std::atomic<bool> sender_stalled{false};
+    std::thread([&stalled, &sender_stalled, calls = listener.get_future()]() mutable {
+      const int fd = calls.get();
+      const std::optional<std::uint64_t> first = fd < 0 ? std::nullopt : next_call(fd, 60s);
+      if (!first) return;
+      pollfd told{stalled[0], POLLIN, 0};
+      sender_stalled = ::poll(&told, 1, 60000) == 1;
+      let_through(fd, *first);
+      while (const std::optional<std::uint64_t> id = next_call(fd, 120s)) let_through(fd, *id);
+    }).detach();
+    listener.set_value(supervise_calls(SYS_process_vm_readv));
+    std::vector<std::byte> message(bytes);
+    world.barrier(60s);
+    try {
+      world.recv(0, 5, std::span<std::byte>(message), 2s);
+      return "the receive completed though its sender never wrote its block";
+    } catch (const commx::error&) {
+    }
+    if (!sender_stalled) return "the sender never stalled in its block (no shared copy?)";
+    if (!process_ended(sender)) return "the receive returned while its stalled sender lived";
+    const std::vector<int> lost = world.known_lost();
+    if (std::ranges::find(lost, 0) == lost.end()) return "the fenced sender is not known lost";
+    return {};
+  }));
+  wait_all(ranks, 90s);  // the receive ends after its deadline and cancel's 30 s bound
+  ::close(stalled[0]);
+  ::close(stalled[1]);
+  INFO(commx::test::shm_ranks::failures(ranks));
+  CHECK(ranks[1].text.empty());
+  CHECK(WIFEXITED(ranks[1].status));
+  CHECK(ranks[0].text.empty());  // killed by its receiver: no report, nor the test's limit
+  CHECK((WIFSIGNALED(ranks[0].status) && WTERMSIG(ranks[0].status) == SIGKILL));
 }

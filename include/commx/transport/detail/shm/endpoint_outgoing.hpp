@@ -39,9 +39,21 @@ inline void endpoint::forget(const operation& op) {
   std::erase_if(helpable_,
                 [&](const std::shared_ptr<operation>& held) { return held.get() == &op; });
   if (parked_ && parked_->receive.get() == &op) {
-    // Given up on while its sender held a block it may still write: the board is not used again.
+    // Given up on (cancel's bound) while its sender held a block: a sender stalled that long
+    // (stopped, traced) would write the block into memory the caller has back, whenever it
+    // resumed. It is fenced: declared lost, and killed before this returns. The board is not
+    // used again (the kill may fail: another user's process, one the kernel holds).
+    const int from = parked_->offer.source;
+    const bool stalled = !sender_finished(segment_.board(rank_), parked_->sender_units);
     parked_.reset();
     board_retired_ = true;
+    if (stalled) {
+      exclude(from, "stalled holding a block of a shared copy into this rank's memory");
+      const bool fenced =
+          kill_and_wait(peers_[static_cast<std::size_t>(from)], std::chrono::seconds(5));
+      COMMX_LOG(warn, log_, "rank {}, stalled while it could write into a receive given up on, {}",
+                from, fenced ? "was killed" : "could not be killed: shared copies end here");
+    }
   }
   for (auto* tables : {&transfers_, &in_flight_}) {
     for (transfer_table& table : *tables) table.forget(op);

@@ -15,6 +15,7 @@
 /// peers it waits on and a few others in turn (endpoint_departures.hpp).
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +24,8 @@
 #include <optional>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -100,6 +103,29 @@ inline bool process_exists(pid_t pid, std::uint64_t start_time = 0) {
   if (pid <= 0) return false;
   if (::kill(pid, 0) != 0 && errno != EPERM) return false;
   return start_time == 0 || process_start_time(pid) == start_time;
+}
+
+/// Ends the process `watch` names with SIGKILL and waits up to `bound` until it has: how a
+/// rank fences a peer stalled while it may still write into this rank's memory (a shared copy's
+/// block). The signal goes through a pidfd opened before the last check that the process is
+/// the peer's, so it cannot reach a later process that reused the pid. True once it is gone.
+inline bool kill_and_wait(process_watch& watch, std::chrono::milliseconds bound) {
+  if (watch.gone(/*exact=*/true)) return true;
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, watch.pid(), 0));
+  if (pidfd < 0) return watch.gone(/*exact=*/true);
+  if (!watch.gone(/*exact=*/true)) {
+    (void)::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    // A pidfd turns readable when its process ends, a zombie or not (not only a child's).
+    const auto until = std::chrono::steady_clock::now() + bound;
+    for (auto left = bound; left.count() > 0;
+         left = std::chrono::duration_cast<std::chrono::milliseconds>(
+             until - std::chrono::steady_clock::now())) {
+      pollfd ended{pidfd, POLLIN, 0};
+      if (::poll(&ended, 1, static_cast<int>(left.count())) != 0 && errno != EINTR) break;
+    }
+  }
+  ::close(pidfd);
+  return watch.gone(/*exact=*/true);
 }
 
 }  // namespace commx::detail::shm
