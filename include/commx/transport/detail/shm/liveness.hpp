@@ -121,7 +121,8 @@ inline bool kill_and_wait(process_watch& watch, std::chrono::milliseconds bound)
          left = std::chrono::duration_cast<std::chrono::milliseconds>(
              until - std::chrono::steady_clock::now())) {
       pollfd ended{pidfd, POLLIN, 0};
-      if (::poll(&ended, 1, static_cast<int>(left.count())) != 0 && errno != EINTR) break;
+      const int ready = ::poll(&ended, 1, static_cast<int>(left.count()));
+      if (ready > 0 || (ready < 0 && errno != EINTR)) break;
     }
   }
   ::close(pidfd);
