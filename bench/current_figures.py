@@ -86,8 +86,8 @@ def collect_pmb(folder: Path, mode: str | None) -> tuple[list[str], list[list[st
     # TCP-only layout to match tcp's, so it is held against every stack as it comes.
     mpich = any(label == "mpich" for (_, label, _, _) in rounds)
     columns = ["stack", "collective", "ranks", "bytes", "best policy", "best us", "Open MPI us",
-               "best / Open MPI"] + (["MPICH us", "best / MPICH"] if mpich else []) + \
-        ["tuned / best"]
+               "best / Open MPI (95%)"] + (["MPICH us", "best / MPICH (95%)"] if mpich else []) + \
+        ["tuned / best (95%)"]
     rows = []
     for stack in stacks:
         for point in pmb_report.stack_points(stack, rounds)[1]:
@@ -95,20 +95,28 @@ def collect_pmb(folder: Path, mode: str | None) -> tuple[list[str], list[list[st
             if not pmb_report.counted(point["bench"], point["bytes"]) or peer not in medians \
                     or best is None:
                 continue
-            over_peer = pmb_report.round_ratio(point["rounds"][best], point["rounds"][peer])
-            tuned = point["tuned_over_best"]
             row = [stack, point["bench"], str(point["np"]), str(point["bytes"]), best,
-                   f"{medians[best]:.2f}", f"{medians[peer]:.2f}", f"{over_peer:.2f}"]
+                   f"{medians[best]:.2f}", f"{medians[peer]:.2f}",
+                   ratio_cell(point["rounds"][best], point["rounds"][peer])]
             if mpich:
-                over_mpich = pmb_report.round_ratio(point["rounds"][best],
-                                                    point["rounds"].get("mpich"))
-                row += [f"{medians['mpich']:.2f}", f"{over_mpich:.2f}"] if over_mpich else \
+                over_mpich = ratio_cell(point["rounds"][best], point["rounds"].get("mpich"))
+                row += [f"{medians['mpich']:.2f}", over_mpich] if over_mpich != "-" else \
                     ["-", "-"]
-            rows.append(row + [f"{tuned:.2f}" if tuned else "-"])
+            rows.append(row + [ratio_cell(point["rounds"].get("tuned"), point["rounds"][best])])
     text = vm_mode(pmb_report.round_modes(paths))
     if mode is not None:
         text += f"; only the runs that met the {mode} mode ({kept} of {everything} measurements)"
     return columns, rows, text
+
+
+def ratio_cell(over: dict | None, under: dict | None) -> str:
+    """The median over the rounds of over/under in each, with the 95% interval of that median
+    where there are rounds enough (pmb_report.median_interval): "1.01 (0.98-1.03)"."""
+    ratio = pmb_report.round_ratio(over, under)
+    if ratio is None:
+        return "-"
+    interval = pmb_report.round_interval(over, under)
+    return f"{ratio:.2f}" + (f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else "")
 
 
 def readable(value: str) -> str:

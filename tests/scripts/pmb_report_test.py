@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from pmb_report import RING_BCAST_BYTES, RING_BCAST_RANKS, by_round, main  # noqa: E402
-from pmb_report import only_mode, stack_table  # noqa: E402
+from pmb_report import median_interval, only_mode, stack_table  # noqa: E402
 
 
 def write(folder: Path, times: dict) -> Path:
@@ -72,6 +72,31 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(row[-2:], ["2.00", "1.50"])
         self.assertIn("np2: best at or below openmpi at 0 of 1 points, "
                       "tuned within 10% of the best at 0 of 1", lines)
+
+    def test_the_median_interval_is_the_sign_tests(self):
+        # 25 values: x(8) and x(18), as the tables of the sign test give for 95%; 9: x(2), x(8);
+        # 5 values cannot cover 95% (the widest pair, x(1) and x(5), covers 93.75%).
+        self.assertEqual(median_interval(list(range(1, 26))), (8, 18))
+        self.assertEqual(median_interval([9, 1, 8, 2, 7, 3, 6, 4, 5]), (2, 8))
+        self.assertIsNone(median_interval([1, 2, 3, 4, 5]))
+        self.assertEqual(median_interval([1, 2, 3, 4, 5, 6]), (1, 6))
+
+    def test_a_miss_inside_the_noise_is_counted_apart(self):
+        # flat over Open MPI: a median of 1.02 over 9 rounds whose 95% interval (0.97-1.05)
+        # reaches 1: within the noise. Then every round 1.2x or more: a miss.
+        ratios = [0.95, 0.97, 0.99, 1.01, 1.02, 1.03, 1.04, 1.05, 1.06]
+        lines = self.table(self.sweep([(r, r, 1.0) for r in ratios]))
+        row = next(line.split() for line in lines if line.lstrip().startswith("Barrier"))
+        self.assertEqual(row[-2:], ["1.02", "1.00"])
+        self.assertIn("np2: best at or below openmpi at 0 of 1 points (1 more within the noise), "
+                      "tuned within 10% of the best at 1 of 1", lines)
+        for old in self.root.iterdir():
+            for f in old.iterdir():
+                f.unlink()
+            old.rmdir()
+        lines = self.table(self.sweep([(1.2 + r / 10, 1.2 + r / 10, 1.0) for r in ratios]))
+        self.assertIn("np2: best at or below openmpi at 0 of 1 points, "
+                      "tuned within 10% of the best at 1 of 1", lines)
 
     def test_tuned_is_held_against_what_it_chooses_from(self):
         # On mpi, MPI's own collectives (native) win; tuned never picks them (they block past
