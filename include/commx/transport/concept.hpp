@@ -86,6 +86,14 @@
 /// | `t.send_blocking(p, ctx, tag, out, until, timeout)` | `std::optional<op_result>` | as `isend` and waiting for the request, returning once `out` may be reused: an `op_result` whose `error` is empty, or the error `result` would give, or `errc::timeout` when `until` passes first (the send is then withdrawn as by `cancel`). `until` is resolved against `timeout` only when the call has to wait, so a send that completes at once reads no clock. `std::nullopt`: the transport did nothing, and leaves this send to `isend` |
 /// | `t.recv_blocking(p, ctx, tag, in, until, timeout)` | `std::optional<op_result>` | as `irecv` and waiting for the request: the same matching, order and `prepare` semantics (a refused message stays queued), an `op_result` as `result` gives it, or `errc::timeout` when `until` passes before a message matched (nothing stays posted; one that matched by then is not cut off, and has up to one more `timeout` to arrive). `std::nullopt`: the transport did nothing, and leaves this receive to `irecv` |
 ///
+/// A transport's `isend` takes `out` as `const std::span<const std::byte>&`, and so does what it
+/// calls with `out` that is not inlined and has no registers left for it (a request returned
+/// through a hidden pointer and four arguments take five of six): a span passed by value there
+/// goes on the stack in one 16-byte load from the two 8-byte stores that wrote it a moment
+/// before, a store-forwarding stall that waits for every store ahead of it, the last message's
+/// writes into a peer's memory among them (bench/HISTORY.md, sixteenth entry). mpi's `isend`
+/// keeps a value: it points `out` at a copy for a small send to itself.
+///
 /// Every transport header ends with `static_assert(commx::transport::transport<its_type>)`; the
 /// conformance suite (tests/transport/conformance.hpp) checks the semantics above.
 

@@ -174,7 +174,7 @@ class faulty {
   { inner_.fail(); }
 
   /// T's isend, after the faults due at this send; held here while a delay or a partition says.
-  request isend(int peer, context_id ctx, int tag, std::span<const std::byte> data) {
+  request isend(int peer, context_id ctx, int tag, const std::span<const std::byte>& data) {
     ++sends_;
     if (ctx % 2 == 1) ++collective_sends_;  // a communicator's collectives use its odd context
     fire_due();

@@ -79,7 +79,7 @@ class inproc {
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).
-  request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+  request isend(int dest, context_id ctx, int tag, const std::span<const std::byte>& data) {
     request sent = hub_->send(rank_, dest, ctx, tag, data);
     sent_to_[static_cast<std::size_t>(dest)] += data.size();  // the communicator checked dest
     return sent;

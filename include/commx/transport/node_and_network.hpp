@@ -223,7 +223,7 @@ class node_and_network {
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`), through the level the two ranks share;
   /// `data` must stay valid and unchanged until the request completes (transport concept).
-  request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+  request isend(int dest, context_id ctx, int tag, const std::span<const std::byte>& data) {
     sent_[static_cast<std::size_t>(dest)] += data.size();
     request r;
     if (const int local = local_[static_cast<std::size_t>(dest)]; local >= 0) {

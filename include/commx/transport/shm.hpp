@@ -124,7 +124,7 @@ class shm {
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`); `data` must stay valid and unchanged
   /// until the request completes (transport concept, transport/concept.hpp).
-  request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+  request isend(int dest, context_id ctx, int tag, const std::span<const std::byte>& data) {
     return endpoint_->send(dest, ctx, tag, data);
   }
 

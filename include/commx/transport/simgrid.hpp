@@ -129,7 +129,7 @@ class simgrid {
   [[nodiscard]] std::vector<int> failed_peers() const { return job_->matching().failed_ranks(); }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`) (transport concept).
-  request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+  request isend(int dest, context_id ctx, int tag, const std::span<const std::byte>& data) {
     const compute_clock::call call(compute_);
     sent_to& to = sent_to_[dest];
     to.bytes += data.size();

@@ -79,7 +79,7 @@ class ucx {
   [[nodiscard]] clock::duration timeout() const { return engine_->timeout(); }
 
   /// Starts sending `data` to `dest` on (`ctx`, `tag`) (transport concept).
-  request isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+  request isend(int dest, context_id ctx, int tag, const std::span<const std::byte>& data) {
     return engine_->isend(dest, ctx, tag, data);
   }
   /// Starts receiving from `source` (or any_source) with `tag` (or any_tag) on `ctx`.

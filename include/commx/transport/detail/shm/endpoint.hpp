@@ -167,7 +167,7 @@ class endpoint {
   [[nodiscard]] const log::context& log_context() const { return log_; }
 
   std::shared_ptr<operation> send(int to, context_id ctx, int tag,
-                                  std::span<const std::byte> data) {
+                                  const std::span<const std::byte>& data) {
     const auto t = static_cast<std::size_t>(to);
     if (state_[t] != presence::present) {
       return completed(operation::kind::send, to, ctx, tag, lost(to, data.size()));

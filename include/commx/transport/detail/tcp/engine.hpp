@@ -197,7 +197,7 @@ class engine {
 
   /// `stream`: for an extension with several streams, the one to carry the data (-1: any).
   std::shared_ptr<operation> isend(int dest, context_id ctx, int tag,
-                                   std::span<const std::byte> data, int stream = -1) {
+                                   const std::span<const std::byte>& data, int stream = -1) {
     peers_[index(dest)].bytes_sent += data.size();
     if (dest == rank()) return send_to_self(ctx, tag, data);
     peer_link& link = peers_[index(dest)];

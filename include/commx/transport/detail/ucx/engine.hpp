@@ -94,7 +94,8 @@ class engine {
     return static_cast<int>(std::ranges::count_if(peers_, [](const peer& p) { return p.ep; }));
   }
 
-  operation_handle isend(int dest, context_id ctx, int tag, std::span<const std::byte> data) {
+  operation_handle isend(int dest, context_id ctx, int tag,
+                         const std::span<const std::byte>& data) {
     peer& to = peers_[index(dest)];
     to.sent += data.size();
     if (!bits_.fits(ctx)) return failed_now(dest, tag, context_error(ctx));
