@@ -112,11 +112,12 @@ def collect_pmb(folder: Path, mode: str | None) -> tuple[list[str], list[list[st
 def ratio_cell(over: dict | None, under: dict | None) -> str:
     """The median over the rounds of over/under in each, with the 95% interval of that median
     where there are rounds enough (pmb_report.median_interval): "1.01 (0.98-1.03)"."""
-    ratio = pmb_report.round_ratio(over, under)
-    if ratio is None:
+    ratios = pmb_report.round_ratios(over, under)
+    if not ratios:
         return "-"
-    interval = pmb_report.round_interval(over, under)
-    return f"{ratio:.2f}" + (f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else "")
+    interval = pmb_report.median_interval(ratios)
+    return f"{statistics.median(ratios):.2f}" + \
+        (f" ({interval[0]:.2f}-{interval[1]:.2f})" if interval else "")
 
 
 def readable(value: str) -> str:

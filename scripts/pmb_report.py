@@ -126,11 +126,16 @@ def by_round(paths) -> dict[tuple[str, str, int, int], dict[str, float]]:
     return seen
 
 
+def round_ratios(over: dict[str, float] | None, under: dict[str, float] | None) -> list[float]:
+    """over / under in each round both have."""
+    if not over or not under:
+        return []
+    return [over[r] / under[r] for r in over if r in under and under[r] > 0]
+
+
 def round_ratio(over: dict[str, float] | None, under: dict[str, float] | None) -> float | None:
     """The median over the rounds both have of over / under in that round."""
-    if not over or not under:
-        return None
-    ratios = [over[r] / under[r] for r in over if r in under and under[r] > 0]
+    ratios = round_ratios(over, under)
     return statistics.median(ratios) if ratios else None
 
 
@@ -154,9 +159,7 @@ def median_interval(values, confidence: float = 0.95) -> tuple[float, float] | N
 def round_interval(over: dict[str, float] | None,
                    under: dict[str, float] | None) -> tuple[float, float] | None:
     """median_interval of the rounds' ratios that round_ratio takes the median of."""
-    if not over or not under:
-        return None
-    return median_interval([over[r] / under[r] for r in over if r in under and under[r] > 0])
+    return median_interval(round_ratios(over, under))
 
 
 def goal_state(ratio: float, interval: tuple[float, float] | None, bound: float) -> str:
@@ -232,8 +235,8 @@ def stack_table(stack: str, rounds: dict) -> list[str]:
     header = ["bench", "np", "bytes"] + policies + ["p2p"] + mpi_names + \
         [f"best/{peer}", "tuned/best"]
     out = [f"=== commx {stack} (against {peer})", " ".join(f"{h:>13}" for h in header)]
-    # np -> [points, best at or below the peer, within the noise, tuned within 10%, noise]
-    goals = collections.defaultdict(lambda: [0, 0, 0, 0, 0])
+    # np -> counts: "points", and (goal, goal_state) for the goals "best" and "tuned"
+    goals = collections.defaultdict(collections.Counter)
     for point in points:
         cols = point["medians"]
         row = [point["bench"], str(point["np"]), str(point["bytes"])]
@@ -244,18 +247,14 @@ def stack_table(stack: str, rounds: dict) -> list[str]:
         out.append(" ".join(f"{c:>13}" for c in row))
         if best_over_peer and tuned_over_best and counted(point["bench"], point["bytes"]):
             goal = goals[point["np"]]
-            goal[0] += 1
-            for at, (ratio, interval, bound) in ((1, (best_over_peer,
-                                                      point["best_over_peer_interval"], 1.0)),
-                                                 (3, (tuned_over_best,
-                                                      point["tuned_over_best_interval"], 1.1))):
-                state = goal_state(ratio, interval, bound)
-                goal[at] += state == "met"
-                goal[at + 1] += state == "noise"
-    for np_, (points_, at_or_below, noisy, within, noisy_tuned) in sorted(goals.items()):
-        out.append(f"np{np_}: best at or below {peer} at {at_or_below} of {points_} points"
-                   f"{more_within_noise(noisy)}, tuned within 10% of the best at {within} of "
-                   f"{points_}{more_within_noise(noisy_tuned)}")
+            goal["points"] += 1
+            goal["best", goal_state(best_over_peer, point["best_over_peer_interval"], 1.0)] += 1
+            goal["tuned", goal_state(tuned_over_best, point["tuned_over_best_interval"], 1.1)] += 1
+    for np_, goal in sorted(goals.items()):
+        out.append(f"np{np_}: best at or below {peer} at {goal['best', 'met']} of "
+                   f"{goal['points']} points{more_within_noise(goal['best', 'noise'])}, tuned "
+                   f"within 10% of the best at {goal['tuned', 'met']} of {goal['points']}"
+                   f"{more_within_noise(goal['tuned', 'noise'])}")
     return out
 
 
