@@ -54,6 +54,7 @@ done
 python3 - "$log" "$bound" "$here/../scripts" <<'PY'
 import re, statistics, sys
 sys.path.insert(0, sys.argv[3])
+from launching import line_mode
 from pmb_report import median_interval
 bound = float(sys.argv[2])
 scale = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}
@@ -63,10 +64,9 @@ def number(text):
 runs, mode = {}, {}
 for line in open(sys.argv[1]):
     kv = dict(item.split("=", 1) for item in line.split())
-    if "line_before" in kv:  # a cache line crosses in ~40 ns on one die, ~200-250 on two
-        dies = {"one die" if float(kv[k]) < 100 else "two dies"
-                for k in ("line_before", "line_after")}
-        mode[kv["round"]] = dies.pop() if len(dies) == 1 else "mixed"
+    if "line_before" in kv:
+        mode[kv["round"]] = {"fast": "one die", "slow": "two dies", "mixed": "mixed"}[
+            line_mode(float(kv["line_before"]), float(kv["line_after"]))]
     else:
         key = (kv["measure"], kv["round"])
         runs.setdefault(key, {}).setdefault(kv["cpu"], {})[kv["which"]] = number(kv["value"])
