@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -66,6 +67,16 @@ struct cpu_sharing {
   int ranks = 1;
   int cpus = 1;
 };
+
+/// How often a waiting rank looks at its peers' processes: `asked` (options::liveness_period),
+/// or 1 ms per rank of a core where more crowd them, so that sleeping ranks wake for it some
+/// 1,000 times a second per core at most. Each such wake-up costs a few system calls and a look
+/// at every peer's queues: at 20 ms, 1,024 ranks on 2 cores woke 51,000 times a second, which
+/// took the cores' whole time, and a token went round their ring at 85 ms a hop.
+inline std::chrono::milliseconds liveness_period_for(std::chrono::milliseconds asked,
+                                                     const cpu_sharing& sharing) {
+  return std::max(asked, std::chrono::milliseconds(sharing.ranks / std::max(sharing.cpus, 1)));
+}
 
 /// The sharing of `mine` among the CPU sets of `ranks` ranks, `cpus_of(r)` giving rank r's
 /// (this rank's among them).

@@ -74,7 +74,8 @@ struct options {
   /// How long a waiting rank yields its core, turn after turn, before it sleeps on its futex;
   /// none: decided by how many ranks share a core (waiting.hpp).
   std::optional<std::chrono::microseconds> yield_period;
-  /// How often a waiting rank checks that its peers' processes still exist.
+  /// How often a waiting rank checks that its peers' processes still exist (at least 1 ms per
+  /// rank of a core where more crowd them: liveness_period_for, cpu_sharing.hpp).
   std::chrono::milliseconds liveness_period{20};
 
   /// Where messages stop going whole through the ring unless COMMX_SHM_LARGE_THRESHOLD says:

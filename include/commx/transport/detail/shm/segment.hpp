@@ -359,8 +359,11 @@ class segment {
     }
     slot(rank).state.store(presence::present, std::memory_order_release);
     publish_probe(slot(rank), cpus_of(rank));
-    h.arrived.fetch_add(1, std::memory_order_acq_rel);
-    futex_wake_all(h.arrived);
+    // Only the last arrival wakes the waiters: a wake per arrival woke every rank already in,
+    // each to look again whether its segment went stale (a handful of system calls), N^2/2
+    // wake-ups in all: 1,024 ranks took 137 s to start on 2 cores, past the 60 s deadline.
+    if (h.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 >= static_cast<std::uint32_t>(ranks_))
+      futex_wake_all(h.arrived);
     return true;
   }
 
@@ -391,6 +394,11 @@ class segment {
   bool wait_for_everyone(int rank, clock::time_point when) {
     segment_header& h = header();
     const auto everyone = static_cast<std::uint32_t>(ranks_);
+    // How long a waiter sleeps between its looks for a stale segment: from 20 ms, doubling to
+    // half a second, so that N waiters look some 2N times a second once the job is slow to
+    // arrive, not 50N (at 1,024 ranks on 2 cores, 50N looks took the cores from the ranks
+    // still starting).
+    std::chrono::milliseconds between_looks{20};
     for (;;) {
       const std::uint32_t arrived = h.arrived.load(std::memory_order_acquire);
       if (arrived >= everyone) return true;
@@ -414,8 +422,8 @@ class segment {
                                 arrived, ranks_));
       }
       const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(when - clock::now());
-      futex_wait(h.arrived, arrived,
-                 std::min<std::chrono::nanoseconds>(left, std::chrono::milliseconds(20)));
+      futex_wait(h.arrived, arrived, std::min<std::chrono::nanoseconds>(left, between_looks));
+      between_looks = std::min(between_looks * 2, std::chrono::milliseconds(500));
     }
   }
 
