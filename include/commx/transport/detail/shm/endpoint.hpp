@@ -585,8 +585,8 @@ class endpoint {
   bool cut_off_ = false;     // the others declared this rank lost (exclude)
   std::uint64_t events_ = 0;
   std::uint32_t departures_seen_ = 0;
+  std::chrono::milliseconds liveness_period_{};  // liveness_period_for: longer on crowded cores
   clock::time_point last_liveness_;
-  std::chrono::milliseconds liveness_period_{};  ///< liveness_period_for: longer on crowded cores
   int next_watched_ = 0;  ///< the peer check_liveness looks at in turn
   unsigned idle_polls_ = 0;
   log::context log_;
