@@ -133,7 +133,7 @@ class endpoint {
     }
     departures_seen_ = segment_.header().departures.load(std::memory_order_acquire);
     last_liveness_ = clock::now();
-    liveness_period_ = liveness_period_for(opts_.liveness_period, sharing_);
+    opts_.liveness_period = liveness_period_for(opts_.liveness_period, sharing_);
     cma_required_ = opts_.large == large_path::cma;  // said, not the default
     if (!opts_.large) opts_.large = large_path::cma;
     probe_cross_memory();
@@ -315,7 +315,7 @@ class endpoint {
   /// Progress without waiting: the rings drained, and the peers' liveness checked when due.
   void poll() {
     progress();
-    if (clock::now() - last_liveness_ >= liveness_period_) check_liveness();
+    if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
   }
 
   /// Marks this rank failed (rather than finished): its peers count it in failed_peers().
@@ -585,7 +585,6 @@ class endpoint {
   bool cut_off_ = false;     // the others declared this rank lost (exclude)
   std::uint64_t events_ = 0;
   std::uint32_t departures_seen_ = 0;
-  std::chrono::milliseconds liveness_period_{};  // liveness_period_for: longer on crowded cores
   clock::time_point last_liveness_;
   int next_watched_ = 0;  ///< the peer check_liveness looks at in turn
   unsigned idle_polls_ = 0;

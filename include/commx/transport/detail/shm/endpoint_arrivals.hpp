@@ -49,7 +49,7 @@ inline void endpoint::progress() {
   // A caller that polls test() instead of waiting still learns of dead peers.
   if (++idle_polls_ >= 1024) {
     idle_polls_ = 0;
-    if (clock::now() - last_liveness_ >= liveness_period_) check_liveness();
+    if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
   }
 }
 

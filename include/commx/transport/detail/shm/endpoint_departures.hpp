@@ -126,13 +126,13 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   progress();  // anything published before our announcement is seen here
   if (events_ == seen) {
     const auto now = clock::now();
-    const auto cap = last_liveness_ + liveness_period_;
+    const auto cap = last_liveness_ + opts_.liveness_period;
     const auto until = std::min(when, std::max(cap, now + std::chrono::milliseconds(1)));
     if (until > now) futex_wait(me.wake, word, until - now);
   }
   me.sleeping.store(0, std::memory_order_relaxed);
   progress();
-  if (clock::now() - last_liveness_ >= liveness_period_) check_liveness();
+  if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
 }
 
 // Called after publishing to `peer`'s ring or freeing space in its ring to us (may_be_asleep).
