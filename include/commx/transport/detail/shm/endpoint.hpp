@@ -61,6 +61,7 @@
 #include "commx/error.hpp"
 #include "commx/log.hpp"
 #include "commx/transport/detail/operation_pool.hpp"
+#include "commx/transport/detail/shm/backlog.hpp"
 #include "commx/transport/detail/shm/credit.hpp"
 #include "commx/transport/detail/shm/cross_memory.hpp"
 #include "commx/transport/detail/shm/futex.hpp"
@@ -110,8 +111,7 @@ class endpoint {
     window_ = std::max<std::uint64_t>(opts_.eager_window, credit_cost(eager_limit_));
     producers_.resize(n);
     consumers_.resize(n);
-    outbox_.resize(n);
-    urgent_.resize(n);
+    backlog_.resize(n);
     in_flight_.resize(n);
     transfers_.resize(n);
     pieces_done_.resize(n);
@@ -181,14 +181,15 @@ class endpoint {
       auto op = new_operation(operation::kind::send, to, ctx, tag);
       op->payload = data;
       queue_for(to);  // progress() flushes what flush() cannot write now
-      outbox_[t].push_back({outgoing::kind::eager, eager_record(ctx, tag, data.size()), op});
+      backlog_[t]->outbox.push_back(
+          {outgoing::kind::eager, eager_record(ctx, tag, data.size()), op});
       flush(to);
       return op;
     }
     auto op = new_operation(operation::kind::send, to, ctx, tag);
     op->payload = data;
     queue_for(to);
-    outbox_[t].push_back({outgoing::kind::offer, offer_record(*op), op});
+    backlog_[t]->outbox.push_back({outgoing::kind::offer, offer_record(*op), op});
     flush(to);
     return op;
   }
@@ -278,13 +279,15 @@ class endpoint {
         return true;
       }
     } else {
-      auto& queue = outbox_[static_cast<std::size_t>(op.peer)];
-      auto waiting = std::find_if(queue.begin(), queue.end(),
-                                  [&](const outgoing& o) { return o.op.get() == &op; });
-      if (waiting != queue.end()) {  // not in the ring yet
-        queue.erase(waiting);
-        complete(op, {op.peer, op.tag, 0, make_error_code(errc::cancelled)});
-        return true;
+      if (auto* backlog = backlog_[static_cast<std::size_t>(op.peer)].get()) {
+        auto& queue = backlog->outbox;
+        auto waiting = std::find_if(queue.begin(), queue.end(),
+                                    [&](const outgoing& o) { return o.op.get() == &op; });
+        if (waiting != queue.end()) {  // not in the ring yet
+          queue.erase(waiting);
+          complete(op, {op.peer, op.tag, 0, make_error_code(errc::cancelled)});
+          return true;
+        }
       }
       if (op.offered && withdraw(op)) return true;
     }
@@ -325,13 +328,6 @@ class endpoint {
   void exclude(int peer, std::string_view why);
 
  private:
-  struct outgoing {
-    enum class kind { eager, offer, control, pieces };
-    kind what;
-    record header;
-    std::shared_ptr<operation> op;  // eager, offer and pieces
-  };
-
   static record eager_record(context_id ctx, int tag, std::size_t bytes) {
     record header{};
     header.kind = record_kind::eager;
@@ -374,7 +370,8 @@ class endpoint {
   bool write_eager_now(int to, context_id ctx, int tag, std::span<const std::byte> data) {
     const auto t = static_cast<std::size_t>(to);
     if (!announced_[t]) announce(to);
-    if (!outbox_[t].empty() || !producers_[t].fits(record_kind::eager, data.size()) ||
+    if ((backlog_[t] && !backlog_[t]->outbox.empty()) ||
+        !producers_[t].fits(record_kind::eager, data.size()) ||
         !credit_out_[t].take(credit_cost(data.size()), producers_[t], window_)) {
       return false;
     }
@@ -521,10 +518,12 @@ class endpoint {
   bool cma_required_ = false;  // COMMX_SHM_LARGE=cma: start-up fails without it
   bool left_ = false;
 
-  std::vector<ring_producer> producers_;        // to each peer
-  std::vector<ring_consumer> consumers_;        // from each peer
-  std::vector<std::deque<outgoing>> outbox_;    // messages (eager, offers), in order
-  std::vector<std::deque<outgoing>> urgent_;    // answers (cts, fin) and pieces
+  std::vector<ring_producer> producers_;           // to each peer
+  std::vector<ring_consumer> consumers_;           // from each peer
+  std::vector<std::unique_ptr<backlog>> backlog_;  // to each peer, made on first use
+  [[nodiscard]] bool backlogged(std::size_t peer) const {
+    return backlog_[peer] && !backlog_[peer]->empty();
+  }
   std::vector<transfer_table> in_flight_;       // our offers to each peer
   std::vector<transfer_table> transfers_;       // pieces coming from each peer
   path_choice paths_;                           // cma or pieces, when both are open (auto)

@@ -31,8 +31,8 @@ inline void endpoint::progress() {
   for (std::size_t i = 0; i < queued_peers_.size();) {
     const int peer = queued_peers_[i];
     const auto p = static_cast<std::size_t>(peer);
-    if (!outbox_[p].empty() || !urgent_[p].empty()) flush(peer);
-    if (outbox_[p].empty() && urgent_[p].empty()) {
+    if (backlogged(p)) flush(peer);
+    if (!backlogged(p)) {
       queued_[p] = false;
       queued_peers_[i] = queued_peers_.back();
       queued_peers_.pop_back();
@@ -417,7 +417,7 @@ inline void endpoint::arrive_clear_to_send(int from, const record& header) {
   auto* op = in_flight_[static_cast<std::size_t>(from)].find(header.ticket, header.generation);
   if (op == nullptr) return;  // withdrawn meanwhile
   queue_for(from);
-  urgent_[static_cast<std::size_t>(from)].push_back({outgoing::kind::pieces, {}, *op});
+  backlog_[static_cast<std::size_t>(from)]->urgent.push_back({outgoing::kind::pieces, {}, *op});
 }
 
 inline void endpoint::arrive_piece(int from, const record& header, const ring_consumer& ring) {

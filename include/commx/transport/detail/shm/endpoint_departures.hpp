@@ -180,7 +180,7 @@ inline bool endpoint::incoming() const {
   }
   for (const int peer : queued_peers_) {
     const auto p = static_cast<std::size_t>(peer);
-    if ((!outbox_[p].empty() || !urgent_[p].empty()) && producers_[p].room_freed()) return true;
+    if (backlogged(p) && producers_[p].room_freed()) return true;
   }
   if (segment_.slot(rank_).senders_changed.load(std::memory_order_relaxed) != senders_seen_) {
     return true;
@@ -235,8 +235,7 @@ inline void endpoint::check_liveness() {
   for (int peer = 0; peer < size_; ++peer) {
     const auto p = static_cast<std::size_t>(peer);
     if (!present(peer)) continue;
-    if (!outbox_[p].empty() || !urgent_[p].empty() || !in_flight_[p].empty() ||
-        !transfers_[p].empty()) {
+    if (backlogged(p) || !in_flight_[p].empty() || !transfers_[p].empty()) {
       look_at(peer);
     }
   }
@@ -327,11 +326,13 @@ inline void endpoint::depart(int peer, presence how, std::string_view found) {
     complete(*op, lost(peer, 0));
     return true;
   });
-  for (auto* queue : {&outbox_[p], &urgent_[p]}) {
-    for (outgoing& o : *queue) {
-      if (o.op && !o.op->done) complete(*o.op, lost(peer, o.op->payload.size()));
+  if (auto* backlog = backlog_[p].get()) {
+    for (auto* queue : {&backlog->outbox, &backlog->urgent}) {
+      for (outgoing& o : *queue) {
+        if (o.op && !o.op->done) complete(*o.op, lost(peer, o.op->payload.size()));
+      }
+      queue->clear();
     }
-    queue->clear();
   }
   in_flight_[p].release_all([&](operation& op) {
     if (!op.done) complete(op, lost(peer, op.payload.size()));

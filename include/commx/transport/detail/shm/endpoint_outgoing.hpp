@@ -15,7 +15,9 @@ inline bool endpoint::withdraw(operation& op) {
   const auto to = static_cast<std::size_t>(op.peer);
   if (op.ticket < 0) {
     if (op.progress != 0) return false;
-    std::erase_if(urgent_[to], [&](const outgoing& o) { return o.op.get() == &op; });
+    if (auto* backlog = backlog_[to].get()) {
+      std::erase_if(backlog->urgent, [&](const outgoing& o) { return o.op.get() == &op; });
+    }
     in_flight_[to].erase(no_ticket, op.generation);
     record revoke{};
     revoke.kind = record_kind::revoke;
@@ -58,9 +60,10 @@ inline void endpoint::forget(const operation& op) {
   for (auto* tables : {&transfers_, &in_flight_}) {
     for (transfer_table& table : *tables) table.forget(op);
   }
-  for (auto* queues : {&outbox_, &urgent_}) {
-    for (auto& queue : *queues) {
-      std::erase_if(queue, [&](const outgoing& o) { return o.op.get() == &op; });
+  for (auto& backlog : backlog_) {
+    if (!backlog) continue;
+    for (auto* queue : {&backlog->outbox, &backlog->urgent}) {
+      std::erase_if(*queue, [&](const outgoing& o) { return o.op.get() == &op; });
     }
   }
 }
@@ -80,9 +83,11 @@ inline void endpoint::announce(int to) {
 }
 
 // `to` may have something queued now: progress() flushes it until both queues are empty.
+// Makes the peer's backlog on first use; it stays while the endpoint lives.
 inline void endpoint::queue_for(int to) {
   const auto t = static_cast<std::size_t>(to);
   if (!announced_[t]) announce(to);
+  if (!backlog_[t]) backlog_[t] = std::make_unique<backlog>();
   if (queued_[t]) return;
   queued_[t] = true;
   queued_peers_.push_back(to);
@@ -92,7 +97,7 @@ inline void endpoint::send_control(int to, const record& header) {
   const auto t = static_cast<std::size_t>(to);
   if (state_[t] != presence::present) return;
   queue_for(to);
-  urgent_[t].push_back({outgoing::kind::control, header, nullptr});
+  backlog_[t]->urgent.push_back({outgoing::kind::control, header, nullptr});
   flush(to);
 }
 
@@ -101,9 +106,11 @@ inline void endpoint::send_control(int to, const record& header) {
 // ticket comes free only when the peer's answer or our pieces get through.
 inline void endpoint::flush(int to) {
   const auto t = static_cast<std::size_t>(to);
+  backlog* waiting = backlog_[t].get();
+  if (waiting == nullptr) return;
   bool wrote = false;
-  write_queue(to, urgent_[t], wrote);
-  write_queue(to, outbox_[t], wrote);
+  write_queue(to, waiting->urgent, wrote);
+  write_queue(to, waiting->outbox, wrote);
   if (wrote) wake(to);
 }
 

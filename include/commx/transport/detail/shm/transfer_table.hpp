@@ -12,6 +12,10 @@
 /// gets pieces through the ring; its sender withdraws it with a `revoke` record, which fails a
 /// receive that had already matched it with errc::cancelled, as tcp's revoke does. So an offer
 /// never waits for a slot, and a receive for a later tag always finds its message.
+///
+/// A rank has two tables per peer of its node (its offers, the pieces it expects), so the slots
+/// are made with the first large message of the pair: a peer that never sends or receives one
+/// costs a table's 80 bytes, not its 16 slots' 256 more and their allocation.
 
 #include <cstddef>
 #include <cstdint>
@@ -29,8 +33,6 @@ inline constexpr std::uint32_t no_ticket = 0xffffffffU;
 
 class transfer_table {
  public:
-  transfer_table() : slots_(tickets_per_pair) {}
-
   /// The operation a record names (its ticket, or no_ticket, and the offer's generation);
   /// null when there is none: withdrawn, abandoned, or finished.
   [[nodiscard]] std::shared_ptr<operation>* find(std::uint32_t ticket, std::uint64_t generation) {
@@ -38,6 +40,7 @@ class transfer_table {
       auto it = slotless_.find(generation);
       return it == slotless_.end() ? nullptr : &it->second;
     }
+    if (slots_.empty()) return nullptr;
     auto& op = slots_[ticket % tickets_per_pair];
     return op && op->generation == generation ? &op : nullptr;
   }
@@ -48,6 +51,7 @@ class transfer_table {
       const std::uint64_t generation = op->generation;
       slotless_[generation] = std::move(op);
     } else {
+      if (slots_.empty()) slots_.resize(tickets_per_pair);
       auto& slot = slots_[ticket % tickets_per_pair];
       if (!slot) ++slots_held_;
       slot = std::move(op);
@@ -57,7 +61,7 @@ class transfer_table {
   void erase(std::uint32_t ticket, std::uint64_t generation) {
     if (ticket == no_ticket) {
       slotless_.erase(generation);
-    } else {
+    } else if (!slots_.empty()) {
       auto& slot = slots_[ticket % tickets_per_pair];
       if (slot) --slots_held_;
       slot.reset();
@@ -69,6 +73,7 @@ class transfer_table {
 
   /// A free ticket slot, or -1 when every one is taken.
   [[nodiscard]] int free_slot() const {
+    if (slots_.empty()) return 0;
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       if (!slots_[i]) return static_cast<int>(i);
     }
@@ -99,7 +104,7 @@ class transfer_table {
   }
 
  private:
-  std::vector<std::shared_ptr<operation>> slots_;
+  std::vector<std::shared_ptr<operation>> slots_;  // tickets_per_pair of them, or none yet
   std::size_t slots_held_ = 0;
   std::map<std::uint64_t, std::shared_ptr<operation>> slotless_;
 };
