@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // transport::shm's own tests, on real processes: floods of unexpected messages (both ways; three
 // senders to one, held within the eager window), offers beyond the tickets, a
-// rank SIGKILLed mid-exchange (in a forked job and under commxrun), a stale segment left by a
-// crashed job, and ranks that never arrive. The large-message path comes from COMMX_SHM_LARGE
+// rank SIGKILLed mid-exchange (in a forked job and under commxrun; found by the one rank waiting
+// on it), a stale segment left by a crashed job, and ranks that never arrive. The large-message path comes from COMMX_SHM_LARGE
 // (CTest runs this file once per path).
 
 #include <catch2/catch.hpp>
@@ -217,6 +217,63 @@ TEST_CASE(
   INFO(commx::test::shm_ranks::failures(ranks));
   CHECK(commx::test::shm_ranks::failures(ranks).empty());
   CHECK_FALSE(commx::test::shm_ranks::segment_exists(name));
+}
+
+TEST_CASE(
+    "a rank found gone by the look at the peer a posted receive names: that receive raises "
+    "peer_lost and the one posted after it still completes",
+    "[shm]") {
+  // Only rank 0 waits in commx, on a receive from rank 4, which is not among the next two ranks
+  // it watches, and on one from rank 1 posted after it; rank 4's own watchers (ranks 2 and 3)
+  // wait outside commx. So the look at the peer a posted receive names is what finds it gone
+  // (now and then rank 0's round over every rank finds it first), and settling it erases that
+  // receive from the list the look walks, with one after it.
+  constexpr int size = 6;
+  constexpr int victim = 4;
+  constexpr int late_sender = 1;
+  job_spec job{commx::test::shm_ranks::fresh_token(), size, {}};
+  std::array<int, 2> ready{};    // each rank: "past the barrier"
+  std::array<int, 2> release{};  // rank 0 to the bystanders: "the victim is settled"
+  std::array<int, 2> hold{};     // nobody writes: the victim blocks on it until it is killed
+  for (auto* p : {&ready, &release, &hold}) REQUIRE(::pipe(p->data()) == 0);
+  std::vector<rank_process> ranks;
+  for (int r = 0; r < size; ++r) {
+    ranks.push_back(start_rank(job, r, [&, r]() -> std::string {
+      comm world = comm::from_env();
+      if (r != 0) {
+        world.barrier();
+        post_byte(ready[1]);
+        if (r == victim) {
+          await_byte(hold[0]);
+          return "the victim was not killed";
+        }
+        if (!await_byte(release[0])) return "rank 0 never released the bystanders";
+        if (r == late_sender) world.send(0, 3, 77, 30s);
+        return {};
+      }
+      int from_victim = -1;
+      int from_late = -1;
+      auto lost = world.irecv(victim, 1, from_victim);
+      auto late = world.irecv(late_sender, 3, from_late);
+      world.barrier();
+      post_byte(ready[1]);
+      std::string report = expect_code(
+          commx::errc::peer_lost, [&] { lost.wait(30s); }, "receive from the victim");
+      for (int i = 0; i < size - 2; ++i) post_byte(release[1]);
+      late.wait(30s);
+      if (from_late != 77) report += fmt::format("receive posted after it: {}\n", from_late);
+      return report;
+    }));
+  }
+  for (int fd : {ready[1], release[0], release[1], hold[0], hold[1]}) ::close(fd);
+  for (int i = 0; i < size; ++i) REQUIRE(await_byte(ready[0]));
+  ::close(ready[0]);
+  REQUIRE(::kill(ranks[victim].pid, SIGKILL) == 0);
+  wait_all(ranks, 120s);
+  CHECK(WIFSIGNALED(ranks[victim].status));
+  ranks.erase(ranks.begin() + victim);
+  INFO(commx::test::shm_ranks::failures(ranks));
+  CHECK(commx::test::shm_ranks::failures(ranks).empty());
 }
 
 TEST_CASE("a ring size the records cannot count is refused before anything is made", "[shm]") {

@@ -222,15 +222,17 @@ inline void endpoint::check_liveness() {
     next_watched_ = (next_watched_ + 1) % size_;
     if (present(next_watched_)) look_at(next_watched_, /*exact=*/true);
   }
+  // Gathered first: a peer found gone is settled at once, which completes and erases posted
+  // receives and may add to senders_, the lists walked here.
+  std::vector<int> awaited;
   bool any_source_posted = false;
   for (const auto& op : posted_) {
-    if (op->peer >= 0 && present(op->peer)) look_at(op->peer);
+    if (op->peer >= 0) awaited.push_back(op->peer);
     any_source_posted = any_source_posted || op->peer == any_source;
   }
-  if (any_source_posted) {
-    for (const int peer : senders_) {
-      if (present(peer)) look_at(peer);
-    }
+  if (any_source_posted) awaited.insert(awaited.end(), senders_.begin(), senders_.end());
+  for (const int peer : awaited) {
+    if (present(peer)) look_at(peer);
   }
   for (int peer = 0; peer < size_; ++peer) {
     const auto p = static_cast<std::size_t>(peer);
