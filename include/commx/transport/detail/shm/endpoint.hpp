@@ -279,8 +279,8 @@ class endpoint {
         return true;
       }
     } else {
-      if (auto* backlog = backlog_[static_cast<std::size_t>(op.peer)].get()) {
-        auto& queue = backlog->outbox;
+      if (auto* held = backlog_[static_cast<std::size_t>(op.peer)].get()) {
+        auto& queue = held->outbox;
         auto waiting = std::find_if(queue.begin(), queue.end(),
                                     [&](const outgoing& o) { return o.op.get() == &op; });
         if (waiting != queue.end()) {  // not in the ring yet
@@ -445,6 +445,11 @@ class endpoint {
     return pool_.take(k, peer, ctx, tag);
   }
 
+  // Records to `peer` waiting for room in its ring (its backlog is made on first use).
+  [[nodiscard]] bool backlogged(std::size_t peer) const {
+    return backlog_[peer] && !backlog_[peer]->empty();
+  }
+
   // Waking, liveness and peers that go (endpoint_departures.hpp).
   void wake(int peer);
   void nudge(int peer);
@@ -521,14 +526,11 @@ class endpoint {
   std::vector<ring_producer> producers_;           // to each peer
   std::vector<ring_consumer> consumers_;           // from each peer
   std::vector<std::unique_ptr<backlog>> backlog_;  // to each peer, made on first use
-  [[nodiscard]] bool backlogged(std::size_t peer) const {
-    return backlog_[peer] && !backlog_[peer]->empty();
-  }
-  std::vector<transfer_table> in_flight_;       // our offers to each peer
-  std::vector<transfer_table> transfers_;       // pieces coming from each peer
-  path_choice paths_;                           // cma or pieces, when both are open (auto)
-  std::array<std::uint64_t, 2> ways_taken_{};   // large messages received: in pieces, by cma
-  std::vector<clock::time_point> pieces_done_;  // from each peer, the last transfer's end
+  std::vector<transfer_table> in_flight_;          // our offers to each peer
+  std::vector<transfer_table> transfers_;          // pieces coming from each peer
+  path_choice paths_;                              // cma or pieces, when both are open (auto)
+  std::array<std::uint64_t, 2> ways_taken_{};      // large messages received: in pieces, by cma
+  std::vector<clock::time_point> pieces_done_;     // from each peer, the last transfer's end
   // Under auto and shape, to tell an exchange: offers we made, when the last was, and when the
   // large sends we have in flight began (since the last time we had none).
   std::uint64_t large_offers_ = 0;

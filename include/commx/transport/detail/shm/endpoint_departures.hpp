@@ -328,8 +328,8 @@ inline void endpoint::depart(int peer, presence how, std::string_view found) {
     complete(*op, lost(peer, 0));
     return true;
   });
-  if (auto* backlog = backlog_[p].get()) {
-    for (auto* queue : {&backlog->outbox, &backlog->urgent}) {
+  if (auto* held = backlog_[p].get()) {
+    for (auto* queue : {&held->outbox, &held->urgent}) {
       for (outgoing& o : *queue) {
         if (o.op && !o.op->done) complete(*o.op, lost(peer, o.op->payload.size()));
       }

@@ -15,8 +15,8 @@ inline bool endpoint::withdraw(operation& op) {
   const auto to = static_cast<std::size_t>(op.peer);
   if (op.ticket < 0) {
     if (op.progress != 0) return false;
-    if (auto* backlog = backlog_[to].get()) {
-      std::erase_if(backlog->urgent, [&](const outgoing& o) { return o.op.get() == &op; });
+    if (auto* held = backlog_[to].get()) {
+      std::erase_if(held->urgent, [&](const outgoing& o) { return o.op.get() == &op; });
     }
     in_flight_[to].erase(no_ticket, op.generation);
     record revoke{};
@@ -60,9 +60,9 @@ inline void endpoint::forget(const operation& op) {
   for (auto* tables : {&transfers_, &in_flight_}) {
     for (transfer_table& table : *tables) table.forget(op);
   }
-  for (auto& backlog : backlog_) {
-    if (!backlog) continue;
-    for (auto* queue : {&backlog->outbox, &backlog->urgent}) {
+  for (auto& held : backlog_) {
+    if (!held) continue;
+    for (auto* queue : {&held->outbox, &held->urgent}) {
       std::erase_if(*queue, [&](const outgoing& o) { return o.op.get() == &op; });
     }
   }
