@@ -25,10 +25,16 @@ inline void engine::take(const std::shared_ptr<operation>& op, queue_position at
     return;
   }
   switch (queued->how) {
-    case queued_message::form::eager:
+    case queued_message::form::eager: {
       if (size > 0) std::memcpy(target, queued->eager.data(), size);
-      if (queued->source != rank()) consumed(queued->source, size);
-      break;
+      const int source = queued->source;
+      // Popped before the credit goes out: a write that finds the peer gone settles it, and
+      // dropping its queued messages rearranges the queue `at` points into.
+      unexpected_.pop(at);
+      if (source != rank()) consumed(source, size);
+      finish(*op, result);
+      return;
+    }
     case queued_message::form::self_rendezvous:
       if (size > 0) std::memcpy(target, queued->self_send->payload.data(), size);
       finish(*queued->self_send, {rank(), queued->tag, size, {}});

@@ -254,8 +254,10 @@ inline void paths::reopen(int peer, const path_config& tuning) {
 inline void paths::request_retune(int peer, const path_config& tuning) {
   path& p = peers_[index(peer)];
   const std::string text = tuning_text(tuning);
-  for (const auto& s : p.streams) {
-    if (!s->active) continue;
+  for (const auto& open : p.streams) {
+    if (!open->active) continue;
+    // Held here: a write that finds the peer gone drops its streams, this one's only owner.
+    const std::shared_ptr<stream> s = open;
     out_control(*s,
                 {stream_kind::retune, engine_.rank(), static_cast<std::uint32_t>(tuning.streams),
                  p.epoch, 0, text.size()},
@@ -301,8 +303,9 @@ inline void paths::begin_close(const std::shared_ptr<stream>& s) {
   flush(s);
 }
 
-inline void paths::finish_close(const std::shared_ptr<stream>& s) {
-  if (!s->shut || !s->close_received || s->in_payload) return;
+inline void paths::finish_close(const std::shared_ptr<stream>& closing) {
+  if (!closing->shut || !closing->close_received || closing->in_payload) return;
+  const std::shared_ptr<stream> s = closing;  // `closing` may be an element of p.streams
   s->conn.close();
   path& p = peers_[index(s->peer)];
   std::erase(p.streams, s);
