@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // transport::shm's own tests, on real processes: floods of unexpected messages (both ways; three
-// senders to one, held within the eager window), offers beyond the tickets, a
-// rank SIGKILLed mid-exchange (in a forked job and under commxrun; found by the one rank waiting
-// on it), a stale segment left by a crashed job, and ranks that never arrive. The large-message path comes from COMMX_SHM_LARGE
-// (CTest runs this file once per path).
+// senders to one, held within the eager window), offers beyond the tickets, a rank SIGKILLed
+// mid-exchange (in a forked job and under commxrun; found by the one rank waiting on it), a
+// stale segment left by a crashed job, and ranks that never arrive. The large-message path
+// comes from COMMX_SHM_LARGE (CTest runs this file once per path).
 
 #include <catch2/catch.hpp>
 
