@@ -82,7 +82,16 @@ class connection {
   }
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
+  connection(connection&&) = delete;
   ~connection() = default;
+
+  /// Closes the connection and lets its buffers go, leaving a connection not yet made in the
+  /// same object: whoever still holds it (a read that processed the frame which ended it, a
+  /// flush whose write found the end) sees it closed, not freed.
+  void forget(asio::io_context& io) {
+    close();
+    *this = connection(io);
+  }
 
   asio::ip::tcp::socket socket;
   std::unique_ptr<tls_channel> tls;  ///< set when the connection is encrypted
@@ -266,6 +275,9 @@ class connection {
     socket.shutdown(asio::socket_base::shutdown_both, ignored);
     socket.close(ignored);
   }
+
+ private:
+  connection& operator=(connection&&) = default;  // forget()'s: a link's object stays put
 };
 
 }  // namespace commx::detail::tcp

@@ -214,10 +214,10 @@ inline void engine::release(int peer) {
   if (!link.releasing) return;
   link.releasing = false;
   if (link.state != presence::present) return;
-  link.conn->close();
   // Its buffers go now; a connection not yet made stands in, as every link's handlers that
-  // the closing cancelled still look for one.
-  link.conn = std::make_unique<connection>(io_);
+  // the closing cancelled still look for one. The same object: this may run inside a read or
+  // a flush of it (broken -> release).
+  link.conn->forget(io_);
   link.state = presence::absent;
   ++events_;
   COMMX_LOG(debug, log_, "released the rendezvous's connection with rank {}", peer);
