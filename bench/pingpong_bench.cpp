@@ -5,7 +5,10 @@
 //   COMMX_INPROC_RANKS=2 ./bench_pingpong_inproc
 //   commxrun -n 2 ./bench_pingpong_shm [--benchmark_repetitions=5 ...]
 // mpi_pingpong_bench.cpp is the same measurement in raw MPI calls, for side-by-side ratios.
-// Rank 0 runs Google Benchmark; rank 1 serves the runs rank 0 describes to it.
+// Rank 0 runs Google Benchmark; rank 1 serves the runs rank 0 describes to it. Ranks beyond 1
+// leave at once; with PINGPONG_ALL_TALKED=1 every rank first hears from every other (an
+// alltoall) and those beyond 1 stay, waiting for rank 0 to finish: what two ranks' messages
+// cost in a job whose ranks all talked once and are still there.
 
 #include <benchmark/benchmark.h>
 
@@ -13,8 +16,10 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdlib>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <commx/variant.hpp>
@@ -100,7 +105,17 @@ int main(int argc, char** argv) {
             commx::errc::invalid_argument,
             fmt::format("{} needs 2 ranks, not {}", commx::variant::target_name, world.size()));
       }
+      const char* all_talked = std::getenv("PINGPONG_ALL_TALKED");
+      const bool stay = all_talked != nullptr && std::string_view(all_talked) == "1";
+      if (stay) {
+        std::vector<std::int64_t> out(static_cast<std::size_t>(world.size()), world.rank());
+        std::vector<std::int64_t> in(out.size());
+        world.alltoall(out, in);
+      }
       if (world.rank() == 1) serve(world);
+      if (world.rank() > 1 && stay) {
+        world.recv(0, pingpong::control_tag, std::span<std::byte>(), commx::clock::duration::max());
+      }
       if (world.rank() != 0) return;
       const std::string stack(comm::transport_type::name);
       for (kind what : pingpong::measurements) {
@@ -113,6 +128,9 @@ int main(int argc, char** argv) {
       benchmark::Initialize(&argc, argv);
       benchmark::RunSpecifiedBenchmarks();
       world.send(1, pingpong::control_tag, pingpong::run{kind::stop, 0, 0, 0});  // no answer
+      for (int r = 2; stay && r < world.size(); ++r) {
+        world.send(r, pingpong::control_tag, std::span<const std::byte>());
+      }
     });
   } catch (const std::exception& e) {
     fmt::print(stderr, "{}: {}\n", commx::variant::target_name, e.what());

@@ -13,7 +13,8 @@
 // layered stacks' meeting, ucx's address exchange: transport/detail/start_tree.hpp), and each
 // rank may hold a connection more per peer it has there (about log2 n at most). With
 // `all_pairs`, after those checks every rank sends to and hears from every other (each peer's
-// endpoint is right).
+// endpoint is right), then the token goes round the ring twice more (where a rank that heard
+// from every rank polls most of them less often: shm's cold senders).
 // With `large=BYTES`, a message of that size goes around the ring too, before the counting
 // (wan opens a path's data streams on its first large message). With `allreduce`, after the
 // checks every rank sums 64 KiB of doubles with all others and checks every element (where
@@ -146,12 +147,16 @@ int main(int argc, char** argv) {
   // rank has counted its descriptors: a token goes twice round the ring, over the connections
   // the ring made. (A barrier alone let a rank that counted early dial one that had not
   // counted yet.)
-  for (int lap = 0; lap < 2 && n > 1; ++lap) {
-    int token = lap;
-    if (me == 0) world.send(right, 5, token);
-    world.recv(left, 5, token);
-    if (me != 0) world.send(right, 5, token);
-  }
+  const auto pass_token_twice = [&] {
+    for (int lap = 0; lap < 2 && n > 1; ++lap) {
+      int token = lap;
+      if (me == 0) world.send(right, 5, token);
+      world.recv(left, 5, token);
+      if (me != 0) world.send(right, 5, token);
+      if (token != lap) verdict += fmt::format(" the token came back as {}, not {};", token, lap);
+    }
+  };
+  pass_token_twice();
   if (bound.allreduce) {
     constexpr std::size_t count = 8192;  // 64 KiB
     std::vector<double> sum(count);
@@ -180,6 +185,7 @@ int main(int argc, char** argv) {
         verdict += fmt::format(" heard {} from rank {};", heard[static_cast<std::size_t>(r)], r);
       }
     }
+    pass_token_twice();
   }
 
   // Rank 0 hears every rank's verdict; the others hear back that everyone is done, so no

@@ -71,6 +71,7 @@
 #include "commx/transport/detail/shm/options.hpp"
 #include "commx/transport/detail/shm/ring.hpp"
 #include "commx/transport/detail/shm/segment.hpp"
+#include "commx/transport/detail/shm/polled_senders.hpp"
 #include "commx/transport/detail/shm/transfer_table.hpp"
 #include "commx/transport/detail/shm/waiting.hpp"
 
@@ -112,14 +113,13 @@ class endpoint {
     producers_.resize(n);
     consumers_.resize(n);
     backlog_.resize(n);
-    in_flight_.resize(n);
+    in_flight_.assign(n, transfer_table(&offering_to_));
     transfers_.resize(n);
     pieces_done_.resize(n);
     credit_out_.resize(n);
     credit_in_.resize(n);
     generations_.assign(n, 0);
     owed_wakes_.reserve(n);
-    polled_.assign(n, false);
     announced_.assign(n, false);
     queued_.assign(n, false);
     peers_.resize(n);
@@ -455,7 +455,8 @@ class endpoint {
   void nudge(int peer);
   void settle_wakes();
   void wake_everyone();
-  bool incoming() const;
+  bool incoming(bool every_sender = false);
+  void drain_cold(bool all);
   void leave(presence how);
   void check_liveness();
   void look_at(int peer, bool exact = false);
@@ -490,7 +491,7 @@ class endpoint {
   void end_parked_copy();
   void help_receivers();
   void arrive_revoke(int from, const record& header);
-  [[nodiscard]] bool sending_large() const;
+  [[nodiscard]] bool sending_large() const { return offering_to_ > 0; }  // offers in flight
   void note_cost(path_choice::decision choice, std::size_t bytes, clock::time_point since);
   large_way choose_large_way(const queued_message& offer, bool slotted);
   void say_large_ways() const;
@@ -527,6 +528,7 @@ class endpoint {
   std::vector<ring_consumer> consumers_;           // from each peer
   std::vector<std::unique_ptr<backlog>> backlog_;  // to each peer, made on first use
   std::vector<transfer_table> in_flight_;          // our offers to each peer
+  std::size_t offering_to_ = 0;                    // peers whose in_flight_ table holds one
   std::vector<transfer_table> transfers_;          // pieces coming from each peer
   path_choice paths_;                              // cma or pieces, when both are open (auto)
   std::array<std::uint64_t, 2> ways_taken_{};      // large messages received: in pieces, by cma
@@ -547,10 +549,9 @@ class endpoint {
   std::vector<std::uint64_t> generations_;
   std::vector<int> owed_wakes_;  // peers nudge() could not be sure were awake
   // Whom this rank polls: the senders whose bits it has seen in its senders words (one look
-  // at its slot's senders_changed tells if there is anyone new), and whether it has set its
-  // own bit at each peer. A rank's polling costs what its senders cost, not the job's size.
-  std::vector<int> senders_;
-  std::vector<bool> polled_;
+  // at its slot's senders_changed tells if there is anyone new; polled_senders.hpp), and
+  // whether it has set its own bit at each peer.
+  polled_senders senders_{static_cast<std::size_t>(size_)};
   std::vector<bool> announced_;
   std::uint32_t senders_seen_ = 0;
   // The peers whose outbox or urgent queue may hold something, each once (queued_).
@@ -587,7 +588,8 @@ class endpoint {
   std::uint64_t events_ = 0;
   std::uint32_t departures_seen_ = 0;
   clock::time_point last_liveness_;
-  int next_watched_ = 0;  ///< the peer check_liveness looks at in turn
+  std::optional<std::uint64_t> slept_idle_at_;  // events_ when a sleep ended finding nothing
+  int next_watched_ = 0;                        ///< the peer check_liveness looks at in turn
   unsigned idle_polls_ = 0;
   log::context log_;
 };

@@ -25,9 +25,12 @@ inline void endpoint::progress() {
   find_senders();
   // A peer that went was drained as it went (depart): nothing it writes later is taken in, so
   // a rank declared lost (exclude) that resumes is never heard again.
-  for (const int peer : senders_) {
+  const bool all_cold = senders_.start_poll();
+  for (const int peer : senders_.hot()) {
     if (state_[static_cast<std::size_t>(peer)] == presence::present) drain(peer, drain_limit);
   }
+  drain_cold(all_cold);
+  senders_.cool_if_crowded();
   for (std::size_t i = 0; i < queued_peers_.size();) {
     const int peer = queued_peers_[i];
     const auto p = static_cast<std::size_t>(peer);
@@ -65,17 +68,31 @@ inline void endpoint::find_senders() {
     while (bits != 0) {
       const auto s = w * 64 + static_cast<std::size_t>(std::countr_zero(bits));
       bits &= bits - 1;
-      if (!polled_[s]) {
-        polled_[s] = true;
+      if (!senders_.polls(s)) {
         consumers_[s] = ring_consumer(segment_.ring(static_cast<int>(s), rank_));
-        senders_.push_back(static_cast<int>(s));
+        senders_.add(static_cast<int>(s));
       }
     }
   }
 }
 
+// The cold senders that wrote, of every one (`all`) or of the next chunk, are drained and hot
+// again (polled_senders.hpp).
+inline void endpoint::drain_cold(bool all) {
+  if (all) senders_.cold_looked();
+  std::vector<int> wrote;
+  for (const int peer : all ? senders_.cold() : senders_.next_cold_chunk()) {
+    const auto p = static_cast<std::size_t>(peer);
+    if (state_[p] == presence::present && consumers_[p].has_data()) wrote.push_back(peer);
+  }
+  for (const int peer : wrote) {
+    drain(peer, drain_limit);
+    senders_.warm(peer);
+  }
+}
+
 inline void endpoint::drain(int peer, std::size_t limit) {
-  if (!polled_[static_cast<std::size_t>(peer)]) return;  // it never wrote to us
+  if (!senders_.polls(static_cast<std::size_t>(peer))) return;  // it never wrote to us
   ring_consumer& ring = consumers_[static_cast<std::size_t>(peer)];
   record header{};
   std::size_t taken = 0;
@@ -86,6 +103,7 @@ inline void endpoint::drain(int peer, std::size_t limit) {
   }
   if (taken != 0) {
     ++events_;
+    senders_.heard(peer);
     nudge(peer);  // it may be waiting for room
   }
 }
@@ -303,8 +321,8 @@ inline void endpoint::ask_for_pieces(const std::shared_ptr<operation>& receive,
 // Whether a large message of `bytes` from another rank is copied with its sender's help: it
 // is worth it, the board is free (no copy waits for a sender's blocks, none was given up on),
 // this rank has a core (where ranks share cores senders do not help: help_receivers), and the
-// message goes one way (asked last: sending_large looks at every peer's table). In an exchange both ends copy already, and the blocks a sender
-// writes sit in its cache where the receiver reads them next: at 2 ranks, shared copies made
+// message goes one way. In an exchange both ends copy already, and the blocks a sender writes
+// sit in its cache where the receiver reads them next: at 2 ranks, shared copies made
 // allreduces of 1 MiB 1.6x and allgathers of 256 KiB 1.7x slower (bench/HISTORY.md).
 inline bool endpoint::shares_copy(std::size_t bytes) const {
   return opts_.shared_copy && bytes >= shared_copy_from && !parked_ && !board_retired_ &&
@@ -490,11 +508,6 @@ inline void endpoint::note_cost(path_choice::decision choice, std::size_t bytes,
   } else {
     paths_.record(choice, bytes, clock::now() - since);
   }
-}
-
-// Whether this rank has large messages of its own in flight (each table keeps its count).
-inline bool endpoint::sending_large() const {
-  return std::ranges::any_of(in_flight_, [](const transfer_table& t) { return !t.empty(); });
 }
 
 }  // namespace commx::detail::shm

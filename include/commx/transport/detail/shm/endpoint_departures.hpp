@@ -90,7 +90,13 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   if (events_ != seen) return;
   // Spin as long as the core is ours (waiting.hpp). Then give the core away, turn after
   // turn, for a while: a yield that finds nobody else runnable costs less than a futex sleep
-  // and wake-up. Only then sleep.
+  // and wake-up. Only then sleep. A wait whose last sleep ended with nothing new (at the
+  // liveness check, or at its caller's deadline) sleeps again at once: yielding anew each
+  // liveness period, a rank that waits for long (a bystander while two ranks talk) took the
+  // core from the ranks that work, each of them 40 us per rank of its core (at 128 ranks on 2
+  // cores, an 8-byte ping-pong between two of them took 2x a 2-rank job's time). Not while a
+  // large copy is shared: its blocks wake nobody.
+  const bool slept_idle = slept_idle_at_ == seen && !parked_ && helpable_.empty();
   // A sender waiting for its large message's receiver shares the copy meanwhile; a receiver
   // whose copy waits for its sender's blocks looks at them (progress) at every poll.
   const auto arrived = [&] {
@@ -104,14 +110,21 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   // Whether the core is shared, asked once: after a yield that found it so, the answer reads
   // the clock.
   const bool shared_core = waiting_.shares_core();
-  if (may_spin(shared_core) && waiting_.spin(arrived, when)) return;
+  if (!slept_idle && may_spin(shared_core) && waiting_.spin(arrived, when)) return;
+  // A last look at every sender before the core goes: the spin looked at the cold ones only at
+  // times (polled_senders.hpp), and where ranks crowd a core a yield's turn comes back
+  // milliseconds later (a flat root's 8-byte allreduce at 256 ranks took 1.9x as long).
+  if (!slept_idle && incoming(/*every_sender=*/true)) {
+    progress();
+    if (events_ != seen) return;
+  }
   const idle_mark idle(segment_.slot(rank_).idle, shared_core);
   // The period is asked at each turn: it shortens once a yield finds the core shared.
   const auto yield_start = clock::now();
-  waiting_.start_yielding();
-  while (clock::now() < std::min(when, yield_start + waiting_.yield_period())) {
+  if (!slept_idle) waiting_.start_yielding();
+  while (!slept_idle && clock::now() < std::min(when, yield_start + waiting_.yield_period())) {
     waiting_.yield();
-    if (!incoming() && !parked_) {
+    if (!incoming(/*every_sender=*/true) && !parked_) {
       if (!helpable_.empty()) help_receivers();
       continue;
     }
@@ -123,6 +136,7 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   me.sleeping.exchange(1, std::memory_order_seq_cst);  // see may_be_asleep()
   after_announcing_sleep();
   const std::uint32_t word = me.wake.load(std::memory_order_seq_cst);
+  senders_.cold_due();
   progress();  // anything published before our announcement is seen here
   if (events_ == seen) {
     const auto now = clock::now();
@@ -131,7 +145,9 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
     if (until > now) futex_wait(me.wake, word, until - now);
   }
   me.sleeping.store(0, std::memory_order_relaxed);
+  senders_.cold_due();
   progress();
+  slept_idle_at_ = events_ == seen ? std::optional(seen) : std::nullopt;
   if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
 }
 
@@ -173,10 +189,26 @@ inline void endpoint::wake_everyone() {
 }
 
 // Anything new in our rings, room in a ring we wait to write to, or a rank gone? (Loads
-// only: the spin loop's test.)
-inline bool endpoint::incoming() const {
-  for (const int peer : senders_) {
-    if (consumers_[static_cast<std::size_t>(peer)].has_data()) return true;
+// only: the spin loop's test.) Of the cold senders' rings, the next chunk, or every one
+// (`every_sender`) a chunk at a time with the hot ones between (polled_senders.hpp).
+inline bool endpoint::incoming(bool every_sender) {
+  const auto wrote = [&](std::span<const int> peers) {
+    return std::ranges::any_of(
+        peers, [&](int peer) { return consumers_[static_cast<std::size_t>(peer)].has_data(); });
+  };
+  if (wrote(senders_.hot())) return true;
+  const std::span<const int> cold = senders_.cold();
+  constexpr std::size_t chunk = polled_senders::cold_chunk;
+  for (std::size_t at = 0; every_sender && at < cold.size(); at += chunk) {
+    if (wrote(cold.subspan(at, std::min(chunk, cold.size() - at)))) {
+      senders_.cold_due();
+      return true;
+    }
+    if (wrote(senders_.hot())) return true;
+  }
+  if (!every_sender && wrote(senders_.next_cold_chunk())) {
+    senders_.cold_due();
+    return true;
   }
   for (const int peer : queued_peers_) {
     const auto p = static_cast<std::size_t>(peer);
@@ -223,14 +255,18 @@ inline void endpoint::check_liveness() {
     if (present(next_watched_)) look_at(next_watched_, /*exact=*/true);
   }
   // Gathered first: a peer found gone is settled at once, which completes and erases posted
-  // receives and may add to senders_, the lists walked here.
+  // receives and may change senders_, the lists walked here.
   std::vector<int> awaited;
   bool any_source_posted = false;
   for (const auto& op : posted_) {
     if (op->peer >= 0) awaited.push_back(op->peer);
     any_source_posted = any_source_posted || op->peer == any_source;
   }
-  if (any_source_posted) awaited.insert(awaited.end(), senders_.begin(), senders_.end());
+  if (any_source_posted) {
+    for (const auto kind : {senders_.hot(), senders_.cold()}) {
+      awaited.insert(awaited.end(), kind.begin(), kind.end());
+    }
+  }
   for (const int peer : awaited) {
     if (present(peer)) look_at(peer);
   }

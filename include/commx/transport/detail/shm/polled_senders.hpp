@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+/// @file
+/// Whom a shm rank polls for records, and how often.
+///
+/// A rank polls the rings of the ranks that wrote to it (their bits in its senders words), not
+/// every ring of its node, so its polling costs what its senders cost, not the job's size. A
+/// rank that once heard from everyone (an alltoall, a flat gather's root, any_source traffic)
+/// would still read every ring at every poll for the rest of the job: at 128 ranks on 2 cores,
+/// the others waiting after one alltoall, an 8-byte ping-pong between two of them took 3.1 us a
+/// half round trip across two dies and 1.8 us on one (0.35 and 0.11 us in a 2-rank job), and
+/// 40 and 23-57 us where waits spin as a rank with a core of its own does (COMMX_SHM_SPIN=2000);
+/// 0.47 and 0.17 us now (bench/README.md). So a rank's senders are of two kinds:
+///
+/// | kind | polled | a sender becomes one |
+/// |---|---|---|
+/// | hot | at every poll and look | when first found, and when a look at it finds a record |
+/// | cold | `cold_chunk` of them at each poll and look, in turn; all at a wait's yields (`cold_chunk` at a time, the hot between), before and after a sleep, and at the next poll once a look found a record in one | when it wrote nothing for `cool_after` polls; and when more than twice `keep_hot` are hot, all but the `keep_hot` heard from last |
+///
+/// A halo exchange's neighbours and a tree's partners, heard from every few polls, stay hot. A
+/// look never reads more than the hot rings and one chunk of cold ones before it reads the hot
+/// ones again, so a cold sender's record waits at most (cold senders / cold_chunk) polls of a
+/// spinning wait and no yield, and a hot sender's no more than one chunk's loads. Memory: 12
+/// bytes and a bit per rank of the node.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace commx::detail::shm {
+
+class polled_senders {
+ public:
+  /// Senders kept hot when some cool (the rest cool only beyond twice as many).
+  static constexpr std::size_t keep_hot = 32;
+  /// Cold senders looked at per poll or look.
+  static constexpr std::size_t cold_chunk = 4;
+  /// Polls without a record after which a hot sender cools (looked for at every such count).
+  static constexpr std::uint64_t cool_after = 1024;
+
+  explicit polled_senders(std::size_t ranks)
+      : polled_(ranks, false), last_heard_(ranks, 0), cold_at_(ranks, not_cold) {}
+
+  /// Whether `peer` wrote to this rank once (its ring is polled, hot or cold).
+  [[nodiscard]] bool polls(std::size_t peer) const { return polled_[peer]; }
+
+  /// A sender found in the senders words: hot, as if just heard from.
+  void add(int peer) {
+    polled_[index(peer)] = true;
+    last_heard_[index(peer)] = polls_;
+    hot_.push_back(peer);
+  }
+
+  [[nodiscard]] std::span<const int> hot() const { return hot_; }
+  [[nodiscard]] std::span<const int> cold() const { return cold_; }
+
+  /// Starts a poll: whether it looks at every cold sender (due) or the next chunk.
+  [[nodiscard]] bool start_poll() {
+    if (++polls_ % cool_after == 0) cool_quiet();
+    return cold_due_;
+  }
+  /// The next cold_chunk cold senders, in turn (fewer at the end of the list).
+  [[nodiscard]] std::span<const int> next_cold_chunk() {
+    if (cold_.empty()) return {};
+    if (cursor_ >= cold_.size()) cursor_ = 0;
+    const std::size_t first = cursor_;
+    cursor_ += std::min(cold_chunk, cold_.size() - first);
+    return std::span<const int>(cold_).subspan(first, cursor_ - first);
+  }
+  /// The next poll looks at every cold sender (a look found a record, or the rank may sleep).
+  void cold_due() { cold_due_ = true; }
+  /// Every cold sender was looked at.
+  void cold_looked() { cold_due_ = false; }
+
+  /// `peer` has written since the last poll.
+  void heard(int peer) { last_heard_[index(peer)] = polls_; }
+  /// The cold sender `peer` has written: it is hot again (the last cold sender takes its place
+  /// in the cold list).
+  void warm(int peer) {
+    const std::uint32_t at = cold_at_[index(peer)];
+    if (at == not_cold) return;
+    cold_at_[index(cold_.back())] = at;
+    cold_[at] = cold_.back();
+    cold_.pop_back();
+    cold_at_[index(peer)] = not_cold;
+    hot_.push_back(peer);
+    heard(peer);
+  }
+
+  /// Cools the hot senders that wrote nothing in the last cool_after polls.
+  void cool_quiet() {
+    const auto quiet = [&](int peer) { return last_heard_[index(peer)] + cool_after <= polls_; };
+    cool(std::stable_partition(hot_.begin(), hot_.end(), std::not_fn(quiet)));
+  }
+
+  /// Cools all but the keep_hot senders heard from last, once more than twice as many are
+  /// hot: a linear pass per keep_hot senders warmed.
+  void cool_if_crowded() {
+    if (hot_.size() <= 2 * keep_hot) return;
+    const auto kept = hot_.begin() + static_cast<std::ptrdiff_t>(keep_hot);
+    std::nth_element(hot_.begin(), kept, hot_.end(),
+                     [&](int a, int b) { return last_heard_[index(a)] > last_heard_[index(b)]; });
+    cool(kept);
+  }
+
+ private:
+  static constexpr std::uint32_t not_cold = 0xffffffffU;
+  static std::size_t index(int peer) { return static_cast<std::size_t>(peer); }
+
+  // The hot senders from `first` on become cold.
+  void cool(std::vector<int>::iterator first) {
+    for (auto it = first; it != hot_.end(); ++it) {
+      cold_at_[index(*it)] = static_cast<std::uint32_t>(cold_.size());
+      cold_.push_back(*it);
+    }
+    hot_.erase(first, hot_.end());
+  }
+
+  std::vector<int> hot_;
+  std::vector<int> cold_;
+  std::vector<bool> polled_;
+  std::vector<std::uint64_t> last_heard_;  // the poll at which each sender last wrote
+  std::vector<std::uint32_t> cold_at_;     // each cold sender's place in cold_
+  std::size_t cursor_ = 0;                 // the next chunk's first place in cold_
+  std::uint64_t polls_ = 0;
+  bool cold_due_ = false;
+};
+
+}  // namespace commx::detail::shm
