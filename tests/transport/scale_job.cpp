@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
   // counted yet.)
   const auto pass_token_twice = [&] {
     for (int lap = 0; lap < 2 && n > 1; ++lap) {
-      int token = lap;
+      int token = me == 0 ? lap : -1;
       if (me == 0) world.send(right, 5, token);
       world.recv(left, 5, token);
       if (me != 0) world.send(right, 5, token);

@@ -26,7 +26,8 @@ std::shared_ptr<shm::operation> offer(std::uint64_t generation) {
 
 TEST_CASE("the busy count follows each table from empty to holding and back", "[shm]") {
   std::size_t busy = 0;
-  std::vector<shm::transfer_table> tables(3, shm::transfer_table(&busy));
+  std::vector<shm::transfer_table> tables;
+  for (int t = 0; t < 3; ++t) tables.emplace_back(&busy);  // moved as the vector grows
 
   tables[0].put(0, offer(1));
   tables[0].put(shm::no_ticket, offer(2));  // a second offer: the same table, counted once

@@ -113,7 +113,7 @@ class endpoint {
     producers_.resize(n);
     consumers_.resize(n);
     backlog_.resize(n);
-    in_flight_.assign(n, transfer_table(&offering_to_));
+    for (std::size_t p = 0; p < n; ++p) in_flight_.emplace_back(&offering_to_);
     transfers_.resize(n);
     pieces_done_.resize(n);
     credit_out_.resize(n);
@@ -248,6 +248,7 @@ class endpoint {
   }
 
   std::optional<op_result> probe(int from, context_id ctx, int tag) {
+    senders_.cold_due();  // every ring: what arrived before the probe is found by it
     progress();
     for (auto at = unexpected_.find(from, ctx, tag); at != unexpected_.end();
          at = unexpected_.find(from, ctx, tag)) {
@@ -317,6 +318,7 @@ class endpoint {
 
   /// Progress without waiting: the rings drained, and the peers' liveness checked when due.
   void poll() {
+    senders_.cold_due();  // every ring: a layered stack's look at the level it does not wait on
     progress();
     if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
   }

@@ -90,12 +90,11 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   if (events_ != seen) return;
   // Spin as long as the core is ours (waiting.hpp). Then give the core away, turn after
   // turn, for a while: a yield that finds nobody else runnable costs less than a futex sleep
-  // and wake-up. Only then sleep. A wait whose last sleep ended with nothing new (at the
-  // liveness check, or at its caller's deadline) sleeps again at once: yielding anew each
-  // liveness period, a rank that waits for long (a bystander while two ranks talk) took the
-  // core from the ranks that work, each of them 40 us per rank of its core (at 128 ranks on 2
-  // cores, an 8-byte ping-pong between two of them took 2x a 2-rank job's time). Not while a
-  // large copy is shared: its blocks wake nobody.
+  // and wake-up. Only then sleep. A wait whose last sleep lasted to the liveness check with
+  // nothing new (not one cut short by its caller's deadline, a slice) sleeps again at once:
+  // yielding anew each liveness period, ranks that wait for long (bystanders while two ranks
+  // talk) took the cores from the ranks that work, each for 40 us per rank of its core. Not
+  // while a large copy is shared: its blocks wake nobody.
   const bool slept_idle = slept_idle_at_ == seen && !parked_ && helpable_.empty();
   // A sender waiting for its large message's receiver shares the copy meanwhile; a receiver
   // whose copy waits for its sender's blocks looks at them (progress) at every poll.
@@ -137,17 +136,19 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
   after_announcing_sleep();
   const std::uint32_t word = me.wake.load(std::memory_order_seq_cst);
   senders_.cold_due();
-  progress();  // anything published before our announcement is seen here
+  progress();                 // anything published before our announcement is seen here
+  bool whole_period = false;  // the sleep may last a liveness period, not only to `when`
   if (events_ == seen) {
     const auto now = clock::now();
     const auto cap = last_liveness_ + opts_.liveness_period;
     const auto until = std::min(when, std::max(cap, now + std::chrono::milliseconds(1)));
+    whole_period = until < when;
     if (until > now) futex_wait(me.wake, word, until - now);
   }
   me.sleeping.store(0, std::memory_order_relaxed);
   senders_.cold_due();
   progress();
-  slept_idle_at_ = events_ == seen ? std::optional(seen) : std::nullopt;
+  slept_idle_at_ = events_ == seen && whole_period ? std::optional(seen) : std::nullopt;
   if (clock::now() - last_liveness_ >= opts_.liveness_period) check_liveness();
 }
 
@@ -170,9 +171,9 @@ inline void endpoint::wake(int peer) {
 inline void endpoint::nudge(int peer) {
   if (peer == rank_) return;
   if (segment_.slot(peer).sleeping.load(std::memory_order_relaxed) != 0) return wake(peer);
-  if (std::find(owed_wakes_.begin(), owed_wakes_.end(), peer) == owed_wakes_.end()) {
-    owed_wakes_.push_back(peer);
-  }
+  // A window to one peer owes it one check; peers in turn (a flat alltoall's sends) may be
+  // listed twice, which costs a second look, not the search of the list per send that this was.
+  if (owed_wakes_.empty() || owed_wakes_.back() != peer) owed_wakes_.push_back(peer);
 }
 
 inline void endpoint::settle_wakes() {

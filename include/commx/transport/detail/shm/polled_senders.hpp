@@ -15,13 +15,14 @@
 /// | kind | polled | a sender becomes one |
 /// |---|---|---|
 /// | hot | at every poll and look | when first found, and when a look at it finds a record |
-/// | cold | `cold_chunk` of them at each poll and look, in turn; all at a wait's yields (`cold_chunk` at a time, the hot between), before and after a sleep, and at the next poll once a look found a record in one | when it wrote nothing for `cool_after` polls; and when more than twice `keep_hot` are hot, all but the `keep_hot` heard from last |
+/// | cold | `cold_chunk` of them at each poll and look, in turn; all at a wait's yields (`cold_chunk` at a time, the hot between), before and after a sleep, at the transport's poll() (a layered stack's look at the level it does not wait on) and probe, and at the next poll once a look found a record in one | when it wrote nothing for `cool_after` polls; and when more than twice `keep_hot` are hot, all but the `keep_hot` heard from last |
 ///
 /// A halo exchange's neighbours and a tree's partners, heard from every few polls, stay hot. A
 /// look never reads more than the hot rings and one chunk of cold ones before it reads the hot
 /// ones again, so a cold sender's record waits at most (cold senders / cold_chunk) polls of a
-/// spinning wait and no yield, and a hot sender's no more than one chunk's loads. Memory: 12
-/// bytes and a bit per rank of the node.
+/// spinning wait or of test() and no yield, and a hot sender's no more than one chunk's loads.
+/// Memory: some 16 bytes and a bit per rank of the node (when it was last heard from, its place
+/// among the cold, its entry in one of the lists).
 
 #include <algorithm>
 #include <cstddef>

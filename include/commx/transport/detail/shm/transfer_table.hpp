@@ -50,6 +50,13 @@ class transfer_table {
 
   /// `busy`, if given, counts this table while it holds an operation.
   explicit transfer_table(std::size_t* busy = nullptr) : busy_(busy) {}
+  // Not copied: a copy of a table that holds something would hold it uncounted. Moved only
+  // when a vector of tables grows, which leaves the moved-from one empty and unused.
+  transfer_table(const transfer_table&) = delete;
+  transfer_table& operator=(const transfer_table&) = delete;
+  transfer_table(transfer_table&&) noexcept = default;
+  transfer_table& operator=(transfer_table&&) noexcept = default;
+  ~transfer_table() = default;
 
   /// Records `op` (whose generation is set) under `ticket`.
   void put(std::uint32_t ticket, std::shared_ptr<operation> op) {
