@@ -213,39 +213,10 @@ class endpoint {
   }
 
   /// A blocking receive: as recv and waiting, on a recycled operation, reading no clock
-  /// unless the first polls find nothing. errc::timeout once `until` passes (withdrawn).
+  /// unless the first polls find nothing. errc::timeout once `until` passes (withdrawn). Out
+  /// of line with the waits (endpoint_departures.hpp).
   op_result recv_blocking(int from, context_id ctx, int tag, const recv_buffer& buffer,
-                          const deadline& until, clock::duration timeout) {
-    auto op = new_operation(operation::kind::recv, from, ctx, tag);
-    op->buffer = buffer;
-    start_recv(op);
-    if (op->done) return op->result;
-    progress();
-    if (!op->done && !(may_spin(waiting_.shares_core()) && waiting_.glance([&] {
-          if (!incoming()) return false;
-          progress();
-          return op->done;
-        }))) {
-      clock::time_point when = until.resolve(timeout);
-      bool extended = false;
-      for (;;) {
-        const std::uint64_t seen = events_;
-        if (op->done) break;
-        if (clock::now() >= when) {
-          if (cancel(*op)) return {from, tag, 0, make_error_code(errc::timeout)};
-          // It matched: its data is on the way, and it has one more `timeout` to arrive (a
-          // timeout is for a receive nothing matched: the communicator, whose short waits on
-          // stacks with recovery end here, posts the receive again after one).
-          if (extended) return {from, tag, 0, make_error_code(errc::timeout)};
-          extended = true;
-          when = clock::now() + std::min(timeout, clock::duration(std::chrono::hours(1)));
-          continue;
-        }
-        wait_for_event(seen, when);
-      }
-    }
-    return op->result;
-  }
+                          const deadline& until, clock::duration timeout);
 
   std::optional<op_result> probe(int from, context_id ctx, int tag) {
     senders_.cold_due();  // every ring: what arrived before the probe is found by it

@@ -79,7 +79,6 @@ inline void endpoint::find_senders() {
 // The cold senders that wrote, of every one (`all`) or of the next chunk, are drained and hot
 // again (polled_senders.hpp).
 inline void endpoint::drain_cold(bool all) {
-  if (all) senders_.cold_looked();
   std::vector<int> wrote;
   for (const int peer : all ? senders_.cold() : senders_.next_cold_chunk()) {
     const auto p = static_cast<std::size_t>(peer);

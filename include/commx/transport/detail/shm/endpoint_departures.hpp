@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 /// @file
-/// The shared-memory endpoint's waiting, waking and liveness (endpoint.hpp): a wait's spin,
-/// yields and futex sleep, futex wake-ups, leaving the job, polling peers' processes, and
-/// settling everything that involves a peer that went.
+/// The shared-memory endpoint's waiting, waking and liveness (endpoint.hpp): a blocking
+/// receive, a wait's spin, yields and futex sleep, futex wake-ups, leaving the job, polling
+/// peers' processes, and settling everything that involves a peer that went.
 /// Out of line as the tcp engine's parts are, included by endpoint.hpp.
 
 #include "commx/detail/sanitizers.hpp"
@@ -83,6 +83,41 @@ inline void after_announcing_sleep() {
 #if !defined(COMMX_TSAN)
   std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
+}
+
+// A blocking receive's wait: a glance first, then wait_for_event until the deadline.
+inline op_result endpoint::recv_blocking(int from, context_id ctx, int tag,
+                                         const recv_buffer& buffer, const deadline& until,
+                                         clock::duration timeout) {
+  auto op = new_operation(operation::kind::recv, from, ctx, tag);
+  op->buffer = buffer;
+  start_recv(op);
+  if (op->done) return op->result;
+  progress();
+  if (!op->done && !(may_spin(waiting_.shares_core()) && waiting_.glance([&] {
+        if (!incoming()) return false;
+        progress();
+        return op->done;
+      }))) {
+    clock::time_point when = until.resolve(timeout);
+    bool extended = false;
+    for (;;) {
+      const std::uint64_t seen = events_;
+      if (op->done) break;
+      if (clock::now() >= when) {
+        if (cancel(*op)) return {from, tag, 0, make_error_code(errc::timeout)};
+        // It matched: its data is on the way, and it has one more `timeout` to arrive (a
+        // timeout is for a receive nothing matched: the communicator, whose short waits on
+        // stacks with recovery end here, posts the receive again after one).
+        if (extended) return {from, tag, 0, make_error_code(errc::timeout)};
+        extended = true;
+        when = clock::now() + std::min(timeout, clock::duration(std::chrono::hours(1)));
+        continue;
+      }
+      wait_for_event(seen, when);
+    }
+  }
+  return op->result;
 }
 
 inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when) {

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace commx::detail::shm {
@@ -58,10 +59,11 @@ class polled_senders {
   [[nodiscard]] std::span<const int> hot() const { return hot_; }
   [[nodiscard]] std::span<const int> cold() const { return cold_; }
 
-  /// Starts a poll: whether it looks at every cold sender (due) or the next chunk.
+  /// Starts a poll: whether it looks at every cold sender (due; it then does, and they are
+  /// no longer due) or the next chunk.
   [[nodiscard]] bool start_poll() {
     if (++polls_ % cool_after == 0) cool_quiet();
-    return cold_due_;
+    return std::exchange(cold_due_, false);
   }
   /// The next cold_chunk cold senders, in turn (fewer at the end of the list).
   [[nodiscard]] std::span<const int> next_cold_chunk() {
@@ -73,8 +75,6 @@ class polled_senders {
   }
   /// The next poll looks at every cold sender (a look found a record, or the rank may sleep).
   void cold_due() { cold_due_ = true; }
-  /// Every cold sender was looked at.
-  void cold_looked() { cold_due_ = false; }
 
   /// `peer` has written since the last poll.
   void heard(int peer) { last_heard_[index(peer)] = polls_; }
