@@ -199,6 +199,10 @@ class shm {
   [[nodiscard]] std::array<std::uint64_t, 2> shared_copies() const {
     return endpoint_->shared_copies();
   }
+  /// Whether this rank's waits now count its core as shared (COMMX_SHM_SPIN=auto): more of the
+  /// ranks that may run on its CPUs are awake than it has CPUs, or a yield lately handed the
+  /// core to another task (detail/shm/waiting.hpp).
+  [[nodiscard]] bool waits_share_core() const { return endpoint_->waits_share_core(); }
   /// The largest message that travels whole through the ring (COMMX_SHM_LARGE_THRESHOLD, or
   /// options::threshold_by_load's, at most half a ring).
   [[nodiscard]] std::size_t eager_limit() const { return endpoint_->eager_limit(); }

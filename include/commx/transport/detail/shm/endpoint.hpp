@@ -100,7 +100,7 @@ class endpoint {
         opts_(opts),
         sharing_(segment_.cpu_sharing_of(rank)),
         waiting_(opts.spin_rounds, opts.spin_budget, opts.yield_period, sharing_.ranks,
-                 sharing_.cpus),
+                 sharing_.cpus, resting_count()),
         log_{"shm", rank} {
     const auto n = static_cast<std::size_t>(size);
     const std::size_t ring = segment_.ring(0, 0).capacity();
@@ -163,6 +163,7 @@ class endpoint {
   [[nodiscard]] std::size_t held_bytes() const { return held_bytes_; }
   [[nodiscard]] std::uint64_t eager_window() const { return window_; }
   [[nodiscard]] std::size_t eager_limit() const { return eager_limit_; }
+  [[nodiscard]] bool waits_share_core() const { return waiting_.shares_core(); }
   [[nodiscard]] const std::string& segment_name() const { return segment_.name(); }
   /// Who speaks in this endpoint's log lines: `commx[rank 3 shm]`.
   [[nodiscard]] const log::context& log_context() const { return log_; }
@@ -286,6 +287,12 @@ class endpoint {
   /// waiting::shares_core) and every rank its receives name is itself yielding or asleep
   /// (endpoint_departures.hpp).
   [[nodiscard]] bool may_spin(bool shared_core) const;
+  /// The count of the ranks at rest among those that may run on this rank's CPUs, where it is
+  /// kept (cpu_sharing.hpp): bumped for a sleep and for good when the rank leaves.
+  [[nodiscard]] std::atomic<std::uint32_t>* resting_count() const {
+    const bool crowded = sharing_.group >= 0 && sharing_.ranks > sharing_.cpus;
+    return crowded ? &segment_.slot(sharing_.group).resting : nullptr;
+  }
 
   /// Progress without waiting: the rings drained, and the peers' liveness checked when due.
   void poll() {

@@ -73,6 +73,22 @@ class idle_mark {
   std::atomic<std::uint32_t>* word_;
 };
 
+// Counts this rank among the ranks at rest of its CPUs while it lives (cpu_sharing.hpp).
+class at_rest {
+ public:
+  explicit at_rest(std::atomic<std::uint32_t>* count) : count_(count) {
+    if (count_ != nullptr) count_->fetch_add(1, std::memory_order_relaxed);
+  }
+  ~at_rest() {
+    if (count_ != nullptr) count_->fetch_sub(1, std::memory_order_relaxed);
+  }
+  at_rest(const at_rest&) = delete;
+  at_rest& operator=(const at_rest&) = delete;
+
+ private:
+  std::atomic<std::uint32_t>* count_;
+};
+
 inline bool endpoint::may_spin(bool shared_core) const {
   return !shared_core || a_sender_may_run(posted_, [this](int peer) {
     return segment_.slot(peer).idle.load(std::memory_order_relaxed) != 0;
@@ -178,7 +194,10 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
     const auto cap = last_liveness_ + opts_.liveness_period;
     const auto until = std::min(when, std::max(cap, now + std::chrono::milliseconds(1)));
     whole_period = until < when;
-    if (until > now) futex_wait(me.wake, word, until - now);
+    if (until > now) {
+      const at_rest resting(resting_count());
+      futex_wait(me.wake, word, until - now);
+    }
   }
   me.sleeping.store(0, std::memory_order_relaxed);
   senders_.cold_due();
@@ -262,6 +281,7 @@ inline void endpoint::leave(presence how) {
   rank_slot& me = segment_.slot(rank_);
   presence present = presence::present;
   me.state.compare_exchange_strong(present, how, std::memory_order_acq_rel);
+  if (auto* resting = resting_count()) resting->fetch_add(1, std::memory_order_relaxed);
   segment_.header().departures.fetch_add(1, std::memory_order_acq_rel);
   wake_everyone();
 }

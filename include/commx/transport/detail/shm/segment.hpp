@@ -100,6 +100,9 @@ struct rank_slot {
   /// waits for it then has nothing to gain by spinning (endpoint_departures.hpp). Written by
   /// the rank itself, twice a wait that yields; a hint, read without ordering.
   std::atomic<std::uint32_t> idle{0};
+  /// In the lowest rank's slot of a set of ranks that share CPUs: how many of them are at rest,
+  /// asleep on their futex or gone (cpu_sharing.hpp). Written at a sleep's two ends.
+  std::atomic<std::uint32_t> resting{0};
   // Written by others (wake) and by the rank itself when it sleeps: a line of their own.
   alignas(cache_line) std::atomic<std::uint32_t> wake{0};  ///< futex this rank sleeps on
   std::atomic<std::uint32_t> sleeping{0};                  ///< 1 while it may be asleep

@@ -8,10 +8,11 @@
 /// spin takes the core from the very rank that would answer (measured on a loaded 2-core
 /// machine: 64 pauses doubled the 8-byte latency). So the choice is made at run time:
 /// - `COMMX_SHM_SPIN=auto` (the default): spin for up to `spin_budget` while this rank has a
-///   core to itself: no more of the segment's ranks may run on its CPUs than they are
-///   (cpu_sharing.hpp), and no recent yield gave the core to another task (one that took long
-///   and that the kernel counted as a switch did: another job, or ranks of simulated nodes
-///   beyond this segment's). Otherwise `shared_spins` pauses only.
+///   core to itself: no more of the segment's ranks that may run on its CPUs are awake than
+///   they are (cpu_sharing.hpp: those asleep or gone do not count), and no recent yield gave
+///   the core to another task (one that took long and that the kernel counted as a switch did:
+///   another job, or ranks of simulated nodes beyond this segment's). Otherwise
+///   `shared_spins` pauses only.
 /// - `COMMX_SHM_SPIN=n`: n pauses, whatever the host.
 /// Where the core is shared, a wait spins only if a rank it receives from may run meanwhile:
 /// not when every one of them is itself yielding or asleep (endpoint_departures.hpp).
@@ -50,15 +51,17 @@ class waiting {
   static constexpr clock::duration shared_memory = std::chrono::milliseconds(100);
 
   /// `fixed_spins`: COMMX_SHM_SPIN=n, or none for auto; `fixed_yield`: COMMX_SHM_YIELD_US, or
-  /// none; `ranks` of the segment that may run on this rank's `cores` (cpu_sharing.hpp).
+  /// none; `ranks` of the segment that may run on this rank's `cores`, and how many of them are
+  /// at rest (`resting`, none where not counted: cpu_sharing.hpp).
   waiting(std::optional<int> fixed_spins, clock::duration spin_budget,
           std::optional<std::chrono::microseconds> fixed_yield, int ranks,
-          int cores = usable_cores())
+          int cores = usable_cores(), const std::atomic<std::uint32_t>* resting = nullptr)
       : fixed_(fixed_spins),
         short_spins_(fixed_spins.value_or(shared_spins)),
         budget_(spin_budget),
         ranks_(ranks),
         cores_(cores),
+        resting_(ranks > cores ? resting : nullptr),
         yield_period_(fixed_yield.value_or(commx::detail::yield_before_sleep(ranks, cores_))),
         fixed_yield_(fixed_yield.has_value()) {}
 
@@ -134,13 +137,19 @@ class waiting {
       return std::chrono::duration_cast<std::chrono::microseconds>(d).count();
     };
     const std::string then =
-        core_per_rank() && !fixed_yield_
+        (core_per_rank() || resting_ != nullptr) && !fixed_yield_
             ? fmt::format(
                   ", yields for {} us while its core is its own ({} us if not), then sleeps",
                   us(own_core_period()), us(yield_period_))
             : fmt::format(", yields for {} us, then sleeps", us(yield_period_));
     if (fixed_) {
       return fmt::format("spins {} times before yielding (COMMX_SHM_SPIN){}", *fixed_, then);
+    }
+    if (resting_ != nullptr) {
+      return fmt::format(
+          "spins up to {} us before yielding while no more of the {} ranks that may run on its {} "
+          "cores are awake than these, else {} times{}",
+          us(budget_), ranks_, cores_, shared_spins, then);
     }
     if (core_per_rank()) {
       return fmt::format(
@@ -164,9 +173,13 @@ class waiting {
   }
 
  private:
-  // Whether the host has a usable core for every rank of the segment: only then may a rank
-  // have one of its own.
-  [[nodiscard]] bool core_per_rank() const { return ranks_ <= cores_; }
+  // Whether there is a usable core for every rank that may run on this one's and is awake:
+  // only then may a rank have one of its own. One load where ranks are counted at rest.
+  [[nodiscard]] bool core_per_rank() const {
+    if (resting_ == nullptr) return ranks_ <= cores_;
+    const auto at_rest = static_cast<int>(resting_->load(std::memory_order_relaxed));
+    return ranks_ - std::min(at_rest, ranks_ - 1) <= cores_;
+  }
 
   // Whether the kernel has switched this thread out for another task since the last look (an
   // involuntary switch: a yield that hands the core over counts as one; start_yielding looks
@@ -200,6 +213,7 @@ class waiting {
   clock::duration budget_;
   int ranks_;
   int cores_;
+  const std::atomic<std::uint32_t>* resting_;  // of the ranks above; none if not counted
   clock::duration yield_period_;
   bool fixed_yield_;
   clock::time_point shared_until_{};

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+// Where a shm job's ranks outnumber its cores, a rank's waits spin only while no more of the
+// ranks that may run on its CPUs are awake than they are: those asleep in a wait or gone do not
+// crowd it (detail/shm/cpu_sharing.hpp, waiting.hpp).
+#include <catch2/catch.hpp>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commx/transport/shm.hpp"
+
+using namespace std::chrono_literals;
+
+TEST_CASE("the ranks that share CPUs are counted at rest in the slot of the lowest of them",
+          "[shm][waiting]") {
+  using commx::detail::shm::cpu_words;
+  const auto set_of = [](std::initializer_list<int> cpus) {
+    cpu_words s;
+    for (const int c : cpus) s.add(c);
+    return s;
+  };
+  const auto group = [](const std::vector<cpu_words>& sets, int rank) {
+    return commx::detail::shm::sharing_of(
+               sets[static_cast<std::size_t>(rank)], static_cast<int>(sets.size()),
+               [&](int r) -> const cpu_words& { return sets[static_cast<std::size_t>(r)]; })
+        .group;
+  };
+  // Unbound: one set, counted at rank 0.
+  const std::vector unbound{set_of({0, 1}), set_of({0, 1}), set_of({0, 1})};
+  CHECK(group(unbound, 2) == 0);
+  // Bound a core each: each rank its own.
+  CHECK(group({set_of({0}), set_of({1})}, 1) == 1);
+  // Bound round two cores: the lowest rank of each core.
+  const std::vector round{set_of({0}), set_of({1}), set_of({0}), set_of({1})};
+  CHECK(group(round, 2) == 0);
+  CHECK(group(round, 3) == 1);
+  // Sets that only partly overlap are not counted: who crowds whom is not one number.
+  CHECK(group({set_of({0, 1}), set_of({1})}, 0) == -1);
+  CHECK(group({set_of({0, 1}), set_of({1})}, 1) == -1);
+
+  // A wait finds its core its own once enough of the others rest.
+  using commx::detail::shm::waiting;
+  std::atomic<std::uint32_t> resting{0};
+  const waiting counted(std::nullopt, 1s, std::nullopt, 4, 2, &resting);
+  CHECK(counted.shares_core());
+  resting = 1;
+  CHECK(counted.shares_core());
+  resting = 2;
+  CHECK_FALSE(counted.shares_core());
+  resting = 3;  // all the others: this rank itself is awake
+  CHECK_FALSE(counted.shares_core());
+  // COMMX_SHM_SPIN=n still fixes the spin; without a count, the crowd is the ranks that may run.
+  CHECK_FALSE(waiting(8, 1s, std::nullopt, 4, 2, &resting).shares_core());
+  CHECK(waiting(std::nullopt, 1s, std::nullopt, 4, 2).shares_core());
+}
+
+namespace {
+// Polls `holds` until it does or 30 s pass, yielding between looks.
+template <class Holds>
+bool eventually(Holds&& holds) {
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (!holds()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+}  // namespace
+
+// A job of four ranks a core, as threads of this process: while the others sleep in a receive,
+// and again once all but two have left, rank 0's waits find the core its own; before, the count
+// of ranks that may run on its CPUs kept them yielding for the rest of the job.
+TEST_CASE("a rank's waits spin once the ranks crowding its core sleep or leave", "[shm][waiting]") {
+  const int cores = commx::detail::shm::waiting::usable_cores();
+  if (cores < 2) {
+    WARN("needs two CPUs: two ranks stay awake");
+    return;
+  }
+  const int ranks = 4 * cores;
+  const std::string name = "commx_test_crowd_" + std::to_string(::getpid());
+  std::atomic<bool> own_while_others_sleep{false};
+  std::atomic<bool> own_once_others_left{false};
+  std::atomic<bool> rank0_looked{false};
+  std::atomic<int> received{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      commx::transport::shm::options opts;
+      opts.startup_timeout = 60s;
+      commx::transport::shm t(name, r, ranks, opts);
+      std::array<std::byte, 1> byte{};
+      const auto send = [&](int to, int tag) { (void)t.send_blocking(to, 0, tag, byte, 30s, 30s); };
+      const auto recv = [&](int from, int tag) {
+        const auto got =
+            t.recv_blocking(from, 0, tag, commx::transport::recv_buffer(byte), 30s, 30s);
+        return got && !got->error;
+      };
+      if (r == 0) {
+        own_while_others_sleep = eventually([&] { return !t.waits_share_core(); });
+        for (int peer = 1; peer < ranks; ++peer) send(peer, 1);
+        const bool heard = recv(1, 2);
+        own_once_others_left = heard && eventually([&] { return !t.waits_share_core(); });
+        rank0_looked = true;
+        return;
+      }
+      if (!recv(0, 1)) return;
+      ++received;
+      if (r != 1) return;  // leaves the job
+      send(0, 2);
+      // Awake, and out of commx, until rank 0 has looked.
+      (void)eventually([&] { return rank0_looked.load(); });
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(received == ranks - 1);
+  CHECK(own_while_others_sleep);
+  CHECK(own_once_others_left);
+}
