@@ -3,6 +3,8 @@
 each a process with its own log file, reported when it fails, and stopped however the test
 ends."""
 
+import os
+import re
 import subprocess
 
 
@@ -21,11 +23,24 @@ def log_of(entry):
 
 
 def failed(procs, shown=4):
-    """The ranks that exited non-zero; the last lines of the first `shown` of them printed."""
+    """The ranks that exited non-zero. Of the first `shown` of them, the lines that name an
+    error (a library's fatal message may be followed by a long backtrace) and the last lines
+    are printed, and the whole log is kept under a name of its own (`<log>.failed.<pid>`):
+    the next run of the test writes its logs over the first ones."""
     bad = [rank for rank, p, _ in procs if p.returncode != 0]
     for entry in procs:
-        if entry[0] in bad[:shown]:
-            print(f"--- rank {entry[0]}:\n{log_of(entry)[-1500:]}")
+        if entry[0] not in bad[:shown]:
+            continue
+        text = log_of(entry)
+        errors = [line for line in text.splitlines()
+                  if re.search(r"error|fatal|abort|what\(\)|assert", line, re.IGNORECASE)]
+        kept = f"{entry[2].name}.failed.{os.getpid()}"
+        with open(kept, "w") as copy:
+            copy.write(text)
+        print(f"--- rank {entry[0]} (whole log: {os.path.abspath(kept)}):")
+        if errors:
+            print("lines naming an error:\n" + "\n".join(line[:300] for line in errors[:12]))
+        print(f"last lines:\n{text[-1500:]}")
     return bad
 
 

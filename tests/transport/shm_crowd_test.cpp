@@ -75,8 +75,9 @@ bool eventually(Holds&& holds) {
 }  // namespace
 
 // A job of four ranks a core, as threads of this process: while the others sleep in a receive,
-// and again once all but two have left, rank 0's waits find the core its own; before, the count
-// of ranks that may run on its CPUs kept them yielding for the rest of the job.
+// rank 0's waits find the core its own; once it woke them (they then stay awake), shared again;
+// once all but one of them have left, its own again. Before, the count of ranks that may run
+// on its CPUs kept them yielding for the rest of the job.
 TEST_CASE("a rank's waits spin once the ranks crowding its core sleep or leave", "[shm][waiting]") {
   const int cores = commx::detail::shm::waiting::usable_cores();
   if (cores < 2) {
@@ -86,8 +87,9 @@ TEST_CASE("a rank's waits spin once the ranks crowding its core sleep or leave",
   const int ranks = 4 * cores;
   const std::string name = "commx_test_crowd_" + std::to_string(::getpid());
   std::atomic<bool> own_while_others_sleep{false};
+  std::atomic<bool> shared_once_woken{false};
   std::atomic<bool> own_once_others_left{false};
-  std::atomic<bool> rank0_looked{false};
+  std::atomic<int> phase{0};  // 1: ranks 2.. may leave; 2: rank 1 may
   std::atomic<int> received{0};
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r) {
@@ -105,21 +107,27 @@ TEST_CASE("a rank's waits spin once the ranks crowding its core sleep or leave",
       if (r == 0) {
         own_while_others_sleep = eventually([&] { return !t.waits_share_core(); });
         for (int peer = 1; peer < ranks; ++peer) send(peer, 1);
+        // Rank 1's answer: every rank woken by now was taken off the count as it was woken.
         const bool heard = recv(1, 2);
+        shared_once_woken = heard && t.waits_share_core();
+        phase = 1;
         own_once_others_left = heard && eventually([&] { return !t.waits_share_core(); });
-        rank0_looked = true;
+        phase = 2;
         return;
       }
-      if (!recv(0, 1)) return;
+      if (!recv(0, 1)) {
+        phase = 2;
+        return;
+      }
       ++received;
-      if (r != 1) return;  // leaves the job
-      send(0, 2);
+      if (r == 1) send(0, 2);
       // Awake, and out of commx, until rank 0 has looked.
-      (void)eventually([&] { return rank0_looked.load(); });
+      (void)eventually([&] { return phase.load() >= (r == 1 ? 2 : 1); });
     });
   }
   for (auto& t : threads) t.join();
   CHECK(received == ranks - 1);
   CHECK(own_while_others_sleep);
+  CHECK(shared_once_woken);
   CHECK(own_once_others_left);
 }

@@ -17,9 +17,9 @@
 /// bounded by eager credit (COMMX_SHM_EAGER_WINDOW, 1 MiB), beyond which messages wait in the
 /// sender's memory as large ones do (detail/shm/credit.hpp). A waiting rank spins briefly,
 /// yields, then sleeps on a futex in the segment until a peer wakes it. A peer whose process is
-/// gone is noticed within the liveness period (20 ms) and its pending operations raise
-/// errc::peer_lost. See detail/shm/endpoint.hpp for the protocol and detail/shm/segment.hpp for
-/// how the segment is created, found, and removed.
+/// gone is noticed within the liveness period (20 ms; 4 ms per rank of a core where more than 5
+/// share one) and its pending operations raise errc::peer_lost. See detail/shm/endpoint.hpp for
+/// the protocol and detail/shm/segment.hpp for how the segment is created, found, and removed.
 ///
 /// The job is whatever the launcher says (COMMX_RANK/SIZE/TOKEN from commxrun, or Slurm, Open
 /// MPI or PMI variables); the segment's name is derived from its identity

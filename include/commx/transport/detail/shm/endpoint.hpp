@@ -132,6 +132,9 @@ class endpoint {
       }
     }
     departures_seen_ = segment_.header().departures.load(std::memory_order_acquire);
+    // Before this rank first sleeps: a rank that wakes it reads where it is counted at rest.
+    segment_.slot(rank).rests_at.store(resting_count() != nullptr ? sharing_.group + 1 : 0,
+                                       std::memory_order_relaxed);
     last_liveness_ = clock::now();
     opts_.liveness_period = liveness_period_for(opts_.liveness_period, sharing_);
     cma_required_ = opts_.large == large_path::cma;  // said, not the default
@@ -288,10 +291,10 @@ class endpoint {
   /// (endpoint_departures.hpp).
   [[nodiscard]] bool may_spin(bool shared_core) const;
   /// The count of the ranks at rest among those that may run on this rank's CPUs, where it is
-  /// kept (cpu_sharing.hpp): bumped for a sleep and for good when the rank leaves.
+  /// kept (cpu_sharing.hpp): bumped for a sleep (at_rest) and for good when the rank leaves.
   [[nodiscard]] std::atomic<std::uint32_t>* resting_count() const {
     const bool crowded = sharing_.group >= 0 && sharing_.ranks > sharing_.cpus;
-    return crowded ? &segment_.slot(sharing_.group).resting : nullptr;
+    return crowded ? &segment_.rest_count(sharing_.group) : nullptr;
   }
 
   /// Progress without waiting: the rings drained, and the peers' liveness checked when due.
@@ -431,6 +434,9 @@ class endpoint {
   }
 
   // Waking, liveness and peers that go (endpoint_departures.hpp).
+  /// Takes the sleeping rank of `slot` off its CPUs' rest count, if it is on it: once woken,
+  /// it crowds its core (at_rest, endpoint_departures.hpp).
+  void take_off_rest(rank_slot& slot);
   void wake(int peer);
   void nudge(int peer);
   void settle_wakes();

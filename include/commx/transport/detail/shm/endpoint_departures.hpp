@@ -73,20 +73,30 @@ class idle_mark {
   std::atomic<std::uint32_t>* word_;
 };
 
-// Counts this rank among the ranks at rest of its CPUs while it lives (cpu_sharing.hpp).
+// Counts this rank among the ranks at rest of its CPUs for a sleep (cpu_sharing.hpp). A rank
+// that wakes it takes it off the count at once (endpoint::take_off_rest): woken, it may run and
+// crowds the core before it does; left on the count until then, the ranks a broadcast woke
+// read as asleep to the waits of their core's others, which spun meanwhile. Whoever clears
+// `counted` takes the rank off, so it is taken off once.
 class at_rest {
  public:
-  explicit at_rest(std::atomic<std::uint32_t>* count) : count_(count) {
-    if (count_ != nullptr) count_->fetch_add(1, std::memory_order_relaxed);
+  at_rest(std::atomic<std::uint32_t>* count, std::atomic<std::uint32_t>& counted)
+      : count_(count), counted_(counted) {
+    if (count_ == nullptr) return;
+    count_->fetch_add(1, std::memory_order_relaxed);
+    counted_.store(1, std::memory_order_release);  // a waker's decrement follows the increment
   }
   ~at_rest() {
-    if (count_ != nullptr) count_->fetch_sub(1, std::memory_order_relaxed);
+    if (count_ != nullptr && counted_.exchange(0, std::memory_order_acq_rel) != 0) {
+      count_->fetch_sub(1, std::memory_order_relaxed);
+    }
   }
   at_rest(const at_rest&) = delete;
   at_rest& operator=(const at_rest&) = delete;
 
  private:
   std::atomic<std::uint32_t>* count_;
+  std::atomic<std::uint32_t>& counted_;
 };
 
 inline bool endpoint::may_spin(bool shared_core) const {
@@ -195,7 +205,7 @@ inline void endpoint::wait_for_event(std::uint64_t seen, clock::time_point when)
     const auto until = std::min(when, std::max(cap, now + std::chrono::milliseconds(1)));
     whole_period = until < when;
     if (until > now) {
-      const at_rest resting(resting_count());
+      const at_rest resting(resting_count(), me.counted_at_rest);
       futex_wait(me.wake, word, until - now);
     }
   }
@@ -211,9 +221,19 @@ inline void endpoint::wake(int peer) {
   if (peer == rank_) return;
   rank_slot& slot = segment_.slot(peer);
   if (may_be_asleep(slot)) {
+    take_off_rest(slot);
     slot.wake.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(slot.wake);
   }
+}
+
+inline void endpoint::take_off_rest(rank_slot& slot) {
+  if (slot.counted_at_rest.load(std::memory_order_relaxed) == 0 ||
+      slot.counted_at_rest.exchange(0, std::memory_order_acq_rel) == 0) {
+    return;
+  }
+  const int counted_at = slot.rests_at.load(std::memory_order_relaxed) - 1;
+  if (counted_at >= 0) segment_.rest_count(counted_at).fetch_sub(1, std::memory_order_relaxed);
 }
 
 // wake() without the locked instruction where it can: a plain look at `peer`'s word wakes a
@@ -238,14 +258,16 @@ inline void endpoint::settle_wakes() {
 inline void endpoint::wake_everyone() {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
+    take_off_rest(segment_.slot(peer));
     segment_.slot(peer).wake.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(segment_.slot(peer).wake);
   }
 }
 
 // Anything new in our rings, room in a ring we wait to write to, or a rank gone? (Loads
-// only: the spin loop's test.) Of the cold senders' rings, the next chunk, or every one
-// (`every_sender`) a chunk at a time with the hot ones between (polled_senders.hpp).
+// only: the spin loop's test.) Of the cold senders' rings, the next chunk at every 16th look,
+// or every one (`every_sender`) a chunk at a time with the hot ones between
+// (polled_senders.hpp).
 inline bool endpoint::incoming(bool every_sender) {
   const auto wrote = [&](std::span<const int> peers) {
     return std::ranges::any_of(
@@ -261,7 +283,7 @@ inline bool endpoint::incoming(bool every_sender) {
     }
     if (wrote(senders_.hot())) return true;
   }
-  if (!every_sender && wrote(senders_.next_cold_chunk())) {
+  if (!every_sender && wrote(senders_.spin_cold_chunk())) {
     senders_.cold_due();
     return true;
   }
@@ -293,7 +315,7 @@ inline void endpoint::leave(presence how) {
 // too). Every rank is watched by its predecessors while they wait in commx, and one found
 // gone is marked failed in the segment, where every rank reads of it at once; a rank whose
 // watchers all compute is found by the turns of the ranks that wait, within ranks x the
-// liveness period at worst (256 ranks: 5 s).
+// liveness period at worst (256 ranks with a core each: 5 s).
 inline void endpoint::check_liveness() {
   last_liveness_ = clock::now();
   constexpr int watched_successors = 2;

@@ -12,7 +12,7 @@
 /// | COMMX_SHM_EAGER_WINDOW | bytes of small messages nobody asked for yet that a rank holds from one sender, each counted as its payload plus 64; beyond it they are offered and stay with the sender (credit.hpp). At least one message of the threshold | 1048576 |
 /// | COMMX_SHM_STARTUP_TIMEOUT | seconds every rank waits for the others to arrive | 60 |
 /// | COMMX_SHM_SPIN | `auto`: a waiting rank spins up to 50 us before it yields while its core is its own, else 8 polls; `n`: n polls (with a pause between) before it yields (waiting.hpp) | auto |
-/// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 2000 while its core is its own (no more ranks may run on its CPUs than they are, and no yield lately handed the core to another task); else 200, and from 6 ranks a core 40 per rank sharing it (waiting.hpp) |
+/// | COMMX_SHM_YIELD_US | microseconds a waiting rank yields before it sleeps | 2000 while its core is its own (no more of the ranks that may run on its CPUs are awake than they are, and no yield lately handed the core to another task); else 200, and from 6 ranks a core 40 per rank sharing it (waiting.hpp) |
 
 #include <algorithm>
 #include <chrono>
@@ -74,7 +74,7 @@ struct options {
   /// How long a waiting rank yields its core, turn after turn, before it sleeps on its futex;
   /// none: decided by how many ranks share a core (waiting.hpp).
   std::optional<std::chrono::microseconds> yield_period;
-  /// How often a waiting rank checks that its peers' processes still exist (at least 1 ms per
+  /// How often a waiting rank checks that its peers' processes still exist (at least 4 ms per
   /// rank of a core where more crowd them: liveness_period_for, cpu_sharing.hpp).
   std::chrono::milliseconds liveness_period{20};
 

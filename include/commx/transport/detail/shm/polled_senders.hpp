@@ -15,15 +15,16 @@
 /// | kind | polled | a sender becomes one |
 /// |---|---|---|
 /// | hot | at every poll and look | when first found, and when a look at it finds a record |
-/// | cold | `cold_chunk` of them at every `cold_every`-th poll and look, in turn; all at a wait's yields (`cold_chunk` at a time, the hot between), before and after a sleep, at the transport's poll() (a layered stack's look at the level it does not wait on) and probe, and at the next poll once a look found a record in one | when it wrote nothing for `cool_after` polls; and when more than twice `keep_hot` are hot, all but the `keep_hot` heard from last |
+/// | cold | `cold_chunk` of them at each poll, and at every `cold_every`-th look of a spinning wait between polls, in turn; all at a wait's yields (`cold_chunk` at a time, the hot between), before and after a sleep, at the transport's poll() (a layered stack's look at the level it does not wait on) and probe, and at the next poll once a look found a record in one | when it wrote nothing for `cool_after` polls; and when more than twice `keep_hot` are hot, all but the `keep_hot` heard from last |
 ///
 /// A halo exchange's neighbours and a tree's partners, heard from every few polls, stay hot. A
-/// cold sender's record waits at most (cold senders / cold_chunk) x cold_every polls of a
-/// spinning wait or of test() (at 128 ranks some 500, 25 us: within a spin's 50 us), and no
-/// yield; a hot sender's, no more than one chunk's loads. A chunk at every poll had cost a
-/// ping-pong between two of 128 ranks that had all talked 8% of its time across two dies
-/// (1.22x a 2-rank job's, 1.13-1.15x without the chunk): its loads missed the caches near the
-/// core (perf: 44% of the spinning rank's samples), and the hot ring waited behind them.
+/// cold sender's record waits at most (cold senders / cold_chunk) polls (test(), say), or
+/// cold_every times as many looks of a spinning wait (at 128 ranks some 500, 25 us: within a
+/// spin's 50 us), and no yield; a hot sender's, no more than one chunk's loads. A chunk at
+/// every look of a spin had cost a ping-pong between two of 128 ranks that had all talked 8%
+/// of its time across two dies (1.22x a 2-rank job's, 1.13-1.15x without the chunk): its loads
+/// missed the caches near the core (perf: 44% of the spinning rank's samples), and the look at
+/// the hot ring waited behind them.
 /// Memory: some 16 bytes and a bit per rank of the node (when it was last heard from, its place
 /// among the cold, its entry in one of the lists).
 
@@ -43,7 +44,7 @@ class polled_senders {
   static constexpr std::size_t keep_hot = 32;
   /// Cold senders looked at per poll or look that looks at some.
   static constexpr std::size_t cold_chunk = 4;
-  /// Of the polls and looks, the ones that look at a chunk of cold senders.
+  /// Of a spinning wait's looks, the ones that look at a chunk of cold senders.
   static constexpr std::uint64_t cold_every = 16;
   /// Polls without a record after which a hot sender cools (looked for at every such count).
   static constexpr std::uint64_t cool_after = 1024;
@@ -70,14 +71,18 @@ class polled_senders {
     if (++polls_ % cool_after == 0) cool_quiet();
     return std::exchange(cold_due_, false);
   }
-  /// The next cold_chunk cold senders, in turn (fewer at the end of the list), at every
-  /// cold_every-th call; none at the others.
+  /// The next cold_chunk cold senders, in turn (fewer at the end of the list).
   [[nodiscard]] std::span<const int> next_cold_chunk() {
-    if (cold_.empty() || ++chunk_calls_ % cold_every != 0) return {};
+    if (cold_.empty()) return {};
     if (cursor_ >= cold_.size()) cursor_ = 0;
     const std::size_t first = cursor_;
     cursor_ += std::min(cold_chunk, cold_.size() - first);
     return std::span<const int>(cold_).subspan(first, cursor_ - first);
+  }
+  /// A spinning wait's look between its polls: the next chunk at every cold_every-th, none at
+  /// the others.
+  [[nodiscard]] std::span<const int> spin_cold_chunk() {
+    return ++spin_looks_ % cold_every == 0 ? next_cold_chunk() : std::span<const int>{};
   }
   /// The next poll looks at every cold sender (a look found a record, or the rank may sleep).
   void cold_due() { cold_due_ = true; }
@@ -133,7 +138,7 @@ class polled_senders {
   std::vector<std::uint32_t> cold_at_;     // each cold sender's place in cold_
   std::size_t cursor_ = 0;                 // the next chunk's first place in cold_
   std::uint64_t polls_ = 0;
-  std::uint64_t chunk_calls_ = 0;  // next_cold_chunk's
+  std::uint64_t spin_looks_ = 0;  // spin_cold_chunk's calls
   bool cold_due_ = false;
 };
 

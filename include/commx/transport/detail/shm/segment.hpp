@@ -24,6 +24,7 @@
 /// | senders[n][ceil(n / 64)]: bit s of rank d's words is set once s has written to d | 8 each |
 /// | copy boards[n], 128-aligned: the large message each rank copies (shared_copy.hpp) | 128 each |
 /// | cpu sets[n], page-aligned: the CPUs each rank may run on (cpu_sharing.hpp) | 128 each |
+/// | rest counts[n], page-aligned: of the ranks whose CPU set is rank r's, those at rest (used at the lowest such r only; cpu_sharing.hpp) | 64 each |
 /// | ring data[n * n], page-aligned | ring_bytes each |
 ///
 /// A ring is touched only once its sender writes to it: a receiver polls the rings of the
@@ -64,7 +65,7 @@
 namespace commx::detail::shm {
 
 inline constexpr std::uint64_t segment_magic = 0x636f6d6d782d7368ULL;  // "commx-sh"
-inline constexpr std::uint32_t segment_version = 7;  // 6: CPU sets; 7: copy boards
+inline constexpr std::uint32_t segment_version = 8;  // 6: CPU sets; 7: copy boards; 8: rests
 inline constexpr std::uint32_t tickets_per_pair = 16;
 
 /// What a rank's slot says about it.
@@ -100,21 +101,24 @@ struct rank_slot {
   /// waits for it then has nothing to gain by spinning (endpoint_departures.hpp). Written by
   /// the rank itself, twice a wait that yields; a hint, read without ordering.
   std::atomic<std::uint32_t> idle{0};
-  /// In the lowest rank's slot of a set of ranks that share CPUs: how many of them are at rest,
-  /// asleep on their futex or gone (cpu_sharing.hpp). Written at a sleep's two ends.
-  std::atomic<std::uint32_t> resting{0};
+  /// 1 + the rank whose rest count counts this one (cpu_sharing.hpp), 0 if none: written
+  /// before the rank first sleeps, read by a rank that wakes it.
+  std::atomic<std::int32_t> rests_at{0};
   // Written by others (wake) and by the rank itself when it sleeps: a line of their own.
   alignas(cache_line) std::atomic<std::uint32_t> wake{0};  ///< futex this rank sleeps on
   std::atomic<std::uint32_t> sleeping{0};                  ///< 1 while it may be asleep
+  /// 1 while this rank is counted at rest for a sleep: whoever clears it (the rank as its
+  /// sleep ends, or a rank that wakes it) takes it off the count.
+  std::atomic<std::uint32_t> counted_at_rest{0};
 };
 // Two lines, the slots of a job's ranks side by side: with the CPU sets in the slots (four
 // lines), a 64 KiB and 256 KiB exchange at 2 ranks took 1.2x the time (8 runs each way,
 // 2026-12-04): the CPU sets have a page of their own.
 static_assert(sizeof(rank_slot) == 2 * cache_line);
 static_assert(std::atomic<presence>::is_always_lock_free);
-// The pairs' words and the copy boards are used as the kernel's zeroed pages give them, never
-// constructed (segment::create): lock-free atomics, whose zero value is all zero bits and which
-// need no destruction.
+// The pairs' words, the copy boards and the rest counts are used as the kernel's zeroed pages
+// give them, never constructed (segment::create): lock-free atomics, whose zero value is all
+// zero bits and which need no destruction.
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free &&
               std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(std::is_trivially_destructible_v<ring_control>);
@@ -147,6 +151,7 @@ struct segment_layout {
   std::size_t sender_words = 0;  ///< per rank: ceil(n / 64)
   std::size_t boards = 0;
   std::size_t cpu_sets = 0;
+  std::size_t rest_counts = 0;
   std::size_t rings = 0;
   std::size_t total = 0;
 
@@ -159,7 +164,8 @@ struct segment_layout {
     sender_words = (ranks + 63) / 64;
     boards = (senders + ranks * sender_words * 8 + 127) / 128 * 128;
     cpu_sets = (boards + ranks * sizeof(copy_board) + page - 1) / page * page;
-    rings = (cpu_sets + ranks * sizeof(cpu_words) + page - 1) / page * page;
+    rest_counts = (cpu_sets + ranks * sizeof(cpu_words) + page - 1) / page * page;
+    rings = (rest_counts + ranks * cache_line + page - 1) / page * page;
     total = rings + ranks * ranks * ring_bytes;
   }
 };
@@ -234,6 +240,12 @@ class segment {
   }
   [[nodiscard]] cpu_words& cpus_of(int rank) const {
     return reinterpret_cast<cpu_words*>(at(layout_.cpu_sets))[rank];
+  }
+  /// Of the ranks whose CPU set is `rank`'s, how many are at rest (cpu_sharing.hpp): a line
+  /// of its own, written as those ranks fall asleep and wake and when one leaves.
+  [[nodiscard]] std::atomic<std::uint32_t>& rest_count(int rank) const {
+    return *reinterpret_cast<std::atomic<std::uint32_t>*>(
+        at(layout_.rest_counts) + static_cast<std::size_t>(rank) * cache_line);
   }
   [[nodiscard]] rank_slot& slot(int rank) const {
     return reinterpret_cast<rank_slot*>(at(layout_.slots))[rank];

@@ -114,16 +114,24 @@ class waiting {
   /// Called as a wait starts yielding: only the switches of its own yields count, not a kernel
   /// thread's turn while the rank computed (some 100 a second on this project's VMs).
   void start_yielding() {
-    if (core_per_rank()) (void)switched_away();
+    counting_switches_ = core_per_rank();
+    if (counting_switches_) (void)switched_away();
   }
 
   /// Gives the core away once, and notes whether another task took it: only where the rank
-  /// may have a core of its own. With more ranks than cores it never has, and the two clock
-  /// reads around the yield were some 5% of a 4-rank barrier's time on 2 cores (perf).
+  /// may have a core of its own now. Where more ranks that may run on its CPUs are awake than
+  /// they are, it has none, and the two clock reads around the yield were some 5% of a 4-rank
+  /// barrier's time on 2 cores (perf). The switches are counted from the first yield after
+  /// the core became one's own: a count from before would blame this yield for older ones.
   void yield() {
     if (!core_per_rank()) {
+      counting_switches_ = false;
       ::sched_yield();
       return;
+    }
+    if (!counting_switches_) {
+      counting_switches_ = true;
+      (void)switched_away();
     }
     const clock::time_point before = clock::now();
     ::sched_yield();
@@ -217,7 +225,8 @@ class waiting {
   clock::duration yield_period_;
   bool fixed_yield_;
   clock::time_point shared_until_{};
-  long involuntary_switches_ = 0;  // at the last look (switched_away)
+  long involuntary_switches_ = 0;   // at the last look (switched_away)
+  bool counting_switches_ = false;  // involuntary_switches_ is this yielding's (yield)
 };
 
 }  // namespace commx::detail::shm
