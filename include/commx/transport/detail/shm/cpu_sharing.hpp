@@ -19,10 +19,11 @@
 /// wait, and an 8-byte ping-pong between them took 2.8x a 2-rank job's time across two dies.
 /// So where the sets partition the CPUs (every set that meets this rank's is the same set:
 /// ranks unbound, bound a core each, or bound round a few cores), the ranks of a set count
-/// those of them at rest (asleep on their futex, or gone) in the slot of the set's lowest
-/// rank, and a rank has a core of its own while no more of them are awake than the set has
-/// CPUs (waiting.hpp). A count that is off (a rank killed while awake stays counted awake)
-/// errs towards yielding; a wrong answer costs a spin of 50 us at most, never a message.
+/// those of them at rest (asleep on their futex, or gone) on a line of the segment kept for
+/// the set's lowest rank (segment::rest_count; a rank that wakes a sleeper takes it off), and
+/// a rank has a core of its own while no more of them are awake than the set has CPUs
+/// (waiting.hpp). A count that is off (a rank killed while awake stays counted awake) errs
+/// towards yielding; a wrong answer costs a spin of 50 us at most, never a message.
 
 #include <sched.h>
 
@@ -74,7 +75,7 @@ static_assert(sizeof(cpu_words) == 128);
 
 /// How crowded this rank's CPUs are: the ranks that may run on them (this one included) and
 /// how many they are; and the lowest rank of those, where all of them have this rank's very
-/// set (its slot counts the ones at rest), else -1.
+/// set (the rest count kept for it counts the ones at rest), else -1.
 struct cpu_sharing {
   int ranks = 1;
   int cpus = 1;
