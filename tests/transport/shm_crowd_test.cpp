@@ -107,9 +107,11 @@ TEST_CASE("a rank's waits spin once the ranks crowding its core sleep or leave",
       if (r == 0) {
         own_while_others_sleep = eventually([&] { return !t.waits_share_core(); });
         for (int peer = 1; peer < ranks; ++peer) send(peer, 1);
-        // Rank 1's answer: every rank woken by now was taken off the count as it was woken.
+        // Every rank the sends woke counts as awake by now: its waker took it off the count as
+        // it woke it (or it ran and did). A count left too high fails here; a hand-off that
+        // waits for the woken rank to run is not told apart, as woken ranks run at once.
+        shared_once_woken = t.waits_share_core();
         const bool heard = recv(1, 2);
-        shared_once_woken = heard && t.waits_share_core();
         phase = 1;
         own_once_others_left = heard && eventually([&] { return !t.waits_share_core(); });
         phase = 2;

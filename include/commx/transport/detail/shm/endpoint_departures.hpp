@@ -221,9 +221,9 @@ inline void endpoint::wake(int peer) {
   if (peer == rank_) return;
   rank_slot& slot = segment_.slot(peer);
   if (may_be_asleep(slot)) {
-    take_off_rest(slot);
     slot.wake.fetch_add(1, std::memory_order_seq_cst);
     futex_wake_all(slot.wake);
+    take_off_rest(slot);  // after the wake-up, which it would only delay
   }
 }
 
@@ -258,9 +258,12 @@ inline void endpoint::settle_wakes() {
 inline void endpoint::wake_everyone() {
   for (int peer = 0; peer < size_; ++peer) {
     if (peer == rank_) continue;
-    take_off_rest(segment_.slot(peer));
-    segment_.slot(peer).wake.fetch_add(1, std::memory_order_seq_cst);
-    futex_wake_all(segment_.slot(peer).wake);
+    rank_slot& slot = segment_.slot(peer);
+    slot.wake.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(slot.wake);
+    // A rank found dead stays at rest: taken off the count, its core's others would count it
+    // awake for the rest of the job.
+    if (slot.state.load(std::memory_order_acquire) == presence::present) take_off_rest(slot);
   }
 }
 
