@@ -15,22 +15,16 @@
 #include <vector>
 
 #include "commx/transport/shm.hpp"
+#include "transport/shm_cpu_sets.hpp"
 
 using namespace std::chrono_literals;
 
 TEST_CASE("the ranks that share CPUs are counted at rest in the slot of the lowest of them",
           "[shm][waiting]") {
   using commx::detail::shm::cpu_words;
-  const auto set_of = [](std::initializer_list<int> cpus) {
-    cpu_words s;
-    for (const int c : cpus) s.add(c);
-    return s;
-  };
+  const auto set_of = commx::test::cpu_set_of;
   const auto group = [](const std::vector<cpu_words>& sets, int rank) {
-    return commx::detail::shm::sharing_of(
-               sets[static_cast<std::size_t>(rank)], static_cast<int>(sets.size()),
-               [&](int r) -> const cpu_words& { return sets[static_cast<std::size_t>(r)]; })
-        .group;
+    return commx::test::sharing_among(sets, rank).group;
   };
   // Unbound: one set, counted at rank 0.
   const std::vector unbound{set_of({0, 1}), set_of({0, 1}), set_of({0, 1})};

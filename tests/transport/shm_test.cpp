@@ -42,6 +42,7 @@
 #include "commx/communicator.hpp"
 #include "commx/transport/detail/shm/waiting.hpp"
 #include "commx/transport/shm.hpp"
+#include "transport/shm_cpu_sets.hpp"
 #include "transport/shm_ranks.hpp"
 
 namespace {
@@ -724,15 +725,9 @@ TEST_CASE("large messages are read by cma unless COMMX_SHM_LARGE=copy, with a co
 
 TEST_CASE("a rank has a core of its own when no other rank may run on its CPUs", "[shm][waiting]") {
   using commx::detail::shm::cpu_words;
-  const auto set_of = [](std::initializer_list<int> cpus) {
-    cpu_words s;
-    for (const int c : cpus) s.add(c);
-    return s;
-  };
+  const auto set_of = commx::test::cpu_set_of;
   const auto sharing = [](const std::vector<cpu_words>& sets, int rank) {
-    const auto s = commx::detail::shm::sharing_of(
-        sets[static_cast<std::size_t>(rank)], static_cast<int>(sets.size()),
-        [&](int r) -> const cpu_words& { return sets[static_cast<std::size_t>(r)]; });
+    const auto s = commx::test::sharing_among(sets, rank);
     return std::pair{s.ranks, s.cpus};
   };
   // Unbound: every rank meets every other, the job against the CPUs it may use.

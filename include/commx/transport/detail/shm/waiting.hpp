@@ -52,7 +52,8 @@ class waiting {
 
   /// `fixed_spins`: COMMX_SHM_SPIN=n, or none for auto; `fixed_yield`: COMMX_SHM_YIELD_US, or
   /// none; `ranks` of the segment that may run on this rank's `cores`, and how many of them are
-  /// at rest (`resting`, none where not counted: cpu_sharing.hpp).
+  /// at rest (`resting`, none where not counted: cpu_sharing.hpp; the endpoint counts them only
+  /// where they outnumber the cores).
   waiting(std::optional<int> fixed_spins, clock::duration spin_budget,
           std::optional<std::chrono::microseconds> fixed_yield, int ranks,
           int cores = usable_cores(), const std::atomic<std::uint32_t>* resting = nullptr)
@@ -61,7 +62,7 @@ class waiting {
         budget_(spin_budget),
         ranks_(ranks),
         cores_(cores),
-        resting_(ranks > cores ? resting : nullptr),
+        resting_(resting),
         yield_period_(fixed_yield.value_or(commx::detail::yield_before_sleep(ranks, cores_))),
         fixed_yield_(fixed_yield.has_value()) {}
 
