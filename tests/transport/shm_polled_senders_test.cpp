@@ -70,18 +70,31 @@ TEST_CASE("beyond, those heard from last stay hot and the others cool", "[shm]")
     CHECK(senders.next_cold_chunk().front() == senders.cold().front());  // round again
   }
 
-  SECTION("a spinning wait's look takes the next chunk only every cold_every-th time") {
+  SECTION("a poll or a spinning wait's look takes the next chunk only every cold_every-th time") {
     constexpr auto every = shm::polled_senders::cold_every;
     std::vector<int> seen;
     std::size_t chunks = 0;
     for (std::size_t look = 1; look <= every * ((cold + chunk - 1) / chunk); ++look) {
-      const auto part = senders.spin_cold_chunk();
+      const auto part = senders.sparse_cold_chunk();
       CHECK(part.empty() == (look % every != 0));
       chunks += part.empty() ? 0 : 1;
       seen.insert(seen.end(), part.begin(), part.end());
     }
     CHECK(chunks == (cold + chunk - 1) / chunk);
     CHECK(sorted(seen) == sorted(senders.cold()));
+  }
+
+  SECTION("a receive naming a cold sender makes it hot; naming a hot one or a stranger, nothing") {
+    const std::vector<int> hot_before(senders.hot().begin(), senders.hot().end());
+    const int awaited = senders.cold().front();
+    senders.awaited(awaited);
+    CHECK(std::count(senders.hot().begin(), senders.hot().end(), awaited) == 1);
+    CHECK(std::count(senders.cold().begin(), senders.cold().end(), awaited) == 0);
+    const auto hot_count = senders.hot().size();
+    senders.awaited(hot_before.front());
+    senders.awaited(0);  // never wrote: not polled at all
+    CHECK(senders.hot().size() == hot_count);
+    CHECK(std::count(senders.hot().begin(), senders.hot().end(), 0) == 0);
   }
 
   SECTION("a look that found a record makes the next poll take every cold sender") {

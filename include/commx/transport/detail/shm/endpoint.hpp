@@ -250,7 +250,7 @@ class endpoint {
       auto posted = std::find_if(posted_.begin(), posted_.end(),
                                  [&](const auto& p) { return p.get() == &op; });
       if (posted != posted_.end()) {
-        posted_.erase(posted);
+        unpost(posted);
         complete(op, {op.peer, op.tag, 0, make_error_code(errc::cancelled)});
         return true;
       }
@@ -420,7 +420,24 @@ class endpoint {
       complete(*op, *gone);
       return;
     }
-    posted_.push_back(op);
+    // The sender a receive names is polled at every look again if it had cooled: what a rank
+    // waits for must not wait for a chunk's turn (polled_senders.hpp).
+    if (from != any_source) senders_.awaited(from);
+    post(op);
+  }
+
+  // Posted receives, and how many take any source: while one does, every poll looks at a
+  // chunk of the cold senders (polled_senders.hpp).
+  void post(const std::shared_ptr<operation>& op, bool first = false) {
+    if (op->peer == any_source) ++any_source_posted_;
+    first ? posted_.push_front(op) : posted_.push_back(op);
+  }
+  using posted_receives = std::deque<std::shared_ptr<operation>>;
+  posted_receives::iterator unpost(posted_receives::iterator at) {
+    if ((*at)->peer == any_source) --any_source_posted_;
+    if (at != posted_.begin()) return posted_.erase(at);
+    posted_.pop_front();  // the usual case, and cheaper than erase
+    return posted_.begin();
   }
 
   // Operations are recycled (detail/operation_pool.hpp).
@@ -545,7 +562,8 @@ class endpoint {
   std::vector<bool> queued_;
   std::vector<process_watch> peers_;
   std::vector<presence> state_;
-  std::deque<std::shared_ptr<operation>> posted_;
+  posted_receives posted_;  // post() and unpost() keep the count below
+  int any_source_posted_ = 0;
   // Large messages that receives matched when posted, claimed, copied at the next progress()
   // (endpoint_arrivals.hpp).
   struct claimed_offer {

@@ -76,11 +76,15 @@ inline void endpoint::find_senders() {
   }
 }
 
-// The cold senders that wrote, of every one (`all`) or of the next chunk, are drained and hot
-// again (polled_senders.hpp).
+// The cold senders that wrote, of every one (`all`) or of the next chunk (at every poll while
+// an any_source receive is posted, else at every cold_every-th), are drained and hot again
+// (polled_senders.hpp).
 inline void endpoint::drain_cold(bool all) {
   std::vector<int> wrote;
-  for (const int peer : all ? senders_.cold() : senders_.next_cold_chunk()) {
+  const std::span<const int> looked = all                       ? senders_.cold()
+                                      : any_source_posted_ != 0 ? senders_.next_cold_chunk()
+                                                                : senders_.sparse_cold_chunk();
+  for (const int peer : looked) {
     const auto p = static_cast<std::size_t>(peer);
     if (state_[p] == presence::present && consumers_[p].has_data()) wrote.push_back(peer);
   }
@@ -141,12 +145,7 @@ inline void endpoint::arrive_eager(int from, const record& header, const ring_co
     std::byte* target = op.buffer.prepare(bytes, ec);
     if (!ec) ring.read_payload(header, 0, target, bytes);
     complete(op, {from, header.tag, bytes, ec});
-    if (posted == posted_.begin()) {  // the usual case, and cheaper than erase
-      posted_.pop_front();
-      posted = posted_.begin();
-    } else {
-      posted = posted_.erase(posted);
-    }
+    posted = unpost(posted);
     if (!ec) {
       took(from, bytes);
       return;
@@ -182,16 +181,16 @@ inline void endpoint::arrive_offer(int from, const record& header) {
     std::byte* target = op.buffer.prepare(offer.size, ec);
     if (ec) {
       complete(op, {from, header.tag, offer.size, ec});
-      posted = posted_.erase(posted);
+      posted = unpost(posted);
       continue;
     }
     std::shared_ptr<operation> taken = *posted;
-    posted = posted_.erase(posted);
+    posted = unpost(posted);
     if (take_offer(taken, offer, target)) {
       return;
     }
     // Withdrawn just now: the receive is still waiting, first in line again.
-    posted_.insert(posted_.begin(), taken);
+    post(taken, /*first=*/true);
     return;
   }
   unexpected_.push(std::move(offer));

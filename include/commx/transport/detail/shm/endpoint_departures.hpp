@@ -286,7 +286,7 @@ inline bool endpoint::incoming(bool every_sender) {
     }
     if (wrote(senders_.hot())) return true;
   }
-  if (!every_sender && wrote(senders_.spin_cold_chunk())) {
+  if (!every_sender && wrote(senders_.sparse_cold_chunk())) {
     senders_.cold_due();
     return true;
   }

@@ -14,17 +14,18 @@
 ///
 /// | kind | polled | a sender becomes one |
 /// |---|---|---|
-/// | hot | at every poll and look | when first found, and when a look at it finds a record |
-/// | cold | `cold_chunk` of them at each poll, and at every `cold_every`-th look of a spinning wait between polls, in turn; all at a wait's yields (`cold_chunk` at a time, the hot between), before and after a sleep, at the transport's poll() (a layered stack's look at the level it does not wait on) and probe, and at the next poll once a look found a record in one | when it wrote nothing for `cool_after` polls; and when more than twice `keep_hot` are hot, all but the `keep_hot` heard from last |
+/// | hot | at every poll and look | when first found, when a look at it finds a record, and when a receive naming it is posted |
+/// | cold | `cold_chunk` of them in turn at every `cold_every`-th poll or look of a spinning wait (at every poll while an any_source receive is posted); all at a wait's yields (`cold_chunk` at a time, the hot between), before and after a sleep, at the transport's poll() (a layered stack's look at the level it does not wait on) and probe, and at the next poll once a look found a record in one | when it wrote nothing for `cool_after` polls; and when more than twice `keep_hot` are hot, all but the `keep_hot` heard from last |
 ///
-/// A halo exchange's neighbours and a tree's partners, heard from every few polls, stay hot. A
-/// cold sender's record waits at most (cold senders / cold_chunk) polls (test(), say), or
-/// cold_every times as many looks of a spinning wait (at 128 ranks some 500, 25 us: within a
-/// spin's 50 us), and no yield; a hot sender's, no more than one chunk's loads. A chunk at
-/// every look of a spin had cost a ping-pong between two of 128 ranks that had all talked 8%
-/// of its time across two dies (1.22x a 2-rank job's, 1.13-1.15x without the chunk): its loads
-/// missed the caches near the core (perf: 44% of the spinning rank's samples), and the look at
-/// the hot ring waited behind them.
+/// A halo exchange's neighbours and a tree's partners, heard from every few polls, stay hot,
+/// and so does a sender a receive waits for. A cold sender's unasked-for record waits at most
+/// cold_every x (cold senders / cold_chunk) polls or looks (at 128 ranks some 500: 25 us of a
+/// spin, within its 50 us; a test() loop's polls), the record of an any_source receive's
+/// sender a 16th of that in polls, and none waits for a yield; a hot sender's, no more than one
+/// chunk's loads. A chunk at every look of a spin, then at every poll, had cost a ping-pong
+/// between two of 128 ranks that had all talked 8% and then 6-11% of its time across two dies
+/// (1.22-1.26x a 2-rank job's, 1.13-1.14x without; perf: 44%, then 8% of the spinning rank's
+/// samples were these loads).
 /// Memory: some 16 bytes and a bit per rank of the node (when it was last heard from, its place
 /// among the cold, its entry in one of the lists).
 
@@ -44,7 +45,7 @@ class polled_senders {
   static constexpr std::size_t keep_hot = 32;
   /// Cold senders looked at per poll or look that looks at some.
   static constexpr std::size_t cold_chunk = 4;
-  /// Of a spinning wait's looks, the ones that look at a chunk of cold senders.
+  /// Of the polls and a spinning wait's looks, the ones that look at a chunk of cold senders.
   static constexpr std::uint64_t cold_every = 16;
   /// Polls without a record after which a hot sender cools (looked for at every such count).
   static constexpr std::uint64_t cool_after = 1024;
@@ -79,10 +80,10 @@ class polled_senders {
     cursor_ += std::min(cold_chunk, cold_.size() - first);
     return std::span<const int>(cold_).subspan(first, cursor_ - first);
   }
-  /// A spinning wait's look between its polls: the next chunk at every cold_every-th, none at
-  /// the others.
-  [[nodiscard]] std::span<const int> spin_cold_chunk() {
-    return ++spin_looks_ % cold_every == 0 ? next_cold_chunk() : std::span<const int>{};
+  /// A poll's or a spinning wait's look: the next chunk at every cold_every-th, none at the
+  /// others.
+  [[nodiscard]] std::span<const int> sparse_cold_chunk() {
+    return ++sparse_looks_ % cold_every == 0 ? next_cold_chunk() : std::span<const int>{};
   }
   /// The next poll looks at every cold sender (a look found a record, or the rank may sleep).
   void cold_due() { cold_due_ = true; }
@@ -100,6 +101,11 @@ class polled_senders {
     cold_at_[index(peer)] = not_cold;
     hot_.push_back(peer);
     heard(peer);
+  }
+
+  /// A receive naming `peer` is posted: a cold sender it is is hot again, as if just heard from.
+  void awaited(int peer) {
+    if (!cold_.empty() && polls(index(peer))) warm(peer);
   }
 
   /// Cools the hot senders that wrote nothing in the last cool_after polls.
@@ -138,7 +144,7 @@ class polled_senders {
   std::vector<std::uint32_t> cold_at_;     // each cold sender's place in cold_
   std::size_t cursor_ = 0;                 // the next chunk's first place in cold_
   std::uint64_t polls_ = 0;
-  std::uint64_t spin_looks_ = 0;  // spin_cold_chunk's calls
+  std::uint64_t sparse_looks_ = 0;  // sparse_cold_chunk's calls
   bool cold_due_ = false;
 };
 

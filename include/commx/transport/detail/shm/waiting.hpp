@@ -209,9 +209,15 @@ class waiting {
     return std::max(yield_period_, clock::duration(commx::detail::own_core_wait));
   }
 
+  // The clock is read only while a yield's verdict lasts, then the verdict is forgotten: kept,
+  // every later wait of a rank that once yielded to another task (during an alltoall at 128
+  // ranks) read the clock 3-4 times a receive to learn it was over (20-30 ns a read here).
   [[nodiscard]] bool own_core() const {
-    return core_per_rank() &&
-           (shared_until_ == clock::time_point{} || clock::now() >= shared_until_);
+    if (!core_per_rank()) return false;
+    if (shared_until_ == clock::time_point{}) return true;
+    if (clock::now() < shared_until_) return false;
+    shared_until_ = {};
+    return true;
   }
 
   std::optional<int> fixed_;
@@ -225,9 +231,9 @@ class waiting {
   const std::atomic<std::uint32_t>* resting_;  // of the ranks above; none if not counted
   clock::duration yield_period_;
   bool fixed_yield_;
-  clock::time_point shared_until_{};
-  long involuntary_switches_ = 0;   // at the last look (switched_away)
-  bool counting_switches_ = false;  // involuntary_switches_ is this yielding's (yield)
+  mutable clock::time_point shared_until_{};  // a yield's verdict: shared until then
+  long involuntary_switches_ = 0;             // at the last look (switched_away)
+  bool counting_switches_ = false;            // involuntary_switches_ is this yielding's (yield)
 };
 
 }  // namespace commx::detail::shm
