@@ -17,21 +17,11 @@
 #include <vector>
 
 #include "commx/transport/shm.hpp"
+#include "transport/eventually.hpp"
 
 using namespace std::chrono_literals;
 
-namespace {
-// Polls `holds` until it does or 30 s pass, yielding between looks.
-template <class Holds>
-bool eventually(Holds&& holds) {
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (!holds()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-}  // namespace
+using commx::test::eventually;
 
 TEST_CASE("a receive's sender is polled at every poll though it was cold", "[shm]") {
   using commx::detail::shm::polled_senders;
@@ -39,9 +29,10 @@ TEST_CASE("a receive's sender is polled at every poll though it was cold", "[shm
   constexpr int ranks = senders + 1;
   constexpr int hello = 1, named = 2, any = 3, never = 99;
   const std::string name = "commx_test_cold_" + std::to_string(::getpid());
-  std::atomic<int> turn{0};  // the sender whose message rank 0 now waits for
-  std::atomic<int> sent{0};  // the sender whose message is in rank 0's ring
-  std::atomic<int> round{0};
+  // tag x ranks + the sender whose message rank 0 now waits for (one word: a sender must not
+  // see one round's tag beside another's sender), and the same once it is in rank 0's ring.
+  std::atomic<int> asked{0};
+  std::atomic<int> answered{0};
   std::atomic<bool> done{false};
   std::vector<int> named_polls, any_polls;  // test() calls until each receive completed
   std::atomic<int> failures{0};
@@ -54,11 +45,15 @@ TEST_CASE("a receive's sender is polled at every poll though it was cold", "[shm
       std::array<std::byte, 1> byte{};
       const auto buffer = commx::transport::recv_buffer(byte);
       if (r != 0) {
-        if (!t.send_blocking(0, 0, hello, byte, 30s, 30s)) ++failures;
+        const auto send = [&](int tag) {
+          const auto done_sending = t.send_blocking(0, 0, tag, byte, 30s, 30s);
+          if (!done_sending || done_sending->error) ++failures;
+        };
+        send(hello);
         for (const int tag : {named, any}) {
-          if (!eventually([&] { return turn.load() == r && round.load() == tag; })) ++failures;
-          if (!t.send_blocking(0, 0, tag, byte, 30s, 30s)) ++failures;
-          sent = r;
+          if (!eventually([&] { return asked.load() == tag * ranks + r; })) ++failures;
+          send(tag);
+          answered = tag * ranks + r;
         }
         (void)eventually([&] { return done.load(); });
         return;
@@ -77,9 +72,8 @@ TEST_CASE("a receive's sender is polled at every poll though it was cold", "[shm
       };
       const auto polls_to_receive = [&](int from, int tag, int sender) {
         auto receive = t.irecv(from, 0, tag, buffer);
-        round = tag;
-        turn = sender;
-        if (!eventually([&] { return sent.load() == sender; })) ++failures;
+        asked = tag * ranks + sender;
+        if (!eventually([&] { return answered.load() == tag * ranks + sender; })) ++failures;
         int polls = 0;
         while (!t.test(receive) && polls < 100000) ++polls;
         return polls;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "commx/transport/shm.hpp"
+#include "transport/eventually.hpp"
 #include "transport/shm_cpu_sets.hpp"
 
 using namespace std::chrono_literals;
@@ -55,18 +56,7 @@ TEST_CASE("the ranks that share CPUs are counted at rest in the slot of the lowe
   CHECK(waiting(std::nullopt, 1s, std::nullopt, 4, 2).shares_core());
 }
 
-namespace {
-// Polls `holds` until it does or 30 s pass, yielding between looks.
-template <class Holds>
-bool eventually(Holds&& holds) {
-  const auto until = std::chrono::steady_clock::now() + 30s;
-  while (!holds()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
-}  // namespace
+using commx::test::eventually;
 
 // A job of four ranks a core, as threads of this process: while the others sleep in a receive,
 // rank 0's waits find the core its own; once it woke them (they then stay awake), shared again;

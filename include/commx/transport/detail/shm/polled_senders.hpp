@@ -18,11 +18,13 @@
 /// | cold | `cold_chunk` of them in turn at every `cold_every`-th poll or look of a spinning wait (at every poll while an any_source receive is posted); all at a wait's yields (`cold_chunk` at a time, the hot between), before and after a sleep, at the transport's poll() (a layered stack's look at the level it does not wait on) and probe, and at the next poll once a look found a record in one | when it wrote nothing for `cool_after` polls; and when more than twice `keep_hot` are hot, all but the `keep_hot` heard from last |
 ///
 /// A halo exchange's neighbours and a tree's partners, heard from every few polls, stay hot,
-/// and so does a sender a receive waits for. A cold sender's unasked-for record waits at most
-/// cold_every x (cold senders / cold_chunk) polls or looks (at 128 ranks some 500: 25 us of a
-/// spin, within its 50 us; a test() loop's polls), the record of an any_source receive's
-/// sender a 16th of that in polls, and none waits for a yield; a hot sender's, no more than one
-/// chunk's loads. A chunk at every look of a spin, then at every poll, had cost a ping-pong
+/// and a sender a receive is posted for is hot as the wait starts (it cools again as any sender
+/// does: a receive left posted for 1,024 polls, or one of more than 64 posted at once, is then
+/// found by the chunks, at most 16x later than when every poll took one; bounded, never
+/// stuck). A cold sender's unasked-for record waits at most cold_every x (cold senders /
+/// cold_chunk) polls or looks (at 128 ranks some 500: 25 us of a spin, within its 50 us; a
+/// test() loop's polls), the record of an any_source receive's sender a 16th of that in polls,
+/// and none waits for a yield; a hot sender's, no more than one chunk's loads. A chunk at every look of a spin, then at every poll, had cost a ping-pong
 /// between two of 128 ranks that had all talked 8% and then 6-11% of its time across two dies
 /// (1.22-1.26x a 2-rank job's, 1.13-1.14x without; perf: 44%, then 8% of the spinning rank's
 /// samples were these loads).
