@@ -24,10 +24,10 @@
 /// stuck). A cold sender's unasked-for record waits at most cold_every x (cold senders /
 /// cold_chunk) polls or looks (at 128 ranks some 500: 25 us of a spin, within its 50 us; a
 /// test() loop's polls), the record of an any_source receive's sender a 16th of that in polls,
-/// and none waits for a yield; a hot sender's, no more than one chunk's loads. A chunk at every look of a spin, then at every poll, had cost a ping-pong
-/// between two of 128 ranks that had all talked 8% and then 6-11% of its time across two dies
-/// (1.22-1.26x a 2-rank job's, 1.13-1.14x without; perf: 44%, then 8% of the spinning rank's
-/// samples were these loads).
+/// and none waits for a yield; a hot sender's, no more than one chunk's loads. A chunk at every
+/// look of a spin, then at every poll, had cost a ping-pong between two of 128 ranks that had
+/// all talked 8% and then 6-11% of its time across two dies (1.22-1.26x a 2-rank job's,
+/// 1.13-1.14x without; perf: 44%, then 8% of the spinning rank's samples were these loads).
 /// Memory: some 16 bytes and a bit per rank of the node (when it was last heard from, its place
 /// among the cold, its entry in one of the lists).
 
@@ -105,7 +105,7 @@ class polled_senders {
     heard(peer);
   }
 
-  /// A receive naming `peer` is posted: a cold sender it is is hot again, as if just heard from.
+  /// A receive naming `peer` is posted: cold, it is hot again, as if just heard from.
   void awaited(int peer) {
     if (!cold_.empty() && polls(index(peer))) warm(peer);
   }
