@@ -13,11 +13,11 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commx/transport/shm.hpp"
 #include "transport/eventually.hpp"
+#include "transport/shm_threads.hpp"
 
 using namespace std::chrono_literals;
 
@@ -36,58 +36,51 @@ TEST_CASE("a receive's sender is polled at every poll though it was cold", "[shm
   std::atomic<bool> done{false};
   std::vector<int> named_polls, any_polls;  // test() calls until each receive completed
   std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      commx::transport::shm::options opts;
-      opts.startup_timeout = 60s;
-      commx::transport::shm t(name, r, ranks, opts);
-      std::array<std::byte, 1> byte{};
-      const auto buffer = commx::transport::recv_buffer(byte);
-      if (r != 0) {
-        const auto send = [&](int tag) {
-          const auto done_sending = t.send_blocking(0, 0, tag, byte, 30s, 30s);
-          if (!done_sending || done_sending->error) ++failures;
-        };
-        send(hello);
-        for (const int tag : {named, any}) {
-          if (!eventually([&] { return asked.load() == tag * ranks + r; })) ++failures;
-          send(tag);
-          answered = tag * ranks + r;
-        }
-        (void)eventually([&] { return done.load(); });
-        return;
-      }
-      for (int k = 0; k < senders; ++k) {  // every sender heard from: all hot
-        const auto got = t.recv_blocking(commx::any_source, 0, hello, buffer, 30s, 30s);
-        if (!got || got->error) ++failures;
-      }
-      // Then quiet for twice cool_after polls: all cold.
-      const auto cool = [&] {
-        auto waiting = t.irecv(1, 0, never, buffer);
-        for (std::uint64_t poll = 0; poll <= 2 * polled_senders::cool_after; ++poll) {
-          if (t.test(waiting)) ++failures;
-        }
-        if (!t.cancel(waiting)) ++failures;
+  commx::test::shm_ranks_as_threads(name, ranks, [&](commx::transport::shm& t, int r) {
+    std::array<std::byte, 1> byte{};
+    const auto buffer = commx::transport::recv_buffer(byte);
+    if (r != 0) {
+      const auto send = [&](int tag) {
+        const auto done_sending = t.send_blocking(0, 0, tag, byte, 30s, 30s);
+        if (!done_sending || done_sending->error) ++failures;
       };
-      const auto polls_to_receive = [&](int from, int tag, int sender) {
-        auto receive = t.irecv(from, 0, tag, buffer);
-        asked = tag * ranks + sender;
-        if (!eventually([&] { return answered.load() == tag * ranks + sender; })) ++failures;
-        int polls = 0;
-        while (!t.test(receive) && polls < 100000) ++polls;
-        return polls;
-      };
-      cool();
-      for (int k = 1; k <= senders; ++k) named_polls.push_back(polls_to_receive(k, named, k));
-      cool();
-      for (int k = 1; k <= senders; ++k) {
-        any_polls.push_back(polls_to_receive(commx::any_source, any, k));
+      send(hello);
+      for (const int tag : {named, any}) {
+        if (!eventually([&] { return asked.load() == tag * ranks + r; })) ++failures;
+        send(tag);
+        answered = tag * ranks + r;
       }
-      done = true;
-    });
-  }
-  for (auto& t : threads) t.join();
+      (void)eventually([&] { return done.load(); });
+      return;
+    }
+    for (int k = 0; k < senders; ++k) {  // every sender heard from: all hot
+      const auto got = t.recv_blocking(commx::any_source, 0, hello, buffer, 30s, 30s);
+      if (!got || got->error) ++failures;
+    }
+    // Then quiet for twice cool_after polls: all cold.
+    const auto cool = [&] {
+      auto waiting = t.irecv(1, 0, never, buffer);
+      for (std::uint64_t poll = 0; poll <= 2 * polled_senders::cool_after; ++poll) {
+        if (t.test(waiting)) ++failures;
+      }
+      if (!t.cancel(waiting)) ++failures;
+    };
+    const auto polls_to_receive = [&](int from, int tag, int sender) {
+      auto receive = t.irecv(from, 0, tag, buffer);
+      asked = tag * ranks + sender;
+      if (!eventually([&] { return answered.load() == tag * ranks + sender; })) ++failures;
+      int polls = 0;
+      while (!t.test(receive) && polls < 100000) ++polls;
+      return polls;
+    };
+    cool();
+    for (int k = 1; k <= senders; ++k) named_polls.push_back(polls_to_receive(k, named, k));
+    cool();
+    for (int k = 1; k <= senders; ++k) {
+      any_polls.push_back(polls_to_receive(commx::any_source, any, k));
+    }
+    done = true;
+  });
   REQUIRE(failures == 0);
   REQUIRE(named_polls.size() == senders);
   REQUIRE(any_polls.size() == senders);

@@ -11,11 +11,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "commx/transport/shm.hpp"
 #include "transport/eventually.hpp"
+#include "transport/shm_threads.hpp"
 #include "transport/shm_cpu_sets.hpp"
 
 using namespace std::chrono_literals;
@@ -75,43 +75,35 @@ TEST_CASE("a rank's waits spin once the ranks crowding its core sleep or leave",
   std::atomic<bool> own_once_others_left{false};
   std::atomic<int> phase{0};  // 1: ranks 2.. may leave; 2: rank 1 may
   std::atomic<int> received{0};
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      commx::transport::shm::options opts;
-      opts.startup_timeout = 60s;
-      commx::transport::shm t(name, r, ranks, opts);
-      std::array<std::byte, 1> byte{};
-      const auto send = [&](int to, int tag) { (void)t.send_blocking(to, 0, tag, byte, 30s, 30s); };
-      const auto recv = [&](int from, int tag) {
-        const auto got =
-            t.recv_blocking(from, 0, tag, commx::transport::recv_buffer(byte), 30s, 30s);
-        return got && !got->error;
-      };
-      if (r == 0) {
-        own_while_others_sleep = eventually([&] { return !t.waits_share_core(); });
-        for (int peer = 1; peer < ranks; ++peer) send(peer, 1);
-        // Every rank the sends woke counts as awake by now: its waker took it off the count as
-        // it woke it (or it ran and did). A count left too high fails here; a hand-off that
-        // waits for the woken rank to run is not told apart, as woken ranks run at once.
-        shared_once_woken = t.waits_share_core();
-        const bool heard = recv(1, 2);
-        phase = 1;
-        own_once_others_left = heard && eventually([&] { return !t.waits_share_core(); });
-        phase = 2;
-        return;
-      }
-      if (!recv(0, 1)) {
-        phase = 2;
-        return;
-      }
-      ++received;
-      if (r == 1) send(0, 2);
-      // Awake, and out of commx, until rank 0 has looked.
-      (void)eventually([&] { return phase.load() >= (r == 1 ? 2 : 1); });
-    });
-  }
-  for (auto& t : threads) t.join();
+  commx::test::shm_ranks_as_threads(name, ranks, [&](commx::transport::shm& t, int r) {
+    std::array<std::byte, 1> byte{};
+    const auto send = [&](int to, int tag) { (void)t.send_blocking(to, 0, tag, byte, 30s, 30s); };
+    const auto recv = [&](int from, int tag) {
+      const auto got = t.recv_blocking(from, 0, tag, commx::transport::recv_buffer(byte), 30s, 30s);
+      return got && !got->error;
+    };
+    if (r == 0) {
+      own_while_others_sleep = eventually([&] { return !t.waits_share_core(); });
+      for (int peer = 1; peer < ranks; ++peer) send(peer, 1);
+      // Every rank the sends woke counts as awake by now: its waker took it off the count as
+      // it woke it (or it ran and did). A count left too high fails here; a hand-off that
+      // waits for the woken rank to run is not told apart, as woken ranks run at once.
+      shared_once_woken = t.waits_share_core();
+      const bool heard = recv(1, 2);
+      phase = 1;
+      own_once_others_left = heard && eventually([&] { return !t.waits_share_core(); });
+      phase = 2;
+      return;
+    }
+    if (!recv(0, 1)) {
+      phase = 2;
+      return;
+    }
+    ++received;
+    if (r == 1) send(0, 2);
+    // Awake, and out of commx, until rank 0 has looked.
+    (void)eventually([&] { return phase.load() >= (r == 1 ? 2 : 1); });
+  });
   CHECK(received == ranks - 1);
   CHECK(own_while_others_sleep);
   CHECK(shared_once_woken);

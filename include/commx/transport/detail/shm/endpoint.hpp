@@ -379,52 +379,8 @@ class endpoint {
     took(from, bytes);
   }
 
-  // Matches the receive `op` against the messages queued, or posts it.
-  void start_recv(const std::shared_ptr<operation>& op) {
-    const int from = op->peer;
-    const context_id ctx = op->ctx;
-    const int tag = op->tag;
-    recv_buffer& buffer = op->buffer;
-    for (auto at = unexpected_.find(from, ctx, tag); at != unexpected_.end();
-         at = unexpected_.find(from, ctx, tag)) {
-      queued_message& queued = *at;
-      if (queued.large && !still_offered(queued)) {
-        unexpected_.pop(at);  // the sender withdrew it
-        continue;
-      }
-      std::error_code ec;
-      std::byte* target = buffer.prepare(queued.size, ec);
-      if (ec) {  // refused: the message stays queued for a receive that fits
-        complete(*op, {queued.source, queued.tag, queued.size, ec});
-        return;
-      }
-      if (!queued.large) {
-        if (!queued.eager.empty()) std::memcpy(target, queued.eager.data(), queued.size);
-        complete(*op, {queued.source, queued.tag, queued.size});
-        took_held(queued.source, queued.size);
-        unexpected_.pop(at);
-        return;
-      }
-      const queued_message offer = std::move(queued);
-      unexpected_.pop(at);
-      if (offer.ticket != no_ticket) {
-        if (!claim(offer)) continue;              // withdrawn just now
-        claimed_.push_back({op, offer, target});  // taken at the next progress()
-        return;
-      }
-      if (take_offer(op, offer, target)) {
-        return;
-      }
-    }
-    if (auto gone = lost_source(from)) {
-      complete(*op, *gone);
-      return;
-    }
-    // The sender a receive names is polled at every look again if it had cooled: what a rank
-    // waits for must not wait for a chunk's turn (polled_senders.hpp).
-    if (from != any_source) senders_.awaited(from);
-    post(op);
-  }
+  // Matches the receive `op` against the messages queued, or posts it (endpoint_arrivals.hpp).
+  void start_recv(const std::shared_ptr<operation>& op);
 
   // Posted receives, and how many take any source: while one does, every poll looks at a
   // chunk of the cold senders (polled_senders.hpp).
