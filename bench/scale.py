@@ -7,7 +7,10 @@ Runs bench_scale_<stack>_<policy> (scale_bench.cpp) under commxrun and bench_mpi
 mpi_yield_when_idle 1) and MPICH's mpiexec, at each rank count, `--runs` times interleaved
 (each round runs every program once at every count), and prints per program and count the
 medians of start-up, allreduce 8 B and 64 KiB, bcast 8 B, the most descriptors and resident
-memory of a rank; then the ratios of commx's best policy on each stack to Open MPI's. Writes
+memory of a rank; then the ratios of commx's best policy on each stack to Open MPI's, over all
+runs and over the runs of each of the VM's modes (a cache line's crossing read with
+bench_cache_line before each run and after it, while no job runs: one die, two dies, or
+changing; the table counts each program's runs in each). Writes
 results/bench/scale/scale.csv and, with matplotlib, scale.png (time against rank count; `--plot
 results/bench/scale/scale.csv` draws it again).
 
@@ -42,11 +45,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from launching import STACKS  # noqa: E402  (every stack's name)
-from launching import built_against_mpich  # noqa: E402
+from launching import built_against_mpich, cache_line_ns, line_mode  # noqa: E402
 FIELDS = ["start_s", "allreduce8_us", "allreduce64k_us", "bcast8_us", "max_fds", "max_rss_mb"]
 LINE = re.compile(r"(\S+) ranks=(\d+) " + " ".join(rf"{f}=([\d.]+)" for f in FIELDS))
 
 
+MODES = ["fast", "slow", "mixed", "unknown"]  # launching.line_mode's, or no bench_cache_line
 CALLS = 200  # rounds: allreduces and broadcasts of 8 B; a tenth as many of 64 KiB
 
 
@@ -163,6 +167,12 @@ def plot(rows: list[dict], path: Path) -> None:
     print(f"scale: wrote {path}", file=sys.stderr)
 
 
+def best_over(mine: list[dict[str, float]], theirs: dict[str, float]) -> str:
+    """commx's best (of `mine`, one per policy) over Open MPI's `theirs`, for the timed fields."""
+    return ", ".join(f"{f.split('_')[0]} {min(m[f] for m in mine) / theirs[f]:.2f}x"
+                     for f in FIELDS[:4] if theirs[f] > 0)
+
+
 def read_rows(path: Path) -> list[dict]:
     """scale.csv's rows, numbers as numbers."""
     with path.open(newline="") as f:
@@ -204,6 +214,9 @@ def main() -> int:
     load = os.getloadavg()[0]
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
     failed: dict[tuple[str, int], int] = {}
+    # The VM's mode around each run: a cache line's crossing just before it and just before the
+    # next (or after the last), read while no job runs; a run's mode is its own two readings'.
+    line = cache_line_ns(build)
     for round_ in range(args.runs):
         for ranks in args.ranks:
             for name, command in progs.items():
@@ -211,43 +224,55 @@ def main() -> int:
                     continue
                 began = time.monotonic()
                 got = run(command, ranks, args.timeout)
+                line_after = cache_line_ns(build)
+                mode = (line_mode(line, line_after) if line is not None and line_after is not None
+                        else "unknown")
+                line = line_after
                 if got is None:
                     failed[(name, ranks)] = failed.get((name, ranks), 0) + 1
                 else:
-                    results.setdefault((name, ranks), []).append(got)
+                    results.setdefault((name, ranks), []).append({**got, "mode": mode})
                 print(f"round {round_ + 1}: {name} at {ranks}: "
-                      f"{'failed' if got is None else 'ok'} ({time.monotonic() - began:.0f} s)",
-                      file=sys.stderr, flush=True)
+                      f"{'failed' if got is None else 'ok'} ({time.monotonic() - began:.0f} s, "
+                      f"{mode})", file=sys.stderr, flush=True)
     out = ROOT / "results/bench/scale"
     out.mkdir(parents=True, exist_ok=True)
     rows = []
+    by_mode: dict[tuple[str, int], dict[str, dict[str, float]]] = {}
     for (name, ranks), runs in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         row = {"program": name, "ranks": ranks, "runs": len(runs),
                "failed": failed.get((name, ranks), 0)}
         for f in FIELDS:
             row[f] = statistics.median(r[f] for r in runs)
+        for mode in MODES:
+            row[f"{mode}_runs"] = sum(r["mode"] == mode for r in runs)
         rows.append(row)
+        by_mode[(name, ranks)] = {
+            mode: {f: statistics.median(r[f] for r in runs if r["mode"] == mode) for f in FIELDS}
+            for mode in ("fast", "slow") if any(r["mode"] == mode for r in runs)}
     for (name, ranks), count in failed.items():
         if (name, ranks) not in results:
             rows.append({"program": name, "ranks": ranks, "runs": 0, "failed": count})
     name = ("bootstrap.csv" if args.bootstrap
             else "before_after.csv" if args.before_build is not None else "scale.csv")
     with open(out / name, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["program", "ranks", "runs", "failed", *FIELDS])
+        w = csv.DictWriter(f, fieldnames=["program", "ranks", "runs", "failed", *FIELDS,
+                                          *(f"{mode}_runs" for mode in MODES)])
         w.writeheader()
         w.writerows(rows)
     print(f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after; "
           f"medians of {args.runs} runs")
     print("| program | ranks | start (s) | allreduce 8 B (us) | allreduce 64 KiB (us) | "
-          "bcast 8 B (us) | descriptors | RSS (MB) | failed |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "bcast 8 B (us) | descriptors | RSS (MB) | failed | runs one die / two / changing |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["runs"] == 0:
-            print(f"| {r['program']} | {r['ranks']} | did not run | | | | | | {r['failed']} |")
+            print(f"| {r['program']} | {r['ranks']} | did not run | | | | | | {r['failed']} | |")
             continue
         print(f"| {r['program']} | {r['ranks']} | {r['start_s']:.2f} | {r['allreduce8_us']:.0f} | "
               f"{r['allreduce64k_us']:.0f} | {r['bcast8_us']:.0f} | {r['max_fds']:.0f} | "
-              f"{r['max_rss_mb']:.1f} | {r['failed']} |")
+              f"{r['max_rss_mb']:.1f} | {r['failed']} | "
+              f"{r['fast_runs']} / {r['slow_runs']} / {r['mixed_runs']} |")
     by = {(r["program"], r["ranks"]): r for r in rows if r["runs"]}
     if args.bootstrap:
         print("\nstart-up through PMIx / through the COMMX_ROOT rendezvous, same mpirun:")
@@ -267,18 +292,21 @@ def main() -> int:
                 if now and then:
                     text = ", ".join(f"{f} {now[f] / then[f]:.2f}x" for f in FIELDS if then[f] > 0)
                     print(f"  {name} at {ranks}: {text}")
-    print("\nratio of commx's best policy to Open MPI (vader for shm, tcp for tcp and shm+tcp):")
+    print("\nratio of commx's best policy to Open MPI (vader for shm, tcp for tcp and shm+tcp); "
+          "then over the runs of one mode alone (one die, two dies), where both have some:")
     for stack in args.stacks:
         ref = "Open MPI vader" if stack == "shm" else "Open MPI tcp"
         for ranks in args.ranks:
-            mine = [by[(f"commx {stack} {p}", ranks)] for p in args.policies
-                    if (f"commx {stack} {p}", ranks) in by]
+            mine = [(f"commx {stack} {p}", ranks) for p in args.policies]
+            mine = [key for key in mine if key in by]
             if not mine or (ref, ranks) not in by:
                 continue
-            theirs = by[(ref, ranks)]
-            text = ", ".join(f"{f.split('_')[0]} {min(m[f] for m in mine) / theirs[f]:.2f}x"
-                             for f in FIELDS[:4] if theirs[f] > 0)
-            print(f"  {stack} at {ranks}: {text}")
+            parts = [best_over([by[key] for key in mine], by[(ref, ranks)])]
+            for mode, label in (("fast", "one die"), ("slow", "two dies")):
+                ours = [by_mode[key][mode] for key in mine if mode in by_mode[key]]
+                if ours and mode in by_mode[(ref, ranks)]:
+                    parts.append(f"{label}: {best_over(ours, by_mode[(ref, ranks)][mode])}")
+            print(f"  {stack} at {ranks}: " + "; ".join(parts))
     if args.before_build is None:
         plot(rows, out / "scale.png")
     return 0
