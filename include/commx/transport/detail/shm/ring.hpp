@@ -262,8 +262,8 @@ class ring_producer {
   // holds no payload (so nothing there is zeroed) and which the consumer leaves as soon as it
   // looks. Without that, the record after one that started over, of the same size, went on
   // to pages never written: a repeated exchange touched two regions of fresh pages, not one
-  // (the scale program's third 64 KiB allreduce at 8 ranks took 10-30x its fourth, faults
-  // cost 6-12 us a page on this project's VM).
+  // (the scale program's third 64 KiB allreduce at 8 ranks took 10-30x its fourth: a page's
+  // first touch costs 6-16 us on this project's VM).
   void start_over_if_empty(std::size_t bytes) {
     const std::size_t offset = static_cast<std::size_t>(tail_ & (ring_.capacity() - 1));
     if (offset + bytes <= written_up_to_) return;  // its pages are touched already
