@@ -17,7 +17,9 @@
 /// data. A cell that held payload in an earlier lap could hold any bytes where the next stamp
 /// goes: the producer remembers which cells hold payload, zeroes the stamp word of the cell
 /// after a record before it publishes the record if that cell is one of them, and always keeps
-/// that cell free (one cell of slack). So the consumer only ever sees zero, a stamp of an
+/// that cell free (one cell of slack; after a record that started over at the buffer's start,
+/// that cell may be the skip record the consumer has yet to pass, which holds no payload and
+/// is never zeroed). So the consumer only ever sees zero, a stamp of an
 /// earlier lap (a smaller position) or the true stamp there, and a stream of small messages
 /// touches each cell once per lap. The consumer owns `head` (its own cache line), which the
 /// producer reads only when the room it remembers is not enough. No lock, no system call:
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 namespace commx::detail::shm {
 
@@ -162,10 +165,11 @@ class ring_buffer {
   /// with pages in one call rather than a fault per page as the copy reaches them: a write
   /// fault cost 12-16 us a page on this project's VM, the call 1.2-1.8 and the first write
   /// after it 6-7. Only for two pages or more; a kernel without MADV_POPULATE_WRITE (before
-  /// Linux 5.14) refuses it, and the copy then faults as before.
+  /// Linux 5.14) refuses it, and the copy then faults as before (a C library without it, before
+  /// glibc 2.35, leaves the call out).
   void populate(std::size_t from, std::size_t to) const {
 #ifdef MADV_POPULATE_WRITE
-    constexpr std::uintptr_t page = 4096;
+    static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
     const auto start = (reinterpret_cast<std::uintptr_t>(data_ + from) + page - 1) & ~(page - 1);
     const auto end = reinterpret_cast<std::uintptr_t>(data_ + to) & ~(page - 1);  // not beyond
     if (end < start + 2 * page) return;
