@@ -210,6 +210,26 @@ std::vector<std::byte> filled(std::size_t bytes, int seed) {
   return payload;
 }
 
+// Writes a record of `page` bytes filled from `tag` (it must fit).
+void put_page(large_ring& ring, int tag, std::size_t page) {
+  REQUIRE(ring.producer.fits(shm::record_kind::eager, page));
+  ring.producer.write(eager(tag, page), filled(page, tag));
+}
+
+// Takes the next record, checks it is `tag`'s page whole, and says where in the buffer it was.
+std::size_t take_page(large_ring& ring, int tag, std::size_t page) {
+  shm::record got{};
+  REQUIRE(ring.consumer.peek(got));
+  CHECK(got.tag == tag);
+  REQUIRE(got.payload == page);
+  std::vector<std::byte> bytes(page);
+  ring.consumer.read_payload(got, 0, bytes.data(), bytes.size());
+  CHECK(bytes == filled(page, tag));
+  const std::size_t offset = ring.offset_of(got);
+  ring.consumer.pop(got);
+  return offset;
+}
+
 }  // namespace
 
 TEST_CASE("a page-sized record starts over at the buffer's start once the ring is empty", "[shm]") {
@@ -217,21 +237,8 @@ TEST_CASE("a page-sized record starts over at the buffer's start once the ring i
   const std::size_t page = 8192;
   const std::size_t span = shm::record_bytes(shm::record_kind::eager, page);
   std::vector<std::size_t> offsets;
-  auto take = [&](int tag) {
-    shm::record got{};
-    REQUIRE(ring->consumer.peek(got));
-    CHECK(got.tag == tag);
-    REQUIRE(got.payload == page);
-    std::vector<std::byte> bytes(page);
-    ring->consumer.read_payload(got, 0, bytes.data(), bytes.size());
-    CHECK(bytes == filled(page, tag));
-    offsets.push_back(ring->offset_of(got));
-    ring->consumer.pop(got);
-  };
-  auto put = [&](int tag) {
-    REQUIRE(ring->producer.fits(shm::record_kind::eager, page));
-    ring->producer.write(eager(tag, page), filled(page, tag));
-  };
+  auto take = [&](int tag) { offsets.push_back(take_page(*ring, tag, page)); };
+  auto put = [&](int tag) { put_page(*ring, tag, page); };
   // Three records nobody takes in between: each follows the last, the ring is never empty.
   for (int tag = 0; tag < 3; ++tag) put(tag);
   for (int tag = 0; tag < 3; ++tag) take(tag);
@@ -279,21 +286,13 @@ TEST_CASE("a repeated page-sized record stays on the pages it has written", "[sh
   ring->consumer.pop(got);
   std::vector<std::size_t> offsets;
   for (int tag = 0; tag < 5; ++tag) {
-    REQUIRE(ring->producer.fits(shm::record_kind::eager, page));
-    ring->producer.write(eager(tag, page), filled(page, tag));
+    put_page(*ring, tag, page);
     if (tag == 2) {
       // Tail and head are a whole ring apart until the consumer passes the skip: nothing else
       // fits, not even the smallest record.
       CHECK_FALSE(ring->producer.fits(shm::record_kind::eager, 0));
     }
-    REQUIRE(ring->consumer.peek(got));
-    REQUIRE(got.tag == tag);
-    REQUIRE(got.payload == page);
-    std::vector<std::byte> bytes(page);
-    ring->consumer.read_payload(got, 0, bytes.data(), bytes.size());
-    CHECK(bytes == filled(page, tag));
-    offsets.push_back(ring->offset_of(got));
-    ring->consumer.pop(got);
+    offsets.push_back(take_page(*ring, tag, page));
     CHECK_FALSE(ring->consumer.peek(got));
   }
   CHECK(offsets == std::vector<std::size_t>{shm::cell, 0, 0, 0, 0});
