@@ -44,6 +44,7 @@
 #include "commx/transport/shm.hpp"
 #include "transport/shm_cpu_sets.hpp"
 #include "transport/shm_ranks.hpp"
+#include "transport/shm_threads.hpp"
 
 namespace {
 
@@ -691,17 +692,9 @@ auto from_each_endpoint(const std::string& prefix, int ranks, Adjust adjust, Rea
   using value = decltype(read(std::declval<const commx::transport::shm&>()));
   const std::string name = prefix + std::to_string(::getpid()) + "_" + std::to_string(ranks);
   std::vector<value> found(static_cast<std::size_t>(ranks));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      commx::transport::shm::options opts;
-      opts.startup_timeout = 60s;
-      adjust(opts);
-      const commx::transport::shm t(name, r, ranks, opts);
-      found[static_cast<std::size_t>(r)] = read(t);
-    });
-  }
-  for (auto& t : threads) t.join();
+  commx::test::shm_ranks_as_threads(name, ranks, adjust, [&](commx::transport::shm& t, int r) {
+    found[static_cast<std::size_t>(r)] = read(std::as_const(t));
+  });
   return found;
 }
 }  // namespace
