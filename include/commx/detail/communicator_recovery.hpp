@@ -110,9 +110,11 @@ inline communicator<T, C, S> communicator<T, C, S>::shrink(shrink_quorum quorum,
   communicator made = child(fresh, std::move(members), new_rank);
   // Ranks that died after reporting are in `made`: one more agreement among its members
   // finds them, and shrinks again until none is lost (a rank, being lost, is not waited for).
+  // The caller's quorum holds at each step: every member of `made` agreed on it, so only one
+  // side of a partition that forms between the two agreements holds a majority of it.
   const agreement<int> settled = made.agree(0, op::max{}, when);
   if (settled.lost.empty()) return made;
-  return made.shrink(shrink_quorum::any, when);
+  return made.shrink(quorum, when);
 }
 
 }  // namespace commx
