@@ -9,6 +9,7 @@
 // loop, ranks killing themselves until one is left (barrier_loop.py checks it). `wildcard`
 // mode: any_source after a loss, before and after acknowledge_failures. `silence:SECONDS`
 // mode: ranks that stall or are partitioned off are declared lost (silence.py checks it).
+// `half_after_agreeing` mode: ranks lost between shrink's two agreements (silence.py too).
 // `cost:K` mode: the bytes one agreement sends to each rank, against the documented cost.
 // Exit status: 0 every step done, 1 a revocation case went wrong, 2 a typed error.
 
@@ -393,10 +394,32 @@ int silence(comm& world, double seconds) {
   return 0;
 }
 
+// A shrink whose second agreement loses ranks: with COMMX_FAULTS=kill@2:after=4;kill@3:after=4
+// at 4 ranks where a network joins them (an agreement there sends 4 messages a rank), ranks 2
+// and 3 take part in the first agreement and die at their first send in the second. The
+// shrink that follows keeps the majority rule: of the communicator all four agreed on, 0 and 1
+// are half, and end "refused" rather than going on as two (silence.py checks it).
+int shrink_loses_half_after_agreeing(comm& world) {
+  const int me = world.rank();
+  try {
+    comm team = world.shrink();
+    std::vector<int> members;
+    for (int r = 0; r < team.size(); ++r) members.push_back(team.world_rank_of(r));
+    say(me, fmt::format("round 0 members={}", members));
+  } catch (const commx::error& e) {
+    if (e.code() != commx::errc::no_majority && e.code() != commx::errc::excluded) throw;
+    say(me, fmt::format("refused: {}", e.what()));
+    return 0;
+  }
+  say(me, "finished");
+  return 0;
+}
+
 int work(comm& world, std::string_view mode) {
   try {
     if (mode == "revoke") return revoke_interrupts(world);
     if (mode == "wildcard") return wildcard_after_loss(world);
+    if (mode == "half_after_agreeing") return shrink_loses_half_after_agreeing(world);
     if (mode.starts_with("silence")) {
       return silence(world, std::atof(mode.data() + mode.find(':') + 1));
     }

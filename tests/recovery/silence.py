@@ -4,9 +4,9 @@
 
     silence.py --commxrun COMMXRUN -- STACK=PROGRAM...
 
-Runs recovery_job in `silence:SECONDS` mode at 5 ranks with COMMX_SUSPECT_AFTER=1 and these
-fault plans, --jobs runs at once (most of a run is waiting: for the stall to end, for the
-time to be up, with a pause between rounds):
+Runs recovery_job in `silence:SECONDS` mode at 5 ranks (one case below: another mode, 4 ranks)
+with COMMX_SUSPECT_AFTER=1 and these fault plans, --jobs runs at once (most of a run is
+waiting: for the stall to end, for the time to be up, with a pause between rounds):
 
 - stall, each rank on its own node: rank 4 stops for 4 s (faulty's stall, as if SIGSTOPped).
   The others declare it lost and go on as [0, 1, 2, 3] to the end; rank 4, resumed, finds
@@ -30,6 +30,11 @@ time to be up, with a pause between rounds):
   in one agreement, and go on when the deaths reach them one after another and each shrink
   keeps a majority of the communicator before it (5, then 3 or 4, then 2 of 3): which one
   happens depends on the order the deaths are seen (3 runs in 30, six at a time, went on).
+- half lost between shrink's agreements, 4 ranks on one node (tcp; `half_after_agreeing`
+  mode, no suspicion needed): ranks 2 and 3 take part in shrink's first agreement and die at
+  their first send in its second (kill@R:after=4: an agreement of 4 ranks over a network sends
+  4 messages a rank). Ranks 0 and 1, half of what all four agreed on, end "refused": the shrink
+  that follows keeps the majority rule.
 
 The one-node cases run on inproc, tcp, shm and shm+tcp (the stall not on shm+tcp; wan's rule
 is tcp's), and STACKs `inproc` and `shm` run only those (a node does not split in two). A run
@@ -52,16 +57,20 @@ MEMORY_JOINED = {"inproc", "shm", "shm_tcp"}
 
 
 def cases(stack: str):
-    """(case, plan, ranks that go on with these members, ranks refused, one node) for `stack`."""
+    """(case, plan, ranks that go on with these members, ranks refused, one node, ranks, mode)
+    for `stack`; mode None is silence's."""
     if stack not in ("inproc", "shm"):
-        yield "stall", STALL, (0, 1, 2, 3), (4,), False
-        yield "partition", "partition=0,0,0,1,1:at=500ms", (0, 1, 2), (3, 4), False
+        yield "stall", STALL, (0, 1, 2, 3), (4,), False, 5, None
+        yield "partition", "partition=0,0,0,1,1:at=500ms", (0, 1, 2), (3, 4), False, 5, None
     if stack in ("inproc", "tcp", "shm"):
-        yield "stall on one node", STALL, (0, 1, 2, 3), (4,), True
+        yield "stall on one node", STALL, (0, 1, 2, 3), (4,), True, 5, None
     if stack == "tcp":
-        yield "partition on one node", "partition=0,0,1,1,1:at=500ms", (2, 3, 4), (0, 1), True
+        yield ("partition on one node", "partition=0,0,1,1,1:at=500ms", (2, 3, 4), (0, 1), True,
+               5, None)
+        yield ("half lost between shrink's agreements", "kill@2:after=4;kill@3:after=4", (),
+               (0, 1), True, 4, "half_after_agreeing")
     if stack in MEMORY_JOINED:
-        yield "three killed on one node", KILL_THREE, (0, 1), (), True
+        yield "three killed on one node", KILL_THREE, (0, 1), (), True, 5, None
 
 
 def judge(out: str, majority: tuple[int, ...], refused: tuple[int, ...]) -> str | None:
@@ -97,9 +106,10 @@ def main() -> int:
                         "between rounds")
     args = p.parse_args()
 
-    def one(stack, program, case, plan, majority, refused, one_node):
-        out = run_job(stack, program, 5, f"silence:{args.seconds}", commxrun=args.commxrun,
-                      timeout=TIMEOUT, launch_args=[] if one_node else ["--nodes", "5"],
+    def one(stack, program, case, plan, majority, refused, one_node, ranks, mode):
+        out = run_job(stack, program, ranks, mode or f"silence:{args.seconds}",
+                      commxrun=args.commxrun, timeout=TIMEOUT,
+                      launch_args=[] if one_node else ["--nodes", "5"],
                       env={"COMMX_TIMEOUT": "20", "COMMX_SUSPECT_AFTER": "1",
                            "COMMX_FAULTS": plan})
         problem = (judge(out, majority, refused) if out is not None else
