@@ -395,10 +395,11 @@ int silence(comm& world, double seconds) {
 }
 
 // A shrink whose second agreement loses ranks: with COMMX_FAULTS=kill@2:after=4;kill@3:after=4
-// at 4 ranks where a network joins them (an agreement there sends 4 messages a rank), ranks 2
-// and 3 take part in the first agreement and die at their first send in the second. The
-// shrink that follows keeps the majority rule: of the communicator all four agreed on, 0 and 1
-// are half, and end "refused" rather than going on as two (silence.py checks it).
+// at 4 ranks where a network joins them (an agreement there sends 4 messages a rank, as
+// recovery.cost.tcp checks), ranks 2 and 3 take part in the first agreement and die at their
+// first send in the second. The shrink that follows keeps the majority rule: of the
+// communicator all four agreed on, 0 and 1 are half, and end "refused" rather than going on
+// as two (silence.py checks it).
 int shrink_loses_half_after_agreeing(comm& world) {
   const int me = world.rank();
   try {
