@@ -354,6 +354,23 @@ int message_cost(Comm& world, int radix) {
   }
 }
 
+// Shrinks `team` with the majority rule and prints its members as round `round`; or prints
+// "refused: ..." and returns false where the survivors are no majority or the others agreed
+// rank `me` lost.
+bool shrink_and_say(comm& team, int me, long round) {
+  try {
+    team = team.shrink();
+  } catch (const commx::error& e) {
+    if (e.code() != commx::errc::no_majority && e.code() != commx::errc::excluded) throw;
+    say(me, fmt::format("refused: {}", e.what()));
+    return false;
+  }
+  std::vector<int> members;
+  for (int r = 0; r < team.size(); ++r) members.push_back(team.world_rank_of(r));
+  say(me, fmt::format("round {} members={}", round, members));
+  return true;
+}
+
 // Silent ranks (faulty's stall or partition, COMMX_SUSPECT_AFTER set): rounds of an allreduce
 // bounded by a short deadline; a timeout, a loss or a revocation sends the ranks to revoke and
 // shrink, whose agreement declares the silent ones lost. Each shrink's members are printed,
@@ -378,17 +395,8 @@ int silence(comm& world, double seconds) {
     } catch (const commx::error& e) {
       if (!commx::calls_for_recovery(e) && e.code() != commx::errc::timeout) throw;
     }
-    try {
-      team.revoke();
-      team = team.shrink();
-    } catch (const commx::error& e) {
-      if (e.code() != commx::errc::no_majority && e.code() != commx::errc::excluded) throw;
-      say(me, fmt::format("refused: {}", e.what()));
-      return 0;
-    }
-    std::vector<int> members;
-    for (int r = 0; r < team.size(); ++r) members.push_back(team.world_rank_of(r));
-    say(me, fmt::format("round {} members={}", round, members));
+    team.revoke();
+    if (!shrink_and_say(team, me, round)) return 0;
   }
   say(me, "finished");
   return 0;
@@ -401,18 +409,8 @@ int silence(comm& world, double seconds) {
 // communicator all four agreed on, 0 and 1 are half, and end "refused" rather than going on
 // as two (silence.py checks it).
 int shrink_loses_half_after_agreeing(comm& world) {
-  const int me = world.rank();
-  try {
-    comm team = world.shrink();
-    std::vector<int> members;
-    for (int r = 0; r < team.size(); ++r) members.push_back(team.world_rank_of(r));
-    say(me, fmt::format("round 0 members={}", members));
-  } catch (const commx::error& e) {
-    if (e.code() != commx::errc::no_majority && e.code() != commx::errc::excluded) throw;
-    say(me, fmt::format("refused: {}", e.what()));
-    return 0;
-  }
-  say(me, "finished");
+  comm team = world;
+  if (shrink_and_say(team, world.rank(), 0)) say(world.rank(), "finished");
   return 0;
 }
 

@@ -45,6 +45,7 @@ shrink and the expected last ones, then "finished", and every rank of the minori
 
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 from recovery_runs import ROUND, argument_parser, outcomes, ranks_in, run_job
 
@@ -56,21 +57,31 @@ KILL_THREE = "kill@2:at=1s;kill@3:at=1s;kill@4:at=1s"
 MEMORY_JOINED = {"inproc", "shm", "shm_tcp"}
 
 
+class Case(NamedTuple):
+    """One run: its fault plan, the ranks that go on with these members and those refused."""
+    name: str
+    plan: str
+    majority: tuple[int, ...]
+    refused: tuple[int, ...]
+    one_node: bool
+    ranks: int = 5
+    mode: str | None = None  # recovery_job's mode; None: silence's
+
+
 def cases(stack: str):
-    """(case, plan, ranks that go on with these members, ranks refused, one node, ranks, mode)
-    for `stack`; mode None is silence's."""
+    """The cases run on `stack`."""
     if stack not in ("inproc", "shm"):
-        yield "stall", STALL, (0, 1, 2, 3), (4,), False, 5, None
-        yield "partition", "partition=0,0,0,1,1:at=500ms", (0, 1, 2), (3, 4), False, 5, None
+        yield Case("stall", STALL, (0, 1, 2, 3), (4,), False)
+        yield Case("partition", "partition=0,0,0,1,1:at=500ms", (0, 1, 2), (3, 4), False)
     if stack in ("inproc", "tcp", "shm"):
-        yield "stall on one node", STALL, (0, 1, 2, 3), (4,), True, 5, None
+        yield Case("stall on one node", STALL, (0, 1, 2, 3), (4,), True)
     if stack == "tcp":
-        yield ("partition on one node", "partition=0,0,1,1,1:at=500ms", (2, 3, 4), (0, 1), True,
-               5, None)
-        yield ("half lost between shrink's agreements", "kill@2:after=4;kill@3:after=4", (),
-               (0, 1), True, 4, "half_after_agreeing")
+        yield Case("partition on one node", "partition=0,0,1,1,1:at=500ms", (2, 3, 4), (0, 1),
+                   True)
+        yield Case("half lost between shrink's agreements", "kill@2:after=4;kill@3:after=4", (),
+                   (0, 1), True, ranks=4, mode="half_after_agreeing")
     if stack in MEMORY_JOINED:
-        yield "three killed on one node", KILL_THREE, (0, 1), (), True, 5, None
+        yield Case("three killed on one node", KILL_THREE, (0, 1), (), True)
 
 
 def judge(out: str, majority: tuple[int, ...], refused: tuple[int, ...]) -> str | None:
@@ -106,19 +117,19 @@ def main() -> int:
                         "between rounds")
     args = p.parse_args()
 
-    def one(stack, program, case, plan, majority, refused, one_node, ranks, mode):
-        out = run_job(stack, program, ranks, mode or f"silence:{args.seconds}",
+    def one(stack: str, program: str, case: Case):
+        out = run_job(stack, program, case.ranks, case.mode or f"silence:{args.seconds}",
                       commxrun=args.commxrun, timeout=TIMEOUT,
-                      launch_args=[] if one_node else ["--nodes", "5"],
+                      launch_args=[] if case.one_node else ["--nodes", "5"],
                       env={"COMMX_TIMEOUT": "20", "COMMX_SUSPECT_AFTER": "1",
-                           "COMMX_FAULTS": plan})
-        problem = (judge(out, majority, refused) if out is not None else
+                           "COMMX_FAULTS": case.plan})
+        problem = (judge(out, case.majority, case.refused) if out is not None else
                    "no end within the time limit")
-        return problem, (f"{stack} {case}: " +
+        return problem, (f"{stack} {case.name}: " +
                          (f"WRONG: {problem}\n{out}" if problem else
-                          f"{list(majority)} went on, {list(refused)} refused"))
+                          f"{list(case.majority)} went on, {list(case.refused)} refused"))
 
-    runs = [(stack, program, *case) for stack, program in (a.split("=", 1) for a in args.stacks)
+    runs = [(stack, program, case) for stack, program in (a.split("=", 1) for a in args.stacks)
             for case in cases(stack)]
     wrong = 0
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
