@@ -29,7 +29,7 @@ waiting: for the stall to end, for the time to be up, with a pause between round
   and 1 go on as [0, 1]. Not on tcp: there the two end refused when they find all three lost
   in one agreement, and go on when the deaths reach them one after another and each shrink
   keeps a majority of the communicator before it (5, then 3 or 4, then 2 of 3): which one
-  happens depends on the order the deaths are seen (3 runs in 30, six at a time, went on).
+  happens depends on the order the deaths are seen, so tcp's case is the partition above.
 - half lost between shrink's agreements, 4 ranks on one node (tcp; `half_after_agreeing`
   mode, no suspicion needed): ranks 2 and 3 take part in shrink's first agreement and die at
   their first send in its second (kill@R:after=4: an agreement of 4 ranks over a network sends
