@@ -16,6 +16,14 @@ namespace commx::coll::detail {
 // entry), binomial's one exchange is 0.96x ring's two with the CPUs on one die and 0.88x on two.
 // allgatherv's binomial rules from 3 ranks on were measured when binomial's allgatherv was
 // flat's direct exchange; they name flat since it became recursive doubling (2026-12-05).
+// At 3-4 ranks three rules changed by hand on 2026-12-06, from 40 runs at 4 ranks after shm's
+// ring stopped reaching fresh pages on a repeated exchange (bench/HISTORY.md, twenty-fourth
+// entry), each the better in both of the VM's modes, rated against each round's fastest, one
+// die (3 rounds) / two dies (34): allreduce of 16 KiB to 256 KiB is flat's (64 KiB: flat 1.03 /
+// 1.00, binomial 1.47 / 1.17); bcast of 256 KiB and more is flat's (256 KiB: flat 1.00 / 1.00,
+// ring 1.98 / 1.32), and of less than 1 KiB binomial's (8 B: flat 1.00 / 1.11, binomial 1.04 /
+// 1.03). The generator, run on those runs, also moved rules where one die's 3 rounds alone
+// decided (allreduce of 256 KiB, allgather); those wait for more rounds of one die.
 inline constexpr int tuned_measured_ranks_shm = 32;
 inline constexpr int tuned_measured_cores_shm = 2;
 inline constexpr std::array tuned_rules_shm{
@@ -36,6 +44,7 @@ inline constexpr std::array tuned_rules_shm{
     tuning_rule{stats::op::allgatherv, 17, 0, algorithm::flat},
     tuning_rule{stats::op::allreduce, 1, 0, algorithm::binomial},
     tuning_rule{stats::op::allreduce, 3, 0, algorithm::binomial},
+    tuning_rule{stats::op::allreduce, 3, 16384, algorithm::flat},
     tuning_rule{stats::op::allreduce, 3, 262144, algorithm::ring},
     tuning_rule{stats::op::allreduce, 3, 1048576, algorithm::hierarchical},
     tuning_rule{stats::op::allreduce, 3, 4194304, algorithm::ring},
@@ -58,10 +67,8 @@ inline constexpr std::array tuned_rules_shm{
     tuning_rule{stats::op::barrier, 9, 0, algorithm::flat},
     tuning_rule{stats::op::barrier, 17, 0, algorithm::flat},
     tuning_rule{stats::op::bcast, 1, 0, algorithm::flat},
-    tuning_rule{stats::op::bcast, 3, 0, algorithm::flat},
-    tuning_rule{stats::op::bcast, 3, 1024, algorithm::binomial},
-    tuning_rule{stats::op::bcast, 3, 262144, algorithm::ring},
-    tuning_rule{stats::op::bcast, 3, 1048576, algorithm::flat},
+    tuning_rule{stats::op::bcast, 3, 0, algorithm::binomial},
+    tuning_rule{stats::op::bcast, 3, 262144, algorithm::flat},
     tuning_rule{stats::op::bcast, 5, 0, algorithm::binomial},
     tuning_rule{stats::op::bcast, 5, 262144, algorithm::flat},
     tuning_rule{stats::op::bcast, 5, 4194304, algorithm::binomial},
