@@ -24,12 +24,18 @@ namespace commx::coll::detail {
 // ring 1.98 / 1.32), and of less than 1 KiB binomial's (8 B: flat 1.00 / 1.11, binomial 1.04 /
 // 1.03). The generator, run on those runs, also moved rules where one die's 3 rounds alone
 // decided (allreduce of 256 KiB, allgather); those wait for more rounds of one die.
+// On 2026-12-07, from 71 rounds at 4 ranks (20 one die, 51 two), allgather of 1 MiB is
+// binomial's (one die / two dies: binomial 1.00 / 1.03, ring 1.09 / 1.00). At 256 KiB no
+// policy holds in both (ring 1.15 / 1.00, binomial 1.01 / 1.14, hierarchical 1.00 / 1.15):
+// ring stays, the better on two dies, where most pairs of a many-core node's ranks are.
 inline constexpr int tuned_measured_ranks_shm = 32;
 inline constexpr int tuned_measured_cores_shm = 2;
 inline constexpr std::array tuned_rules_shm{
     tuning_rule{stats::op::allgather, 1, 0, algorithm::binomial},
     tuning_rule{stats::op::allgather, 3, 0, algorithm::binomial},
     tuning_rule{stats::op::allgather, 3, 65536, algorithm::ring},
+    tuning_rule{stats::op::allgather, 3, 1048576, algorithm::binomial},
+    tuning_rule{stats::op::allgather, 3, 4194304, algorithm::ring},
     tuning_rule{stats::op::allgather, 5, 0, algorithm::flat},
     tuning_rule{stats::op::allgather, 5, 65536, algorithm::binomial},
     tuning_rule{stats::op::allgather, 5, 1048576, algorithm::ring},
