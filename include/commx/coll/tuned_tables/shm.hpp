@@ -23,8 +23,8 @@ namespace commx::coll::detail {
 // 1.00, binomial 1.47 / 1.17); bcast of 256 KiB and more is flat's (256 KiB: flat 1.00 / 1.00,
 // ring 1.98 / 1.32), and of less than 1 KiB binomial's (8 B: flat 1.00 / 1.11, binomial 1.04 /
 // 1.03). The generator, run on those runs, also moved rules where one die's 3 rounds alone
-// decided (allreduce of 256 KiB, allgather); those wait for more rounds of one die.
-// On 2026-12-07, from 71 rounds at 4 ranks (20 one die, 51 two), allgather of 1 MiB is
+// decided (allreduce of 256 KiB, allgather); with more rounds of one die, on 2026-12-07, from
+// 71 rounds at 4 ranks (20 one die, 51 two), one of them moved: allgather of 1 MiB is
 // binomial's (one die / two dies: binomial 1.00 / 1.03, ring 1.09 / 1.00). At 256 KiB no
 // policy holds in both (ring 1.15 / 1.00, binomial 1.01 / 1.14, hierarchical 1.00 / 1.15):
 // ring stays, the better on two dies, where most pairs of a many-core node's ranks are.
