@@ -17,7 +17,6 @@
 #include <memory>
 #include <span>
 #include <thread>
-#include <vector>
 
 #include "commx/detail/recovery.hpp"
 #include "commx/request.hpp"
@@ -54,10 +53,8 @@ TEST_CASE("a question that came before its agreement was decided is answered onc
   (void)job.one.isend(0, job.world.channel(), detail::recovery_tag::down(agreement), proposal);
   detail::look_for_recovery(job.zero, &job.world, clock::now());
   REQUIRE(job.zero.endpoint.iprobe(1, job.world.channel(), detail::recovery_tag::down(agreement)));
-  const auto decided = message_of(detail::agreement_kind::decision);
-  const auto decision =
-      std::make_shared<const std::vector<std::byte>>(decided.begin(), decided.end());
-  job.zero.recovery.decided({job.world.channel(), agreement, decision});
+  const auto decision = message_of(detail::agreement_kind::decision);
+  job.zero.recovery.decided(job.world.channel(), agreement, decision);
 
   // Rank 0 then waits for rank 1, which sends only once it has rank 0's acknowledgement.
   std::thread coordinator([&] {

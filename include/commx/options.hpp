@@ -93,7 +93,8 @@ struct options {
   /// on a transport that can (`transport::excludes_peers`: inproc, shm, tcp, wan and the
   /// layered stacks), COMMX_SUSPECT_AFTER seconds; unset, a silent rank (stalled, or across
   /// a partition) holds the agreement until its deadline. Set it below the timeout, above the
-  /// longest pause a healthy rank may take: a rank declared lost is refused by everyone.
+  /// longest pause a healthy rank may take: a rank declared lost is refused by everyone. Set
+  /// it alike at every rank: with it, 2 ranks on one node agree in two exchanges, not one.
   std::optional<clock::duration> suspect_after = detail::suspicion_from_env();
   /// COMMX_REDUCTION=policy|reproducible.
   reduction_order reduction = detail::enum_from_env(

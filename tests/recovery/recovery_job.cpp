@@ -10,7 +10,8 @@
 // mode: any_source after a loss, before and after acknowledge_failures. `silence:SECONDS`
 // mode: ranks that stall or are partitioned off are declared lost (silence.py checks it).
 // `half_after_agreeing` mode: ranks lost between shrink's two agreements (silence.py too).
-// `cost:K` mode: the bytes one agreement sends to each rank, against the documented cost.
+// `cost:K[:P]` mode: the bytes and messages one agreement sends to each rank, against the
+// documented cost.
 // Exit status: 0 every step done, 1 a revocation case went wrong, 2 a typed error.
 
 #include <atomic>
@@ -301,56 +302,81 @@ int wildcard_after_loss(comm& world) {
 }
 
 // What one agreement without failures sends, against its file comment's cost: radix k > 0,
-// two phases of dissemination, a message of 16 + p/8 bytes to each rank m k^j after this one
-// (m < k) in each; radix 0, the coordinator's report and acknowledgement from each participant,
-// its proposal and decision to each. Rank 0 prints "cost: as documented" or what differed.
+// `phases` of dissemination (two; one at 2 ranks that memory joins), to each rank m k^j after
+// this one (m < k) a report of the value alone (4 bytes) in phase one and an empty confirmation
+// in phase two; radix 0, the coordinator's report (16 + p/8 bytes) and acknowledgement (1) from
+// each participant, its proposal and decision (16 + p/8 each) to each. Bytes are counted where
+// the stack counts them (inproc, tcp, ...), messages where it does (faulty<T>). Rank 0 prints
+// "cost: as documented" or what differed.
 template <class Comm>
-int counted_cost(Comm& world, int radix) {
+int counted_cost(Comm& world, int radix, int phases) {
+  using transport_type = typename Comm::transport_type;
+  constexpr bool counts_bytes = requires(const transport_type& t) { t.bytes_sent_to(0); };
+  constexpr bool counts_messages = requires(const transport_type& t) { t.messages_sent_to(0); };
   const int me = world.rank();
   const int p = world.size();
+  const auto at = [](int r) { return static_cast<std::size_t>(r); };
+  // Bytes, then messages, sent to each rank so far.
   const auto sent = [&] {
-    std::vector<std::uint64_t> bytes(static_cast<std::size_t>(p));
+    std::vector<std::uint64_t> counts(2 * at(p));
     for (int r = 0; r < p; ++r) {
-      bytes[static_cast<std::size_t>(r)] = world.transport().bytes_sent_to(r);
+      if constexpr (counts_bytes) counts[at(r)] = world.transport().bytes_sent_to(r);
+      if constexpr (counts_messages) counts[at(p + r)] = world.transport().messages_sent_to(r);
     }
-    return bytes;
+    return counts;
   };
   world.barrier();  // its sends are handed over when it returns
   const std::vector<std::uint64_t> before = sent();
   (void)world.agree(me, commx::op::min{});
-  std::vector<std::uint64_t> bytes = sent();
-  std::vector<std::uint64_t> expected(static_cast<std::size_t>(p));
-  const std::uint64_t message = 16 + (static_cast<std::uint64_t>(p) + 7) / 8;
+  std::vector<std::uint64_t> counts = sent();
+  std::vector<std::uint64_t> expected(2 * at(p));
+  const std::uint64_t whole = 16 + (static_cast<std::uint64_t>(p) + 7) / 8;
+  const auto expect = [&](int r, std::uint64_t bytes, std::uint64_t messages) {
+    if constexpr (counts_bytes) expected[at(r)] = bytes;
+    if constexpr (counts_messages) expected[at(p + r)] = messages;
+  };
   for (int r = 0; r < p; ++r) {
-    const auto at = static_cast<std::size_t>(r);
-    bytes[at] -= before[at];
+    counts[at(r)] -= before[at(r)];
+    counts[at(p + r)] -= before[at(p + r)];
     if (r == me) continue;
     if (radix == 0) {
-      expected[at] = me == 0 ? 2 * message : r == 0 ? message + 1 : 0;
+      if (me == 0) expect(r, 2 * whole, 2);
+      if (r == 0) expect(r, whole + 1, 2);
       continue;
     }
     for (int step = 1; step < p; step *= radix) {
       for (int o = step; o < p && o < step * radix; o += step) {
-        if ((me + o) % p == r) expected[at] = 2 * message;
+        if ((me + o) % p == r) expect(r, sizeof(int), static_cast<std::uint64_t>(phases));
       }
     }
   }
-  const int wrong = world.allreduce_value(bytes == expected ? 0 : 1, std::plus<>{});
-  if (bytes != expected) {
+  const int wrong = world.allreduce_value(counts == expected ? 0 : 1, std::plus<>{});
+  if (counts != expected) {
+    const std::span<const std::uint64_t> got(counts);
+    const std::span<const std::uint64_t> want(expected);
     say(me,
-        fmt::format("cost: sent {} bytes to each rank where {} were expected", bytes, expected));
+        fmt::format("cost: sent {} bytes and {} messages to each rank where {} and {} were "
+                    "expected",
+                    got.first(at(p)), got.subspan(at(p)), want.first(at(p)), want.subspan(at(p))));
   }
   if (me == 0 && wrong == 0) say(me, "cost: as documented");
   return wrong == 0 ? 0 : 1;
 }
 
+// `cost:K` or `cost:K:P`: radix K (0: the coordinator's), P phases (2 if not given).
 template <class Comm>
-int message_cost(Comm& world, int radix) {
-  if constexpr (!requires(const typename Comm::transport_type& t) { t.bytes_sent_to(0); }) {
-    say(world.rank(), "cost: this stack counts no bytes sent");
+int message_cost(Comm& world, const std::string& how) {
+  using transport_type = typename Comm::transport_type;
+  if constexpr (
+      !requires(const transport_type& t) { t.bytes_sent_to(0); } &&
+      !requires(const transport_type& t) { t.messages_sent_to(0); }) {
+    say(world.rank(), "cost: this stack counts neither bytes nor messages sent");
     return 1;
   } else {
-    return counted_cost(world, radix);
+    const std::size_t colon = how.find(':');
+    const int radix = std::atoi(how.substr(0, colon).c_str());
+    const int phases = colon == std::string::npos ? 2 : std::atoi(how.c_str() + colon + 1);
+    return counted_cost(world, radix, phases);
   }
 }
 
@@ -422,7 +448,7 @@ int work(comm& world, std::string_view mode) {
     if (mode.starts_with("silence")) {
       return silence(world, std::atof(mode.data() + mode.find(':') + 1));
     }
-    if (mode.starts_with("cost")) return message_cost(world, std::atoi(mode.data() + 5));
+    if (mode.starts_with("cost:")) return message_cost(world, std::string(mode.substr(5)));
     if (mode.starts_with("suicides")) {
       return suicides(world, static_cast<unsigned>(std::atoi(mode.data() + mode.find(':') + 1)));
     }

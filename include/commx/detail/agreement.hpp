@@ -44,11 +44,20 @@
 /// than messages there; where a network joins some, the radix with the fewest messages (2 at
 /// 4 ranks: 0.8x the all-to-all's time on tcp, bench/README.md).
 ///
-/// Cost without failures: up to 4 ranks, two phases of ceil(log_k p) rounds, each of p o
-/// messages of 16 + p/8 bytes (o, the ranks one sends to: p - 1 all to all, 2 at radix 2
-/// among 4); beyond, 4 (p - 1) messages, all to or from the coordinator (report, propose,
-/// acknowledge, decide): four latencies and p - 1 messages through one rank at each. A
-/// coordinator's loss adds a round of reports to the next one.
+/// Two ranks that memory joins skip phase two when no suspicion time is set: each returns once
+/// it has the other's report. A send that completed is delivered although its sender then
+/// dies (transport/concept.hpp), nothing partitions them, and no live rank is declared lost,
+/// so the rank that returned (and may then die) had sent its report, and the other gets it or
+/// dies itself. A rank declared lost while its report was on its way could return while the
+/// other decided it lost: with a suspicion time, or over a network, phase two stays.
+///
+/// Cost without failures: up to 4 ranks, two phases (one, as above, at 2 ranks) of
+/// ceil(log_k p) rounds, each of p o messages (o, the ranks one sends to: p - 1 all to all, 2
+/// at radix 2 among 4): a report of the value's size in phase one, an empty confirmation in
+/// phase two (agreement_wire.hpp); beyond, 4 (p - 1) messages of 16 + p/8 bytes, all to or
+/// from the coordinator (report, propose, acknowledge, decide): four latencies and p - 1
+/// messages through one rank at each. A coordinator's loss adds a round of reports to the
+/// next one.
 ///
 /// The failure detector is the transport's: a receive from a rank that is gone ends with
 /// errc::peer_lost. A rank that stays silent (stalled, or across a partition) holds the
@@ -63,11 +72,11 @@
 /// never one per message), and recovery.hpp's late answers; ranks are the job's (world) ranks.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <memory_resource>
 #include <optional>
 #include <span>
@@ -79,6 +88,7 @@
 #include <fmt/ranges.h>
 
 #include "commx/deadline.hpp"
+#include "commx/detail/agreement_wire.hpp"
 #include "commx/detail/rank_bits.hpp"
 #include "commx/detail/rank_state.hpp"
 #include "commx/detail/recovery.hpp"
@@ -107,32 +117,19 @@ struct agreement {
 
 namespace detail {
 
-/// Whether a network joins some of `members` (world ranks of `endpoint`'s job), rather than
-/// memory joining them all: only then can a partition or a stall cut one off for good (shrink's
-/// majority rule), and only then does each message cost system calls (agreement's radix).
-/// Within a node a transport joins ranks by memory only where it says `node_cannot_split`.
-template <transport::transport T>
-bool network_joins(const T& endpoint, const group& members) {
-  if constexpr (transport::splits_within_node<T>) return true;
-  const int node = endpoint.node_of(members.world_of(0));
-  for (int r = 1; r < members.size(); ++r) {
-    if (endpoint.node_of(members.world_of(r)) != node) return true;
-  }
-  return false;
-}
-
 /// One rank's run of agreement `number` on `members` (see the file comment).
 template <transport::transport T, stats::policy S, class V, class Op>
 class agreement_run {
  public:
   agreement_run(rank_state<T, S>& state, const group& members, int me, std::uint32_t number,
-                V value, Op op, clock::time_point until)
+                V value, Op op, deadline until, clock::duration default_timeout)
       : state_(state),
         members_(members),
         me_(me),
         number_(number),
         op_(op),
-        until_(until),
+        deadline_(until),
+        default_timeout_(default_timeout),
         value_(value),
         lost_(members.size()),
         heard_(members.size()),
@@ -172,9 +169,7 @@ class agreement_run {
     COMMX_LOG(debug, log_context_of(state_.endpoint), "agreement {} decided (ballot {}): lost [{}]",
               number_, decided->ballot, fmt::join(world_ranks(decided->lost), ", "));
     const std::span<const std::byte> decision = encode(agreement_kind::decision, *decided);
-    state_.recovery.decided(
-        {members_.channel(), number_,
-         std::make_shared<const std::vector<std::byte>>(decision.begin(), decision.end())});
+    state_.recovery.decided(members_.channel(), number_, decision);
     agreement<V> out{decided->value, {}};
     for (int r = 0; r < members_.size(); ++r) {
       if (decided->lost.contains(r)) out.lost.push_back(r);
@@ -188,13 +183,10 @@ class agreement_run {
   // two all-to-all rounds, and 0.7x (shm) and 0.65x (tcp) that of six rounds of radix 2.
   static constexpr int disseminated_ranks = 4;
 
-  struct proposal {
-    int ballot = -1;
-    V value{};
-    rank_bits lost;
-  };
+  using proposal = agreement_proposal<V>;
+  using wire = agreement_wire<V>;
 
-  [[nodiscard]] std::size_t message_bytes() const { return 16 + lost_.wire_bytes(); }
+  [[nodiscard]] std::size_t message_bytes() const { return wire::whole_bytes(members_.size()); }
   // Whether the transport holds this rank itself failed: the others declared it lost.
   [[nodiscard]] bool declared_lost() const {
     if constexpr (transport::knows_failures<T>) {
@@ -251,10 +243,11 @@ class agreement_run {
       if (kind == agreement_kind::confirmation) {
         outcome.ballot = 0;
         accepted_ = outcome;
+        if (one_exchange_decides()) break;
       }
-      std::span<const std::byte> message;
+      std::span<const std::byte> message;  // a confirmation is empty
       for (int step = 1; step < p; step *= k) {
-        if (kind == agreement_kind::report || message.empty()) message = encode(kind, outcome);
+        if (kind == agreement_kind::report) message = encode_value(outcome.value);
         for_each_offset(step, k, p, [&](int o) {
           const int r = (me_ + o) % p;
           send(r, tag, message);
@@ -269,20 +262,25 @@ class agreement_run {
             lost_.insert(r);
             return fall_back(r, "lost");
           }
-          if (kind_of(*m) != kind) {
-            return fall_back(r,
-                             kind_of(*m) == agreement_kind::fallback ? "fell back" : "out of step");
+          const agreement_kind got = wire::disseminated_kind(*m);
+          if (got != kind) {
+            return fall_back(r, got == agreement_kind::fallback ? "fell back" : "out of step");
           }
-          if (kind == agreement_kind::report) {
-            const proposal theirs = decode(*m);
-            if (!theirs.lost.none()) return fall_back(r, "reported a loss");
-            outcome.value = op_(outcome.value, theirs.value);
-          }
+          if (kind == agreement_kind::report)
+            outcome.value = op_(outcome.value, wire::read_value(*m));
         }
       }
     }
     finish_sends();
     return outcome;
+  }
+
+  // Two ranks that memory joins, neither of which can be declared lost while it lives (no
+  // suspicion time), decide in one exchange (the file comment).
+  [[nodiscard]] bool one_exchange_decides() const {
+    if (members_.size() != 2 || network_joins(state_.endpoint, members_)) return false;
+    if constexpr (transport::excludes_peers<T>) return !state_.recovery.suspect_after;
+    return true;
   }
 
   // The dissemination's radix (the file comment): where memory joins every member, p (one
@@ -328,7 +326,7 @@ class agreement_run {
                     members_.world_of(coordinator));
           break;
         }
-        const agreement_kind kind = kind_of(*m);
+        const agreement_kind kind = wire::kind_of(*m);
         if (kind == agreement_kind::proposal) {
           accepted_ = decode(*m);
           send(coordinator, recovery_tag::up(number_), acknowledgement_message);
@@ -428,24 +426,19 @@ class agreement_run {
         return std::nullopt;
       }
       heard_.insert(r);
-      if (kind_of(*m) == kind) return m;
+      if (wire::kind_of(*m) == kind) return m;
     }
   }
 
-  static agreement_kind kind_of(std::span<const std::byte> m) {
-    return m.empty() ? agreement_kind{} : static_cast<agreement_kind>(m[0]);
-  }
-
-  // [kind][1 if it carries an accepted proposal][2 unused][ballot: 4][value: 8][lost: p bits]
-  // In the run's arena, where it stays until the run ends: a send to every rank shares it.
+  // In the run's arena, where they stay until the run ends: a send to every rank shares one.
   [[nodiscard]] std::span<const std::byte> encode(agreement_kind kind, const proposal& p) {
     const std::span<std::byte> m = fresh(message_bytes());
-    m[0] = static_cast<std::byte>(kind);
-    m[1] = std::byte{p.ballot >= 0};
-    m[2] = m[3] = std::byte{0};
-    put(m.subspan(4, 4), static_cast<std::uint32_t>(p.ballot));
-    put(m.subspan(8, 8), static_cast<std::uint64_t>(p.value));
-    p.lost.write(m.subspan(16));
+    wire::write_whole(m, kind, p);
+    return m;
+  }
+  [[nodiscard]] std::span<const std::byte> encode_value(V value) {
+    const std::span<std::byte> m = fresh(sizeof(V));
+    wire::write_value(m, value);
     return m;
   }
 
@@ -455,21 +448,7 @@ class agreement_run {
                   fmt::format("agreement {}: a message of {} bytes where {} were expected", number_,
                               m.size(), message_bytes()));
     }
-    proposal p;
-    p.ballot = m[1] == std::byte{0} ? -1 : static_cast<int>(get(m.subspan(4, 4)));
-    p.value = static_cast<V>(get(m.subspan(8, 8)));
-    p.lost = rank_bits::read(m.subspan(16), members_.size());
-    return p;
-  }
-
-  static void put(std::span<std::byte> at, std::uint64_t v) {
-    for (std::size_t i = 0; i < at.size(); ++i) at[i] = static_cast<std::byte>(v >> (8 * i));
-  }
-  static std::uint64_t get(std::span<const std::byte> at) {
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < at.size(); ++i)
-      v |= std::to_integer<std::uint64_t>(at[i]) << (8 * i);
-    return v;
+    return wire::read_whole(m, members_.size());
   }
 
   // Sends are kept until finish_sends (their payload stays in the arena); a send to a lost
@@ -499,7 +478,9 @@ class agreement_run {
           state_.endpoint.cancel(s.handle)) {
         continue;
       }
-      if (wait_watched(state_, members_, s.handle, until_, false) == wait_end::deadline &&
+      if (wait_watched(
+              state_, members_, s.handle, [this] { return until(); }, false) ==
+              wait_end::deadline &&
           state_.endpoint.cancel(s.handle)) {
         outgoing_.clear();
         time_out("sending its part");
@@ -513,15 +494,16 @@ class agreement_run {
   std::optional<std::span<const std::byte>> receive(int r, int tag) {
     typename T::request handle = state_.endpoint.irecv(members_.world_of(r), members_.channel(),
                                                        tag, transport::recv_buffer(inbox_));
-    wait_end end = wait_watched(state_, members_, handle, suspicion(tag), false);
+    wait_end end = wait_watched(
+        state_, members_, handle, [this, tag] { return suspicion(tag); }, false);
     if constexpr (transport::excludes_peers<T>) {
-      if (end == wait_end::deadline && clock::now() < until_) {
+      if (end == wait_end::deadline && clock::now() < until()) {
         // Silent past the suspicion time: declared lost here, which ends the receive (or it
         // matched meanwhile), and, the connection closed, the rank finds this one lost too.
         state_.endpoint.exclude(members_.world_of(r),
                                 fmt::format("silent for at least {} ms in agreement {}",
                                             as_ms(*state_.recovery.suspect_after), number_));
-        end = wait_watched(state_, members_, handle, until_, false);
+        end = wait_watched(state_, members_, handle, until(), false);
       }
     }
     if (end == wait_end::deadline && state_.endpoint.cancel(handle)) {
@@ -543,14 +525,20 @@ class agreement_run {
   // phase (start_phase): the ranks a phase waits for are suspected together, not one S after
   // another. A coordinator may spend S in each of its two phases, so its participants suspect
   // it after 3 S: a rank waiting on a silent one must not look silent itself.
-  [[nodiscard]] clock::time_point suspicion(int tag) const {
+  [[nodiscard]] clock::time_point suspicion(int tag) {
     if constexpr (transport::excludes_peers<T>) {
       if (const auto& s = state_.recovery.suspect_after) {
-        if (tag == recovery_tag::down(number_)) return std::min(until_, clock::now() + 3 * *s);
-        return std::min(until_, suspect_by_);
+        if (tag == recovery_tag::down(number_)) return std::min(until(), clock::now() + 3 * *s);
+        return std::min(until(), suspect_by_);
       }
     }
-    return until_;
+    return until();
+  }
+  // The deadline, resolved when a wait first needs it: an agreement whose messages are there
+  // when it looks reads no clock (one read was a third of a 1-rank agreement's time).
+  clock::time_point until() {
+    if (!until_) until_ = deadline_.resolve(default_timeout_);
+    return *until_;
   }
   // A phase that waits for several ranks at once starts: they are suspected `silences` S
   // from now.
@@ -577,7 +565,9 @@ class agreement_run {
   int me_;
   std::uint32_t number_;
   Op op_;
-  clock::time_point until_;
+  deadline deadline_;
+  clock::duration default_timeout_;
+  std::optional<clock::time_point> until_;  // deadline_, once resolved (until())
   V value_;
   // The run's messages and its list of sends come from here, freed together as it ends (after
   // the destructor withdrew any send still in flight): a few hundred bytes, no allocation, up

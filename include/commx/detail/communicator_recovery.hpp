@@ -68,7 +68,7 @@ inline agreement<V> communicator<T, C, S>::agree(V value, Op op, deadline until)
   check_valid("agree");
   [[maybe_unused]] const auto inside = detail::library_call(state_->endpoint);
   detail::agreement_run<T, S, V, Op> run(*state_, *group_, rank_, group_->next_agreement(), value,
-                                         op, until.resolve(timeout_));
+                                         op, until, timeout_);
   return run.run();
 }
 

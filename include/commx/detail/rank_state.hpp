@@ -137,4 +137,19 @@ class group {
   mutable std::shared_ptr<const coll::detail::node_layout> nodes_;  // made by node_layout()
 };
 
+/// Whether a network joins some of `members` (world ranks of `endpoint`'s job), rather than
+/// memory joining them all: only then can a partition or a stall cut one off for good (shrink's
+/// majority rule; agreement.hpp's single exchange at 2 ranks), and only then does each message
+/// cost system calls (agreement.hpp's radix). Within a node a transport joins ranks by memory
+/// only where it says `node_cannot_split`.
+template <transport::transport T>
+bool network_joins(const T& endpoint, const group& members) {
+  if constexpr (transport::splits_within_node<T>) return true;
+  const int node = endpoint.node_of(members.world_of(0));
+  for (int r = 1; r < members.size(); ++r) {
+    if (endpoint.node_of(members.world_of(r)) != node) return true;
+  }
+  return false;
+}
+
 }  // namespace commx::detail

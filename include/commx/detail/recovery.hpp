@@ -22,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <system_error>
@@ -130,9 +131,11 @@ void look_for_recovery(rank_state<T, S>& state, const group* watched, clock::tim
           COMMX_LOG(debug, log_context_of(endpoint),
                     "agreement {}, decided: answers rank {}'s late report with the decision",
                     d.number, found->source);
-          state.recovery.keep(endpoint.isend(found->source, d.channel, recovery_tag::down(d.number),
-                                             std::span<const std::byte>(*d.decision)),
-                              d.decision);
+          // A copy of its own: the record may be reused while the send is in flight.
+          auto decision = std::make_shared<const std::vector<std::byte>>(d.decision);
+          auto sending = endpoint.isend(found->source, d.channel, recovery_tag::down(d.number),
+                                        std::span<const std::byte>(*decision));
+          state.recovery.keep(std::move(sending), std::move(decision));
         }
       }
     }

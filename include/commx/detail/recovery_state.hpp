@@ -31,9 +31,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "commx/deadline.hpp"
@@ -71,7 +71,7 @@ struct recovery_tag {
 struct decided_agreement {
   context_id channel = 0;
   std::uint32_t number = 0;
-  std::shared_ptr<const std::vector<std::byte>> decision;  // the decision message
+  std::vector<std::byte> decision;  // the decision message
 };
 
 /// One rank's recovery bookkeeping, shared by all its communicators (rank_state).
@@ -117,14 +117,20 @@ class recovery_state {
     polled_channel_ = channel;
   }
 
-  /// Remembers a decided agreement (the oldest beyond `kept_decisions` is forgotten); the next
-  /// wait looks, whatever arrived since (`due`).
-  void decided(decided_agreement record) {
-    decisions_.push_back(record);
-    if (decisions_.size() > kept_decisions) decisions_.pop_front();
+  /// Remembers agreement `number` on `channel`, decided (the oldest beyond `kept_decisions` is
+  /// forgotten, its record reused: an agreement allocates nothing here); the next wait looks,
+  /// whatever arrived since (`due`).
+  void decided(context_id channel, std::uint32_t number, std::span<const std::byte> decision) {
+    if (decisions_.size() < kept_decisions) decisions_.emplace_back();
+    decided_agreement& record = decisions_[oldest_];
+    oldest_ = (oldest_ + 1) % kept_decisions;
+    record.channel = channel;
+    record.number = number;
+    record.decision.assign(decision.begin(), decision.end());
     polled_events_ = never_polled;
   }
-  [[nodiscard]] const std::deque<decided_agreement>& decisions() const { return decisions_; }
+  /// The decided agreements remembered, in no particular order.
+  [[nodiscard]] std::span<const decided_agreement> decisions() const { return decisions_; }
 
   /// Keeps a send (a notice, an acknowledgement, a decision) until it completes, with what
   /// holds its payload if anything must; `test` them in a look.
@@ -163,7 +169,8 @@ class recovery_state {
   std::uint64_t polled_events_ = never_polled;
   clock::time_point polled_at_{};
   context_id polled_channel_ = no_channel;
-  std::deque<decided_agreement> decisions_;
+  std::vector<decided_agreement> decisions_;
+  std::size_t oldest_ = 0;  // the record the next decision replaces, once all are in use
   std::vector<kept> sending_;
 };
 

@@ -154,6 +154,11 @@ class faulty {
     t.bytes_sent_to(peer);
   }
   { return inner_.bytes_sent_to(peer); }
+  /// How many sends to `peer` this endpoint was given so far, so that a test can count an
+  /// algorithm's messages, which bytes alone do not tell (an empty message counts).
+  [[nodiscard]] std::uint64_t messages_sent_to(int peer) const {
+    return sends_to_[static_cast<std::size_t>(peer)];
+  }
   /// T's, where T knows layouts (data_layout.hpp).
   [[nodiscard]] data_layout layout_of(int peer) const requires knows_layouts<T> {
     return inner_.layout_of(peer);
@@ -176,6 +181,7 @@ class faulty {
   /// T's isend, after the faults due at this send; held here while a delay or a partition says.
   request isend(int peer, context_id ctx, int tag, const std::span<const std::byte>& data) {
     ++sends_;
+    ++sends_to_[static_cast<std::size_t>(peer)];
     if (ctx % 2 == 1) ++collective_sends_;  // a communicator's collectives use its odd context
     fire_due();
     auto& queue = queues_[static_cast<std::size_t>(peer)];
@@ -273,6 +279,7 @@ class faulty {
   void arm() {
     draw_.seed(plan_.seed * 0x2545f4914f6cdd1dULL + static_cast<std::uint64_t>(rank()));
     queues_.resize(static_cast<std::size_t>(size()));
+    sends_to_.resize(static_cast<std::size_t>(size()));
     for (const fault_partition& p : plan_.partitions) {
       if (p.group.size() != queues_.size()) {
         throw error(errc::invalid_argument,
@@ -434,6 +441,7 @@ class faulty {
   std::uint64_t released_ = 0;
   std::uint64_t sends_ = 0;
   std::uint64_t collective_sends_ = 0;
+  std::vector<std::uint64_t> sends_to_;  // messages_sent_to, a count per rank of the job
   clock::time_point start_ = clock::now();
 };
 
