@@ -4,12 +4,13 @@
 
     python3 bench/agree_compare.py [--build-dir build/release] [--rounds 5] [--ranks 2 4 8]
                                    [--stacks shm tcp] [--out results/bench/agree.csv]
-                                   [--before OTHER_BUILD_DIR]
+                                   [--before OTHER_BUILD_DIR] [--by-mode]
 
 Each round runs bench_agree_<stack> under commxrun at every rank count, after timing a cache
 line's crossing (bench_cache_line: ~40 ns one die, ~200-250 ns two); the CSV holds, per stack
 and rank count, the median over rounds of each figure and of each round's ratio, the rounds
-by the VM's mode and the load average seen. The goal (issue 50): agree at most 2x the
+by the VM's mode and the load average seen; with --by-mode, a row per mode the rounds met (a
+point's mode is its cache line's, timed just before it ran). The goal (issue 50): agree at most 2x the
 allreduce. Beside it, the allreduce followed by a barrier: what a uniform agreement must do at
 least (learn the outcome, then hold every rank until all hold it). With --before, each run is
 paired with one of the other build's (which goes first alternates), and the CSV adds agree's
@@ -52,16 +53,20 @@ def main() -> None:
     p.add_argument("--stacks", nargs="+", default=["shm", "tcp"])
     p.add_argument("--out", type=Path, default=Path("results/bench/agree.csv"))
     p.add_argument("--before", type=Path, help="another build of bench_agree_<stack>, paired")
+    p.add_argument("--by-mode", action="store_true", help="a row per VM mode (one die, two dies)")
     args = p.parse_args()
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     before: dict[tuple[str, int], list[dict[str, float]]] = {}
     modes = {"one die": 0, "two dies": 0}
+    mode_of: dict[tuple[str, int], list[str]] = {}  # each round's mode, per point
     loads = []
     for round_ in range(args.rounds):
         for stack in args.stacks:
             for ranks in args.ranks:
                 line = cache_line_ns(args.build_dir) or float("nan")
-                modes["one die" if line < 120 else "two dies"] += 1
+                mode = "one die" if line < 120 else "two dies"
+                modes[mode] += 1
+                mode_of.setdefault((stack, ranks), []).append(mode)
                 loads.append(float(Path("/proc/loadavg").read_text().split()[0]))
                 builds = [(runs, args.build_dir)]
                 if args.before:
@@ -75,20 +80,29 @@ def main() -> None:
     with args.out.open("w", newline="") as f:
         w = csv.writer(f)
         # A build from before the allreduce-and-barrier row ran none: the columns say "-".
-        w.writerow(["stack", "ranks", "agree us", "allreduce binomial us", "allreduce tuned us",
+        w.writerow(["stack", "ranks"] + (["mode", "rounds"] if args.by_mode else []) + ["agree us", "allreduce binomial us", "allreduce tuned us",
                     "allreduce tuned + barrier us", "agree / binomial", "agree / tuned",
                     "agree / (tuned + barrier)"] +
                    (["agree before us", "agree after / before"] if args.before else []))
-        for (stack, ranks), rs in runs.items():
+        groups = []  # (stack, ranks, mode or None, the rounds' indices)
+        for (stack, ranks), all_rounds in runs.items():
+            kinds = sorted(set(mode_of[(stack, ranks)])) if args.by_mode else [None]
+            for kind in kinds:
+                groups.append((stack, ranks, kind,
+                               [i for i in range(len(all_rounds))
+                                if kind is None or mode_of[(stack, ranks)][i] == kind]))
+        for stack, ranks, kind, picked in groups:
+            rs = [runs[(stack, ranks)][i] for i in picked]
             med = lambda key: statistics.median(r[key] for r in rs)  # noqa: E731
             ratio = lambda key: statistics.median(r["agree"] / r[key] for r in rs)  # noqa: E731
             both = all("tuned+barrier" in r for r in rs)
-            row = [stack, ranks, f"{med('agree'):.2f}", f"{med('binomial'):.2f}",
+            row = [stack, ranks] + ([kind, len(rs)] if args.by_mode else []) + [
+                   f"{med('agree'):.2f}", f"{med('binomial'):.2f}",
                    f"{med('tuned'):.2f}", f"{med('tuned+barrier'):.2f}" if both else "-",
                    f"{ratio('binomial'):.2f}", f"{ratio('tuned'):.2f}",
                    f"{ratio('tuned+barrier'):.2f}" if both else "-"]
             if args.before:
-                bs = before[(stack, ranks)]
+                bs = [before[(stack, ranks)][i] for i in picked]
                 row += [f"{statistics.median(b['agree'] for b in bs):.2f}",
                         f"{statistics.median(r['agree'] / b['agree'] for r, b in zip(rs, bs)):.2f}"]
             w.writerow(row)
