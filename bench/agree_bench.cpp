@@ -3,7 +3,10 @@
 // 4-byte value (op::min) against an allreduce of 4 bytes (binomial and tuned; tuned followed by
 // a barrier, what a uniform agreement must do at least), every rank
 // running the same fixed number of calls per iteration; rank 0 reports the slowest rank's time
-// per call (IMB's t_max). ULFM's published agreement costs about 2.8 small allreduces.
+// per call (IMB's t_max). ULFM's published agreement costs about 2.8 small allreduces. Take
+// the median of repetitions: the first benchmark a process times (agree) runs cold, 1.2-1.5x its
+// warm time at shm's 2 ranks, and 5 ms of untimed calls first (pmb.hpp's warm-up) did not
+// cover that (100 ms of barriers did).
 //
 //   commxrun -n 8 ./bench_agree_shm --benchmark_repetitions=5
 

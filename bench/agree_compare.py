@@ -7,14 +7,15 @@
                                    [--before OTHER_BUILD_DIR] [--by-mode]
 
 Each round runs bench_agree_<stack> under commxrun at every rank count, after timing a cache
-line's crossing (bench_cache_line: ~40 ns one die, ~200-250 ns two); the CSV holds, per stack
-and rank count, the median over rounds of each figure and of each round's ratio, the rounds
-by the VM's mode and the load average seen; with --by-mode, a row per mode the rounds met (a
-point's mode is its cache line's, timed just before it ran). The goal (issue 50): agree at most 2x the
-allreduce. Beside it, the allreduce followed by a barrier: what a uniform agreement must do at
-least (learn the outcome, then hold every rank until all hold it). With --before, each run is
-paired with one of the other build's (which goes first alternates), and the CSV adds agree's
-median time there and the median of the pairs' ratios.
+line's crossing (bench_cache_line: ~40 ns one die, ~200-250 ns two); a run's figure is the
+median of its 3 repetitions (the first benchmark a process times runs cold: agree_bench.cpp).
+The CSV holds, per stack and rank count, the median over rounds of each figure and of each
+round's ratio, the rounds by the VM's mode and the load average seen; with --by-mode, a row per
+mode the rounds met (a point's mode is its cache line's, timed just before it ran). The goal
+(issue 50): agree at most 2x the allreduce. Beside it, the allreduce followed by a barrier: what
+a uniform agreement must do at least (learn the outcome, then hold every rank until all hold
+it). With --before, each run is paired with one of the other build's (which goes first
+alternates), and the CSV adds agree's median time there and the median of the pairs' ratios.
 """
 
 import argparse
@@ -28,12 +29,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from launching import cache_line_ns  # noqa: E402
 
-LINE = re.compile(r"^\[0\] (Agree|Allreduce)/commx-[a-z_]+(-[a-z+]+)?/np\d+/4/\S+\s+([0-9.]+) us")
+LINE = re.compile(
+    r"^\[0\] (Agree|Allreduce)/commx-[a-z_]+(-[a-z+]+)?/np\d+/4/\S+_median\s+([0-9.]+) us")
+REPETITIONS = 3  # a run's figure is their median (the module's comment)
 
 
 def one_run(build: Path, stack: str, ranks: int, launcher: Path) -> dict[str, float]:
     out = subprocess.run([str(launcher / "tools/commxrun/commxrun"), "-n", str(ranks), "--timeout",
-                          "300", str(build / f"bench/bench_agree_{stack}")],
+                          "300", str(build / f"bench/bench_agree_{stack}"),
+                          f"--benchmark_repetitions={REPETITIONS}",
+                          "--benchmark_report_aggregates_only=true"],
                          capture_output=True, text=True, timeout=330).stdout
     found = {}
     for line in out.splitlines():
