@@ -207,7 +207,8 @@ class agreement_run {
   // not change when a contribution arrives twice (agreement_op), so overlapping reach is fine.
   std::optional<proposal> disseminate() {
     const int p = members_.size();
-    const int k = radix();
+    const bool networked = network_joins(state_.endpoint, members_);
+    const int k = radix(networked);
     const int tag = recovery_tag::among(number_);
     rank_bits confirmed_to(p);  // sent its phase-two message: waits for nothing more of ours
     // `r` (none: -1) is the rank whose message, or silence, ended the rounds.
@@ -243,7 +244,7 @@ class agreement_run {
       if (kind == agreement_kind::confirmation) {
         outcome.ballot = 0;
         accepted_ = outcome;
-        if (one_exchange_decides()) break;
+        if (one_exchange_decides(networked)) break;
       }
       std::span<const std::byte> message;  // a confirmation is empty
       for (int step = 1; step < p; step *= k) {
@@ -275,10 +276,10 @@ class agreement_run {
     return outcome;
   }
 
-  // Two ranks that memory joins, neither of which can be declared lost while it lives (no
-  // suspicion time), decide in one exchange (the file comment).
-  [[nodiscard]] bool one_exchange_decides() const {
-    if (members_.size() != 2 || network_joins(state_.endpoint, members_)) return false;
+  // Two ranks that memory joins (not `networked`: network_joins), neither of which can be
+  // declared lost while it lives (no suspicion time), decide in one exchange (the file comment).
+  [[nodiscard]] bool one_exchange_decides(bool networked) const {
+    if (members_.size() != 2 || networked) return false;
     if constexpr (transport::excludes_peers<T>) return !state_.recovery.suspect_after;
     return true;
   }
@@ -287,9 +288,9 @@ class agreement_run {
   // round a phase: with messages that cheap, rounds are what costs); where a network joins
   // some, the radix that sends the fewest messages (each costs system calls at both ends),
   // the larger on a tie (fewer rounds).
-  [[nodiscard]] int radix() const {
+  [[nodiscard]] int radix(bool networked) const {
     const int p = members_.size();
-    if (!network_joins(state_.endpoint, members_)) return p;
+    if (!networked) return p;
     int best = p;
     for (int k = p - 1; k >= 2; --k) {
       if (offsets(k, p) < offsets(best, p)) best = k;

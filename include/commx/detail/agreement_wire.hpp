@@ -42,9 +42,7 @@ struct agreement_wire {
   static_assert(sizeof(V) <= 8, "agree: values of up to 64 bits");
 
   /// The size of a whole message among `ranks`.
-  static std::size_t whole_bytes(int ranks) {
-    return 16 + (static_cast<std::size_t>(ranks) + 7) / 8;
-  }
+  static std::size_t whole_bytes(int ranks) { return 16 + rank_bits::wire_bytes(ranks); }
 
   /// A whole message's kind; none for an empty one.
   static agreement_kind kind_of(std::span<const std::byte> m) {

@@ -46,8 +46,12 @@ class rank_bits {
     for (std::size_t w = 0; w < words(); ++w) data()[w] |= other.data()[w];
   }
 
-  /// The bytes the set takes on the wire.
-  [[nodiscard]] std::size_t wire_bytes() const { return (static_cast<std::size_t>(size_) + 7) / 8; }
+  /// The bytes a set of a communicator of `size` ranks takes on the wire.
+  [[nodiscard]] static std::size_t wire_bytes(int size) {
+    return (static_cast<std::size_t>(size) + 7) / 8;
+  }
+  /// The bytes this set takes on the wire.
+  [[nodiscard]] std::size_t wire_bytes() const { return wire_bytes(size_); }
   /// Writes the set into `to`, wire_bytes() long.
   void write(std::span<std::byte> to) const {
     for (std::size_t b = 0; b < to.size(); ++b) {
