@@ -41,10 +41,8 @@ from iperf_ceiling import ADDR_A, ADDR_B, Emulator, run_all  # noqa: E402
 LINE = re.compile(
     r"^(?:\[0\] )?(Agree|Allreduce)/commx-[a-z_]+(-[a-z+]+)?/np\d+/4/\S+_median\s+([0-9.]+) us")
 REPETITIONS = 3  # a run's figure is their median (the module's comment)
-
-
 BENCH_ARGS = [f"--benchmark_repetitions={REPETITIONS}", "--benchmark_report_aggregates_only=true"]
-LINK_STACK = "tcp-link"
+LINK_STACK = "tcp-link"  # tcp at 2 ranks across wanemu's link (--wanemu)
 
 
 def one_run(build: Path, stack: str, ranks: int, launcher: Path, emu=None) -> dict[str, float]:
