@@ -35,6 +35,10 @@ struct sliced_wait {
   bool sliced = false;
 
   [[nodiscard]] const deadline& first() const { return own_first ? slice : *until; }
+  /// What a request that takes over from the transport's blocking call waits until: the rest
+  /// where sliced (the slice ran out, or the transport declined the call), else the call's
+  /// own deadline (the transport declined: a large message, a message held, a full ring).
+  [[nodiscard]] const deadline& takes_over() const { return sliced ? rest : first(); }
 };
 
 /// On a stack that tells failures, the transport's blocking send and receive wait at most
@@ -185,7 +189,7 @@ inline void communicator<T, C, S>::send_now(int dest, int tag, const M& message,
         kept = std::make_unique<std::vector<std::byte>>(std::move(staging));
         bytes = *kept;
       }
-      post_bytes(dest, tag, bytes, std::move(kept), kind, watch).wait(wait.rest);
+      post_bytes(dest, tag, bytes, std::move(kept), kind, watch).wait(wait.takes_over());
       return;
     }
     if constexpr (S::enabled) {
@@ -275,7 +279,7 @@ inline status communicator<T, C, S>::recv_now(int source, int tag, M& message,
   const std::optional<transport::op_result> got = state_->endpoint.recv_blocking(
       world_source(source), ctx_, tag, buffer, wait.first(), timeout_);
   if (!got || (wait.sliced && got->error == errc::timeout)) [[unlikely]]
-    return post_recv(source, tag, message, kind).wait(wait.rest);
+    return post_recv(source, tag, message, kind).wait(wait.takes_over());
   if constexpr (S::enabled) {
     state_->stats.on_call(kind);
     state_->stats.add_wait_time(kind, watch.seconds());
